@@ -1,0 +1,65 @@
+"""Self-signed certificates for the demo target and the tests (never committed, always generated)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.x509.oid import NameOID
+
+
+def _san(name: str) -> x509.GeneralName:
+    try:
+        return x509.IPAddress(ipaddress.ip_address(name))
+    except ValueError:
+        return x509.DNSName(name)
+
+
+def make_self_signed(
+    directory: Path,
+    *,
+    name: str = "server",
+    common_name: str = "localhost",
+    key_type: str = "rsa",
+    key_bits: int = 2048,
+    sans: Iterable[str] = ("localhost", "127.0.0.1", "::1"),
+) -> tuple[Path, Path]:
+    """Write ``<name>.crt`` and ``<name>.key`` (0600) into ``directory``; return their paths."""
+    directory.mkdir(parents=True, exist_ok=True)
+    if key_type == "rsa":
+        key = rsa.generate_private_key(public_exponent=65537, key_size=key_bits)
+    elif key_type == "ec":
+        key = ec.generate_private_key(ec.SECP256R1())
+    else:
+        raise ValueError(f"key_type must be 'rsa' or 'ec', not {key_type!r}")
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(days=1))
+        .not_valid_after(now + dt.timedelta(days=30))
+        .add_extension(x509.SubjectAlternativeName([_san(s) for s in sans]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path = directory / f"{name}.crt"
+    key_path = directory / f"{name}.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(
+            key.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            )
+        )
+    return cert_path, key_path

@@ -1,0 +1,103 @@
+"""A Run (one benchmark of a target) and its ArmResults (one per arm, written as each arm ends)."""
+
+from __future__ import annotations
+
+from uuid import uuid4
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from portal.targets.models import Scenario, Target
+
+
+class Run(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    TERMINAL = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED)
+
+    code = models.UUIDField(default=uuid4, unique=True, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="runs")
+    target = models.ForeignKey(Target, models.CASCADE, related_name="runs")
+    scenario = models.ForeignKey(Scenario, models.SET_NULL, null=True, blank=True, related_name="runs")
+    # The engine config as submitted (protocol.EngineConfig): the run's own record of what was
+    # asked, immune to later edits of the scenario.
+    config = models.JSONField(default=dict)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    error = models.TextField(blank=True)
+    cancel_requested = models.BooleanField(default=False)
+    # Generator facts from the engine's hello: versions, host, CPU.
+    engine = models.JSONField(default=dict, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    started = models.DateTimeField(null=True, blank=True)
+    finished = models.DateTimeField(null=True, blank=True)
+    # Touched by the task while it runs; the reaper fails runs whose heartbeat stopped.
+    heartbeat = models.DateTimeField(null=True, blank=True)
+    source = models.CharField(max_length=16, default="web")  # web, cli, api, webhook
+
+    class Meta:
+        ordering = ["-created"]
+        indexes = [
+            # Runs list: an owner's runs, newest first.
+            models.Index(fields=["owner", "-created"], name="run_owner_created_idx"),
+            # Reaper: running runs by heartbeat.
+            models.Index(fields=["heartbeat"], condition=Q(status="running"), name="run_running_heartbeat_idx"),
+            # Queue view: what is waiting.
+            models.Index(fields=["created"], condition=Q(status="queued"), name="run_queued_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"Run {self.code} ({self.status})"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in self.TERMINAL
+
+    @property
+    def arm_names(self) -> list[str]:
+        return [arm["name"] for arm in self.config.get("arms", [])]
+
+
+class ArmResult(models.Model):
+    """One arm of one run. Latencies are encoded HDR histograms in µs (never raw samples)."""
+
+    run = models.ForeignKey(Run, models.CASCADE, related_name="arms")
+    arm = models.CharField(max_length=16)
+    position = models.PositiveSmallIntegerField()
+    url = models.URLField(max_length=500)
+    complete = models.BooleanField(default=True)  # false: cut short by cancel
+    users = models.PositiveIntegerField()
+    warmup_s = models.FloatField()
+    warmup_requests = models.PositiveIntegerField(default=0)
+    duration_s = models.FloatField()  # measured window, warm-up excluded
+    requests = models.PositiveBigIntegerField()
+    failures = models.PositiveBigIntegerField()
+    rps = models.FloatField()
+    ttfb_hist = models.TextField(blank=True)
+    ttlb_hist = models.TextField(blank=True)
+    connect_hist = models.TextField(blank=True)
+    tls_handshake_hist = models.TextField(blank=True)
+    status_codes = models.JSONField(default=dict)
+    response_bytes_min = models.PositiveBigIntegerField(null=True)
+    response_bytes_max = models.PositiveBigIntegerField(null=True)
+    sizes_by_url = models.JSONField(default=dict)
+    errors = models.JSONField(default=dict)
+    connections_opened = models.PositiveBigIntegerField(default=0)
+    tls_sessions_reused = models.PositiveBigIntegerField(default=0)
+    series = models.JSONField(default=list)  # one point per measured second
+    started = models.DateTimeField()
+    finished = models.DateTimeField()
+
+    class Meta:
+        ordering = ["position"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "arm"], name="armresult_run_arm_uniq"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.arm} of {self.run_id}"

@@ -1,0 +1,10 @@
+from django.contrib import admin
+from django.urls import include, path
+from django.views.generic.base import RedirectView
+
+urlpatterns = [
+    path("", RedirectView.as_view(pattern_name="runs-list", permanent=False)),
+    path("accounts/", include("django.contrib.auth.urls")),
+    path("runs/", include("portal.runs.urls")),
+    path("admin/", admin.site.urls),
+]

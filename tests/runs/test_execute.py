@@ -1,0 +1,110 @@
+"""The task body and the executor against real local servers and the real engine."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from portal.runs import execute, services
+from portal.runs.models import ArmResult, Run
+from portal.targets.models import Target
+from tests.servers import closed_port
+from workers import tasks
+
+
+def new_run(owner, arms: list[tuple[str, str]], duration_s: float = 1.5) -> Run:
+    target, _ = Target.objects.get_or_create(owner=owner, name="local")
+    config = {
+        "arms": [{"name": name, "url": url} for name, url in arms],
+        "users": 2,
+        "spawn_rate": 50,
+        "warmup_s": 0.5,
+        "duration_s": duration_s,
+        "verify_tls": False,
+    }
+    return services.create_run(owner, target, config)
+
+
+@pytest.mark.django_db
+def test_task_runs_three_arms_and_stores_each(owner, plain_server, tls_server):
+    run = new_run(owner, [("plain", plain_server.url()), ("tls", tls_server.url()), ("tls_new", tls_server.url())])
+    assert tasks.run_benchmark(run.pk) == "succeeded"
+    run.refresh_from_db()
+    assert run.status == Run.Status.SUCCEEDED and run.error == ""
+    assert run.started <= run.finished
+    assert run.engine["locust"] and run.engine["openssl"].startswith("OpenSSL")
+    arms = list(run.arms.all())
+    assert [a.arm for a in arms] == ["plain", "tls", "tls_new"]
+    for arm in arms:
+        assert arm.requests > 0 and arm.failures == 0 and arm.ttlb_hist and arm.complete
+        assert arm.status_codes == {"200": arm.requests}
+        assert arm.series and arm.started <= arm.finished
+    # A redelivered message finds the run taken and does nothing.
+    assert tasks.run_benchmark(run.pk) is None
+    assert ArmResult.objects.filter(run=run).count() == 3
+
+
+@pytest.mark.django_db
+def test_a_failing_later_arm_keeps_the_earlier_ones(owner, plain_server):
+    run = new_run(owner, [("plain", plain_server.url()), ("tls", f"https://127.0.0.1:{closed_port()}/1k")])
+    tasks.run_benchmark(run.pk)
+    run.refresh_from_db()
+    assert run.status == Run.Status.FAILED
+    assert "Arm tls" in run.error and "connection_refused" in run.error and "Kept 1 finished arm" in run.error
+    assert [a.arm for a in run.arms.all()] == ["plain"]
+
+
+@pytest.mark.django_db
+def test_timeout_stops_the_engine_and_says_so(owner, plain_server, monkeypatch):
+    run = new_run(owner, [("plain", plain_server.url())], duration_s=60)
+    monkeypatch.setattr(execute, "time_limit_s", lambda config: 4.0)
+    started = time.monotonic()
+    tasks.run_benchmark(run.pk)
+    assert time.monotonic() - started < 30
+    run.refresh_from_db()
+    assert run.status == Run.Status.FAILED and run.error.startswith("Timed out after 4 s")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_cancel_keeps_what_was_measured(owner, plain_server):
+    run = new_run(owner, [("plain", plain_server.url()), ("plain_new", plain_server.url())], duration_s=60)
+    def work() -> None:
+        try:
+            execute.execute_run(run.pk)
+        finally:
+            connection.close()  # the thread's own connection; the test database is dropped later
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    deadline = time.monotonic() + 30
+    while not Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING, engine__has_key="locust").exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    time.sleep(3)
+    Run.objects.filter(pk=run.pk).update(cancel_requested=True)
+    worker.join(timeout=30)
+    assert not worker.is_alive()
+    run.refresh_from_db()
+    assert run.status == Run.Status.CANCELLED
+    assert "Kept 1 finished arm" in run.error
+    (arm,) = run.arms.all()
+    assert arm.arm == "plain" and not arm.complete and arm.requests > 0 and arm.duration_s < 30
+
+
+@pytest.mark.django_db
+def test_reaper_fails_runs_without_heartbeat(owner):
+    stale = new_run(owner, [("plain", "http://127.0.0.1:1/")])
+    fresh = new_run(owner, [("plain", "http://127.0.0.1:1/")])
+    old = timezone.now() - timedelta(minutes=10)
+    Run.objects.filter(pk=stale.pk).update(status=Run.Status.RUNNING, heartbeat=old)
+    Run.objects.filter(pk=fresh.pk).update(status=Run.Status.RUNNING, heartbeat=timezone.now())
+    assert tasks.reap_stale_runs() == 1
+    stale.refresh_from_db()
+    fresh.refresh_from_db()
+    assert stale.status == Run.Status.FAILED and "stopped reporting" in stale.error
+    assert fresh.status == Run.Status.RUNNING

@@ -1,0 +1,135 @@
+"""The engine subprocess against real local servers; wire facts are counted on the server side."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+from hdrh.histogram import HdrHistogram
+
+from tests.conftest import ROOT
+from tests.servers import LocalServer, closed_port
+
+
+def config(*arms: tuple[str, str], users: int = 2, warmup_s: float = 0.5, duration_s: float = 1.5) -> dict:
+    return {
+        "arms": [{"name": name, "url": url} for name, url in arms],
+        "users": users,
+        "spawn_rate": 100,
+        "warmup_s": warmup_s,
+        "duration_s": duration_s,
+        "verify_tls": False,
+    }
+
+
+def arm_results(messages: list[dict]) -> dict[str, dict]:
+    return {m["arm"]: m["result"] for m in messages if m["type"] == "arm"}
+
+
+def test_tls_new_does_a_full_handshake_for_every_request(engine, tls_server):
+    messages, code, stderr = engine(config(("tls_new", tls_server.url())))
+    assert code == 0, stderr
+    result = arm_results(messages)["tls_new"]
+    seen = tls_server.counters.snapshot()
+    # Every request the server answered came on its own connection with a full handshake:
+    # preflight + warm-up + measured (+ requests cut off at the stop, which never completed).
+    assert seen["resumed"] == 0
+    # A connection accepted as the swarm stopped may never finish its handshake (one per user).
+    assert 0 <= seen["connections"] - seen["handshakes"] <= 2
+    assert seen["handshakes"] >= seen["requests"] >= 1 + result["warmup_requests"] + result["requests"]
+    assert seen["handshakes"] - seen["requests"] <= 2  # at most one cut-off connection per user
+    assert result["connections_opened"] == result["requests"]
+    assert result["tls_sessions_reused"] == 0
+    assert result["hist"]["tls_handshake_us"] and result["hist"]["connect_us"]
+
+
+def test_keepalive_tls_handshakes_once_per_user(engine, tls_server):
+    messages, code, stderr = engine(config(("tls", tls_server.url()), users=3))
+    assert code == 0, stderr
+    result = arm_results(messages)["tls"]
+    seen = tls_server.counters.snapshot()
+    assert seen["handshakes"] == 3 + 1  # one per virtual user, plus the preflight request
+    assert result["requests"] > 10 * 3
+    # Warm connections: nothing was opened inside the measured window.
+    assert result["connections_opened"] == 0
+    assert result["hist"]["tls_handshake_us"] is None
+
+
+def test_tls_resumed_really_resumes(engine, tls_server):
+    messages, code, stderr = engine(config(("tls_resumed", tls_server.url()), users=2))
+    assert code == 0, stderr
+    result = arm_results(messages)["tls_resumed"]
+    seen = tls_server.counters.snapshot()
+    # Only the preflight and each user's first connection are full handshakes.
+    assert seen["handshakes"] - seen["resumed"] == 1 + 2
+    assert result["tls_sessions_reused"] == result["requests"] > 0
+
+
+def test_latencies_are_microsecond_histograms_without_warmup(engine, plain_server):
+    messages, code, stderr = engine(config(("plain", plain_server.url("/2k"))))
+    assert code == 0, stderr
+    result = arm_results(messages)["plain"]
+    ttfb = HdrHistogram.decode(result["hist"]["ttfb_us"])
+    ttlb = HdrHistogram.decode(result["hist"]["ttlb_us"])
+    assert ttlb.get_total_count() == ttfb.get_total_count() == result["requests"] > 0
+    assert result["warmup_requests"] > 0
+    assert plain_server.counters.snapshot()["requests"] >= result["requests"] + result["warmup_requests"] + 1
+    # Loopback requests take tens to thousands of µs: whole-ms rounding would show 0 or 1 here.
+    assert 1 <= ttfb.get_value_at_percentile(50) <= ttlb.get_value_at_percentile(50) < 1_000_000
+    assert result["status_codes"] == {"200": result["requests"]}
+    assert result["response_bytes"] == {"min": 2048, "max": 2048}
+    assert 1.4 < result["measured_s"] < 2.5
+    assert len(result["series"]) == 1  # one full second in a 1.5 s window
+    point = result["series"][0]
+    assert point["requests"] > 0 and point["p50_us"] > 0 and point["gen_cpu_pct"] >= 0
+
+
+def test_unexpected_status_counts_as_failure(engine):
+    server = LocalServer(app=lambda request: (503, {"Content-Type": "text/plain"}, b"busy")).start()
+    try:
+        messages, code, stderr = engine(config(("plain", server.url("/x"))))
+    finally:
+        server.stop()
+    assert code == 0, stderr
+    result = arm_results(messages)["plain"]
+    assert result["requests"] > 0
+    assert result["failures"] == result["requests"]
+    assert result["status_codes"] == {"503": result["requests"]}
+
+
+def test_an_unreachable_arm_stops_the_engine_and_keeps_earlier_arms(engine, plain_server):
+    dead = f"https://127.0.0.1:{closed_port()}/1k"
+    messages, code, stderr = engine(config(("plain", plain_server.url()), ("tls", dead)))
+    assert code == 3, stderr
+    assert list(arm_results(messages)) == ["plain"]
+    errors = [m for m in messages if m["type"] == "arm_error"]
+    assert errors[0]["arm"] == "tls" and "connection_refused" in errors[0]["error"]
+
+
+def test_sigterm_cuts_the_arm_short_and_keeps_it(plain_server):
+    proc = subprocess.Popen(  # noqa: S603
+        [sys.executable, "-m", "workers.engine"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=ROOT,
+    )
+    proc.stdin.write(json.dumps(config(("plain", plain_server.url()), warmup_s=0.2, duration_s=30)))
+    proc.stdin.close()
+    for line in proc.stdout:
+        message = json.loads(line)
+        if message["type"] == "progress" and message["phase"] == "measure":
+            break
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    rest = [json.loads(line) for line in proc.stdout]
+    assert proc.wait(timeout=20) == 0
+    arm = next(m for m in rest if m["type"] == "arm")
+    assert arm["result"]["complete"] is False
+    assert 0 < arm["result"]["measured_s"] < 10
+    assert arm["result"]["requests"] > 0
+    assert rest[-1] == {"type": "done", "status": "cancelled"}

@@ -1,0 +1,27 @@
+"""The Celery app: broker from Django settings (CELERY_*), a dedicated `runs` queue, the reaper."""
+
+from __future__ import annotations
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+
+app = Celery("tollgate")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.conf.update(
+    task_serializer="json",
+    accept_content=["json"],
+    result_serializer="json",
+    task_ignore_result=True,
+    # A run is acknowledged when it ends: a worker that dies mid-run lets the broker redeliver,
+    # and the atomic claim in the task turns the redelivery into a no-op.
+    task_acks_late=True,
+    worker_prefetch_multiplier=1,
+    task_default_queue="celery",
+    task_routes={"workers.tasks.run_benchmark": {"queue": "runs"}},
+    beat_schedule={"reap-stale-runs": {"task": "workers.tasks.reap_stale_runs", "schedule": 60.0}},
+    broker_connection_retry_on_startup=True,
+)
+app.autodiscover_tasks(["workers"])

@@ -1,0 +1,329 @@
+"""A lean, timed HTTP/1.1 client.
+
+Stock Locust clients round to whole milliseconds and expose neither time to first byte nor the
+connect / handshake split. This one times every phase with ``perf_counter_ns`` and keeps the
+connection policy explicit per arm:
+
+* keep-alive arms hold one connection per virtual user (one handshake per user);
+* ``*_new`` arms open a new TCP connection per request and send ``Connection: close``;
+* ``tls_new`` never offers a session (a full handshake every time); ``tls_resumed`` offers the
+  session captured from its previous connection.
+
+Inside the engine process gevent has patched ``socket`` and ``ssl``, so this blocks only the calling
+greenlet. It imports nothing from Locust, so it can be unit-tested on plain threads as well.
+
+All timings start at the beginning of the request operation: when a connection has to be opened,
+TCP connect and TLS handshake are part of TTFB and TTLB, because a user waits for them too.
+"""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import time
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+USER_AGENT = "tollgate/0.1"
+RECV_SIZE = 65536
+MAX_HEAD_BYTES = 65536
+
+
+class ProtocolError(Exception):
+    """The server's answer was not valid HTTP/1.1."""
+
+
+class ConnectionClosed(ProtocolError):
+    """The server closed the connection before the first byte of a response."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where to connect: the address is resolved once, before measuring, to keep DNS out."""
+
+    scheme: str
+    host: str
+    port: int
+    address: str
+    host_header: str
+
+    @property
+    def tls(self) -> bool:
+        return self.scheme == "https"
+
+    @classmethod
+    def resolve(cls, url: str) -> Endpoint:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"not an http(s) URL: {url!r}")
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        infos = socket.getaddrinfo(parts.hostname, port, type=socket.SOCK_STREAM)
+        address = infos[0][4][0]
+        default_port = 443 if parts.scheme == "https" else 80
+        host = parts.hostname
+        host_literal = f"[{host}]" if ":" in host else host
+        host_header = host_literal if port == default_port else f"{host_literal}:{port}"
+        return cls(parts.scheme, host, port, address, host_header)
+
+
+@dataclass(frozen=True)
+class ConnectionPolicy:
+    new_connection_per_request: bool
+    resume_sessions: bool
+
+
+ARM_POLICIES: dict[str, tuple[str, ConnectionPolicy]] = {
+    # arm name -> (scheme it needs, connection policy)
+    "plain": ("http", ConnectionPolicy(new_connection_per_request=False, resume_sessions=False)),
+    "plain_new": ("http", ConnectionPolicy(new_connection_per_request=True, resume_sessions=False)),
+    "tls": ("https", ConnectionPolicy(new_connection_per_request=False, resume_sessions=False)),
+    "tls_new": ("https", ConnectionPolicy(new_connection_per_request=True, resume_sessions=False)),
+    "tls_resumed": ("https", ConnectionPolicy(new_connection_per_request=True, resume_sessions=True)),
+}
+
+
+@dataclass
+class Sample:
+    """One request's outcome. Times in µs; ``None`` where the phase did not happen."""
+
+    url: str
+    start_ns: int
+    end_ns: int = 0
+    status: int | None = None
+    body_bytes: int = 0
+    connect_us: int | None = None
+    tls_handshake_us: int | None = None
+    ttfb_us: int | None = None
+    ttlb_us: int | None = None
+    session_reused: bool | None = None
+    error: str | None = None
+    error_detail: str | None = None
+
+
+def make_ssl_context(verify: bool, cafile: str | None = None) -> ssl.SSLContext:
+    """One context per arm, shared by every connection: building one costs up to ~20 ms."""
+    if verify:
+        context = ssl.create_default_context(cafile=cafile)
+    else:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    context.set_alpn_protocols(["http/1.1"])
+    return context
+
+
+def _us(start_ns: int, end_ns: int) -> int:
+    return max(1, (end_ns - start_ns + 500) // 1000)
+
+
+def classify_error(exc: BaseException) -> str:
+    if isinstance(exc, ssl.SSLError | ssl.CertificateError):
+        return "tls_error"
+    if isinstance(exc, TimeoutError | socket.timeout):
+        return "timeout"
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection_refused"
+    if isinstance(exc, ConnectionResetError | BrokenPipeError | ConnectionClosed):
+        return "connection_reset"
+    if isinstance(exc, ProtocolError):
+        return "protocol_error"
+    if isinstance(exc, OSError):
+        return "os_error"
+    return type(exc).__name__
+
+
+class TimedClient:
+    """One virtual user's connection(s) to one endpoint."""
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        policy: ConnectionPolicy,
+        ssl_context: ssl.SSLContext | None,
+        *,
+        timeout_s: float = 10.0,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        if endpoint.tls and ssl_context is None:
+            raise ValueError("an https endpoint needs an SSL context")
+        self.endpoint = endpoint
+        self.policy = policy
+        self.ssl_context = ssl_context
+        self.timeout_s = timeout_s
+        self.extra_headers = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
+        self.sock: socket.socket | None = None
+        self.session: ssl.SSLSession | None = None
+        self.connections_opened = 0
+        # Name for SNI and certificate checks. Python sends no SNI for an IP literal but still
+        # checks the certificate's IP SANs against it.
+        self._server_hostname = endpoint.host
+
+    def close(self) -> None:
+        if self.sock is not None:
+            try:
+                self.sock.close()
+            finally:
+                self.sock = None
+
+    def _open(self, sample: Sample) -> None:
+        t0 = time.perf_counter_ns()
+        raw = socket.create_connection((self.endpoint.address, self.endpoint.port), timeout=self.timeout_s)
+        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        t1 = time.perf_counter_ns()
+        sample.connect_us = _us(t0, t1)
+        self.connections_opened += 1
+        if self.endpoint.tls:
+            session = self.session if self.policy.resume_sessions else None
+            try:
+                sock = self.ssl_context.wrap_socket(raw, server_hostname=self._server_hostname, session=session)
+            except BaseException:
+                raw.close()
+                raise
+            sample.tls_handshake_us = _us(t1, time.perf_counter_ns())
+            sample.session_reused = sock.session_reused
+            self.sock = sock
+        else:
+            self.sock = raw
+
+    def request(self, url: str, path: str, method: str = "GET") -> Sample:
+        """Send one request and read the whole response. Never raises for network errors."""
+        sample = Sample(url=url, start_ns=time.perf_counter_ns())
+        try:
+            self._exchange(sample, path, method)
+        except Exception as exc:  # noqa: BLE001 - every failure becomes data, never a crash
+            sample.error = classify_error(exc)
+            sample.error_detail = f"{type(exc).__name__}: {exc}"[:300]
+            self.close()
+        sample.end_ns = time.perf_counter_ns()
+        return sample
+
+    def _exchange(self, sample: Sample, path: str, method: str) -> None:
+        new_conn = self.policy.new_connection_per_request
+        close_header = "Connection: close\r\n" if new_conn else ""
+        head = (
+            f"{method} {path} HTTP/1.1\r\nHost: {self.endpoint.host_header}\r\nUser-Agent: {USER_AGENT}\r\n"
+            f"Accept: */*\r\n{close_header}{self.extra_headers}\r\n"
+        ).encode("latin-1")
+        reused = self.sock is not None
+        if not reused:
+            self._open(sample)
+        try:
+            self.sock.sendall(head)
+            keep_alive = self._read_response(sample, method)
+        except (ConnectionClosed, ConnectionResetError, BrokenPipeError):
+            if not reused:
+                raise
+            # The server closed an idle keep-alive connection: retry once on a fresh one, as
+            # browsers do. The reconnect is part of this request's time.
+            self.close()
+            self._open(sample)
+            self.sock.sendall(head)
+            keep_alive = self._read_response(sample, method)
+        if new_conn or not keep_alive:
+            if self.policy.resume_sessions and isinstance(self.sock, ssl.SSLSocket):
+                # TLS 1.3 tickets arrive after the handshake: the session is complete only now.
+                self.session = self.sock.session
+            self.close()
+
+    def _read_response(self, sample: Sample, method: str) -> bool:
+        """Read one response; fill status, sizes and times. Returns whether to keep the connection."""
+        sock = self.sock
+        chunk = sock.recv(RECV_SIZE)
+        if not chunk:
+            raise ConnectionClosed("connection closed before the response")
+        t_first = time.perf_counter_ns()
+        buf = bytearray(chunk)
+        while True:
+            end = buf.find(b"\r\n\r\n")
+            if end >= 0:
+                break
+            if len(buf) > MAX_HEAD_BYTES:
+                raise ProtocolError("response head larger than 64 KiB")
+            chunk = sock.recv(RECV_SIZE)
+            if not chunk:
+                raise ProtocolError("connection closed inside the response head")
+            buf += chunk
+        lines = bytes(buf[:end]).decode("latin-1").split("\r\n")
+        version, _, rest = lines[0].partition(" ")
+        try:
+            status = int(rest[:3])
+        except ValueError:
+            raise ProtocolError(f"bad status line {lines[0][:80]!r}") from None
+        if not version.startswith("HTTP/1."):
+            raise ProtocolError(f"bad status line {lines[0][:80]!r}")
+        headers: dict[str, str] = {}
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+        body = buf[end + 4 :]
+        keep_alive = version == "HTTP/1.1" and headers.get("connection", "").lower() != "close"
+        if method == "HEAD" or status in (204, 304) or 100 <= status < 200:
+            size = 0
+        elif "chunked" in headers.get("transfer-encoding", "").lower():
+            size = self._read_chunked(body)
+        elif "content-length" in headers:
+            try:
+                size = int(headers["content-length"])
+            except ValueError:
+                raise ProtocolError("bad Content-Length") from None
+            have = len(body)
+            while have < size:
+                chunk = sock.recv(min(RECV_SIZE, size - have))
+                if not chunk:
+                    raise ProtocolError("connection closed inside the body")
+                have += len(chunk)
+        else:
+            size = len(body)
+            while chunk := sock.recv(RECV_SIZE):
+                size += len(chunk)
+            keep_alive = False
+        t_last = time.perf_counter_ns()
+        sample.status = status
+        sample.body_bytes = size
+        sample.ttfb_us = _us(sample.start_ns, t_first)
+        sample.ttlb_us = _us(sample.start_ns, t_last)
+        return keep_alive
+
+    def _read_chunked(self, buf: bytearray) -> int:
+        total = 0
+        pos = 0
+        while True:
+            line_end = self._fill_until(buf, b"\r\n", pos)
+            size_text = bytes(buf[pos:line_end]).split(b";", 1)[0].strip()
+            try:
+                size = int(size_text, 16)
+            except ValueError:
+                raise ProtocolError(f"bad chunk size {size_text[:20]!r}") from None
+            pos = line_end + 2
+            if size == 0:
+                # Trailers end with an empty line.
+                while True:
+                    line_end = self._fill_until(buf, b"\r\n", pos)
+                    if line_end == pos:
+                        return total
+                    pos = line_end + 2
+            while len(buf) < pos + size + 2:
+                chunk = self.sock.recv(RECV_SIZE)
+                if not chunk:
+                    raise ProtocolError("connection closed inside a chunk")
+                buf += chunk
+            total += size
+            pos += size + 2
+            if pos > RECV_SIZE:
+                del buf[:pos]
+                pos = 0
+
+    def _fill_until(self, buf: bytearray, marker: bytes, pos: int) -> int:
+        while (found := buf.find(marker, pos)) < 0:
+            chunk = self.sock.recv(RECV_SIZE)
+            if not chunk:
+                raise ProtocolError("connection closed inside chunked framing")
+            buf += chunk
+        return found
+
+
+def split_target(url: str) -> str:
+    """The request target (path and query) of a URL."""
+    parts = urlsplit(url)
+    path = parts.path or "/"
+    return f"{path}?{parts.query}" if parts.query else path

@@ -1,0 +1,164 @@
+"""Per-arm recording: µs HDR histograms, counts and a per-second series.
+
+Only requests that *start* after the warm-up and *end* before the window closes are recorded, so
+neither the ramp-up nor requests cut off by the stop leak into the statistics.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+
+from hdrh.histogram import HdrHistogram
+
+from workers.engine.client import Sample
+
+# 1 µs … 60 s at 3 significant digits: the format the portal stores and merges.
+HIST_MIN_US = 1
+HIST_MAX_US = 60_000_000
+HIST_DIGITS = 3
+MAX_ERROR_SAMPLES = 3
+MAX_DISTINCT_SIZES = 20
+
+
+def new_histogram() -> HdrHistogram:
+    return HdrHistogram(HIST_MIN_US, HIST_MAX_US, HIST_DIGITS)
+
+
+def _clamp(value_us: int) -> int:
+    return min(max(value_us, HIST_MIN_US), HIST_MAX_US)
+
+
+class ArmRecorder:
+    def __init__(self, arm: str) -> None:
+        self.arm = arm
+        self.window_start_ns: int | None = None
+        self.window_end_ns: int | None = None
+        self.ttfb = new_histogram()
+        self.ttlb = new_histogram()
+        self.connect = new_histogram()
+        self.tls_handshake = new_histogram()
+        self.requests = 0
+        self.failures = 0
+        self.status_codes: Counter[int] = Counter()
+        self.errors: dict[str, dict] = {}
+        self.sizes_by_url: dict[str, set[int]] = {}
+        self.connections_opened = 0
+        self.sessions_reused = 0
+        # Per-second bucket, rolled by tick().
+        self._sec_ttlb = new_histogram()
+        self._sec_requests = 0
+        self._sec_failures = 0
+        # Warm-up totals, for progress only.
+        self.warmup_requests = 0
+
+    @property
+    def measuring(self) -> bool:
+        return self.window_start_ns is not None and self.window_end_ns is None
+
+    def start_window(self) -> None:
+        self.window_start_ns = time.perf_counter_ns()
+        self._sec_ttlb.reset()
+        self._sec_requests = self._sec_failures = 0
+
+    def close_window(self) -> None:
+        self.window_end_ns = time.perf_counter_ns()
+
+    def record(self, sample: Sample, expected_ok: bool) -> None:
+        start = self.window_start_ns
+        if start is None or sample.start_ns < start or self.window_end_ns is not None:
+            if start is None:
+                self.warmup_requests += 1
+            return
+        self.requests += 1
+        self._sec_requests += 1
+        failed = sample.error is not None or not expected_ok
+        if failed:
+            self.failures += 1
+            self._sec_failures += 1
+        if sample.error is not None:
+            entry = self.errors.setdefault(sample.error, {"count": 0, "samples": []})
+            entry["count"] += 1
+            if len(entry["samples"]) < MAX_ERROR_SAMPLES and sample.error_detail not in entry["samples"]:
+                entry["samples"].append(sample.error_detail)
+        if sample.connect_us is not None:
+            self.connections_opened += 1
+            self.connect.record_value(_clamp(sample.connect_us))
+        if sample.tls_handshake_us is not None:
+            self.tls_handshake.record_value(_clamp(sample.tls_handshake_us))
+            if sample.session_reused:
+                self.sessions_reused += 1
+        if sample.status is None:
+            return
+        self.status_codes[sample.status] += 1
+        sizes = self.sizes_by_url.setdefault(sample.url, set())
+        if len(sizes) < MAX_DISTINCT_SIZES:
+            sizes.add(sample.body_bytes)
+        self.ttfb.record_value(_clamp(sample.ttfb_us))
+        self.ttlb.record_value(_clamp(sample.ttlb_us))
+        self._sec_ttlb.record_value(_clamp(sample.ttlb_us))
+
+    def roll_second(self) -> dict:
+        """Close the current one-second bucket and return its summary."""
+        h = self._sec_ttlb
+        point = {
+            "requests": self._sec_requests,
+            "failures": self._sec_failures,
+            "p50_us": h.get_value_at_percentile(50) if h.total_count else None,
+            "p95_us": h.get_value_at_percentile(95) if h.total_count else None,
+            "p99_us": h.get_value_at_percentile(99) if h.total_count else None,
+        }
+        h.reset()
+        self._sec_requests = self._sec_failures = 0
+        return point
+
+    def measured_s(self) -> float:
+        if self.window_start_ns is None:
+            return 0.0
+        end = self.window_end_ns or time.perf_counter_ns()
+        return (end - self.window_start_ns) / 1e9
+
+    def result(self) -> dict:
+        measured_s = self.measured_s()
+        sizes = [size for values in self.sizes_by_url.values() for size in values]
+
+        def encoded(h: HdrHistogram) -> str | None:
+            return h.encode().decode("ascii") if h.total_count else None
+
+        return {
+            "requests": self.requests,
+            "failures": self.failures,
+            "measured_s": round(measured_s, 6),
+            "rps": round(self.requests / measured_s, 3) if measured_s > 0 else 0.0,
+            "hist": {
+                "ttfb_us": encoded(self.ttfb),
+                "ttlb_us": encoded(self.ttlb),
+                "connect_us": encoded(self.connect),
+                "tls_handshake_us": encoded(self.tls_handshake),
+            },
+            "status_codes": {str(code): n for code, n in sorted(self.status_codes.items())},
+            "response_bytes": {"min": min(sizes), "max": max(sizes)} if sizes else {"min": None, "max": None},
+            "sizes_by_url": {url: sorted(values) for url, values in self.sizes_by_url.items()},
+            "errors": self.errors,
+            "connections_opened": self.connections_opened,
+            "tls_sessions_reused": self.sessions_reused,
+        }
+
+
+class CpuMeter:
+    """This process's CPU use between calls, in % of one core (user + system, all threads)."""
+
+    def __init__(self) -> None:
+        self._last = self._now()
+
+    @staticmethod
+    def _now() -> tuple[float, float]:
+        t = os.times()
+        return t.user + t.system, time.monotonic()
+
+    def percent(self) -> float:
+        cpu, wall = self._now()
+        last_cpu, last_wall = self._last
+        self._last = (cpu, wall)
+        return round(100.0 * (cpu - last_cpu) / (wall - last_wall), 1) if wall > last_wall else 0.0
