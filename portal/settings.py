@@ -126,6 +126,8 @@ if CELERY_BROKER_URL.startswith("filesystem"):
         "data_folder_in": str(_broker_dir),
         "data_folder_out": str(_broker_dir),
         "processed_folder": str(_broker_dir / "processed"),
+        # Without this kombu writes its control (broadcast) files into the working directory.
+        "control_folder": str(_broker_dir / "control"),
         "store_processed": False,
     }
 else:
@@ -149,6 +151,10 @@ else:
 TOLLGATE_MAX_USERS = envint("TOLLGATE_MAX_USERS", "500")
 TOLLGATE_MAX_DURATION_S = envint("TOLLGATE_MAX_DURATION_S", "3600")
 TOLLGATE_MAX_WARMUP_S = envint("TOLLGATE_MAX_WARMUP_S", "600")
+# Pre-filled values of the run form (the demo points them at its own target).
+TOLLGATE_DEFAULT_PLAIN_URL = os.environ.get("TOLLGATE_DEFAULT_PLAIN_URL", "")
+TOLLGATE_DEFAULT_TLS_URL = os.environ.get("TOLLGATE_DEFAULT_TLS_URL", "")
+TOLLGATE_DEFAULT_VERIFY_TLS = envbool("TOLLGATE_DEFAULT_VERIFY_TLS", "true")
 # Public base URL for links printed by the CLI (report_url).
 TOLLGATE_BASE_URL = os.environ.get("TOLLGATE_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
 

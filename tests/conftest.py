@@ -83,8 +83,23 @@ def celery_worker(transactional_db, tmp_path):
     redis.Redis.from_url(broker).delete("runs", "celery")
     log = open(tmp_path / "worker.log", "w+")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(  # noqa: S603
-        [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "-Q", "runs",
-         "--concurrency", "1", "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "info"],
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "workers.celery_app",
+            "worker",
+            "-Q",
+            "runs",
+            "--concurrency",
+            "1",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "-l",
+            "info",
+        ],
         cwd=ROOT,
         env={**os.environ, "DATABASE_URL": database_url_for_children(), "PYTHONPATH": str(ROOT)},
         stdout=log,

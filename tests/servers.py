@@ -110,7 +110,9 @@ class LocalServer:
         self.httpd = _Server(("127.0.0.1", 0), _RequestHandler, ssl_context=context, app=app)
         self.port = self.httpd.server_address[1]
         self.scheme = "https" if tls else "http"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True
+        )
 
     @property
     def counters(self) -> Counters:

@@ -7,6 +7,7 @@ and a timeout or cancel reaches every child.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -172,10 +173,8 @@ def _drive(run: Run) -> None:
 
 
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, sig)
-    except ProcessLookupError:
-        pass
 
 
 def _read_messages(run: Run, proc: subprocess.Popen) -> dict:

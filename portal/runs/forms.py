@@ -40,11 +40,17 @@ class RunForm(forms.Form):
         max_length=200, required=False, help_text="Optional; defaults to the host name."
     )
     plain_url = forms.URLField(
-        label="Plain URL", max_length=500, required=False, assume_scheme="http",
+        label="Plain URL",
+        max_length=500,
+        required=False,
+        assume_scheme="http",
         help_text="http:// URL for the plain arms, e.g. http://127.0.0.1:8081/1k",
     )
     tls_url = forms.URLField(
-        label="TLS URL", max_length=500, required=False, assume_scheme="https",
+        label="TLS URL",
+        max_length=500,
+        required=False,
+        assume_scheme="https",
         help_text="https:// URL for the TLS arms; may differ in host or port.",
     )
     arms = forms.MultipleChoiceField(
@@ -59,11 +65,15 @@ class RunForm(forms.Form):
     )
     duration_s = forms.FloatField(label="Measured duration per arm (s)", min_value=1, initial=10)
     verify_tls = forms.BooleanField(
-        label="Verify TLS certificate", required=False, initial=True,
+        label="Verify TLS certificate",
+        required=False,
+        initial=True,
         help_text="Untick for self-signed certificates (the demo target).",
     )
     save_as = forms.CharField(
-        label="Save as scenario", max_length=200, required=False,
+        label="Save as scenario",
+        max_length=200,
+        required=False,
         help_text="Optional name to reuse these settings later.",
     )
 

@@ -46,7 +46,9 @@ class Run(models.Model):
             # Runs list: an owner's runs, newest first.
             models.Index(fields=["owner", "-created"], name="run_owner_created_idx"),
             # Reaper: running runs by heartbeat.
-            models.Index(fields=["heartbeat"], condition=Q(status="running"), name="run_running_heartbeat_idx"),
+            models.Index(
+                fields=["heartbeat"], condition=Q(status="running"), name="run_running_heartbeat_idx"
+            ),
             # Queue view: what is waiting.
             models.Index(fields=["created"], condition=Q(status="queued"), name="run_queued_idx"),
         ]

@@ -17,7 +17,9 @@ def get_or_create_target(owner, name: str, plain_url: str, tls_url: str) -> Targ
     return target
 
 
-def create_run(owner, target: Target, config: dict, *, scenario: Scenario | None = None, source: str = "web") -> Run:
+def create_run(
+    owner, target: Target, config: dict, *, scenario: Scenario | None = None, source: str = "web"
+) -> Run:
     EngineConfig.from_dict(config)  # the engine must accept it; raises ValueError otherwise
     return Run.objects.create(owner=owner, target=target, scenario=scenario, config=config, source=source)
 

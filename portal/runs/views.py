@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.cache import cache
@@ -57,8 +58,16 @@ def runs_new(request: HttpRequest) -> HttpResponse:
         if request.GET.get("scenario"):
             scenario = get_object_or_404(scenarios, code=request.GET["scenario"])
             initial = scenario.config
-        form = RunForm(initial=initial or None)
+        form = RunForm(initial=initial or _default_initial())
     return render(request, "runs/new.html", {"form": form, "scenarios": scenarios})
+
+
+def _default_initial() -> dict:
+    return {
+        "plain_url": settings.TOLLGATE_DEFAULT_PLAIN_URL,
+        "tls_url": settings.TOLLGATE_DEFAULT_TLS_URL,
+        "verify_tls": settings.TOLLGATE_DEFAULT_VERIFY_TLS,
+    }
 
 
 def _scenario_fields(form: RunForm) -> dict:
@@ -76,7 +85,9 @@ def runs_detail(request: HttpRequest, code) -> HttpResponse:
     if arms:
         data = reporting.run_report(run, request, arms)
         ctx["report"] = data
-        ctx["arm_rows"] = [(name, section, data["deltas"].get(name)) for name, section in data["arms"].items()]
+        ctx["arm_rows"] = [
+            (name, section, data["deltas"].get(name)) for name, section in data["arms"].items()
+        ]
         ctx["chart"] = {
             "ttlb": report.histogram_overlay(arms, "ttlb_us"),
             "ttfb": report.histogram_overlay(arms, "ttfb_us"),

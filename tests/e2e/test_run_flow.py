@@ -21,7 +21,9 @@ CANVAS_INK = """(id) => {
 }"""
 
 
-def test_form_to_report_with_a_drawn_chart(page, live_server, celery_worker, django_user_model, plain_server, tls_server):
+def test_form_to_report_with_a_drawn_chart(
+    page, live_server, celery_worker, django_user_model, plain_server, tls_server
+):
     django_user_model.objects.create_user("alice", password="alice-pass-123")
     page.goto(f"{live_server.url}/runs/new/")
     assert "/accounts/login/" in page.url

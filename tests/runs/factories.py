@@ -18,11 +18,16 @@ def encoded(values: list[int]) -> str:
 
 def make_run(owner, *, status: str = Run.Status.SUCCEEDED, arms: dict[str, list[int]] | None = None) -> Run:
     target, _ = Target.objects.get_or_create(
-        owner=owner, plain_url="http://127.0.0.1:1/1k", tls_url="https://127.0.0.1:2/1k", defaults={"name": "t"}
+        owner=owner,
+        plain_url="http://127.0.0.1:1/1k",
+        tls_url="https://127.0.0.1:2/1k",
+        defaults={"name": "t"},
     )
     arms = arms if arms is not None else {"plain": [400] * 100, "tls": [500] * 100, "tls_new": [3000] * 100}
     config = {
-        "arms": [{"name": name, "url": target.tls_url if "tls" in name else target.plain_url} for name in arms],
+        "arms": [
+            {"name": name, "url": target.tls_url if "tls" in name else target.plain_url} for name in arms
+        ],
         "users": 2,
         "spawn_rate": 2,
         "warmup_s": 1,
@@ -30,7 +35,9 @@ def make_run(owner, *, status: str = Run.Status.SUCCEEDED, arms: dict[str, list[
         "verify_tls": False,
     }
     now = timezone.now()
-    run = Run.objects.create(owner=owner, target=target, config=config, status=status, started=now, finished=now)
+    run = Run.objects.create(
+        owner=owner, target=target, config=config, status=status, started=now, finished=now
+    )
     for position, (name, values) in enumerate(arms.items()):
         ArmResult.objects.create(
             run=run,

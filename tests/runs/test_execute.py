@@ -32,7 +32,9 @@ def new_run(owner, arms: list[tuple[str, str]], duration_s: float = 1.5) -> Run:
 
 @pytest.mark.django_db
 def test_task_runs_three_arms_and_stores_each(owner, plain_server, tls_server):
-    run = new_run(owner, [("plain", plain_server.url()), ("tls", tls_server.url()), ("tls_new", tls_server.url())])
+    run = new_run(
+        owner, [("plain", plain_server.url()), ("tls", tls_server.url()), ("tls_new", tls_server.url())]
+    )
     assert tasks.run_benchmark(run.pk) == "succeeded"
     run.refresh_from_db()
     assert run.status == Run.Status.SUCCEEDED and run.error == ""
@@ -73,6 +75,7 @@ def test_timeout_stops_the_engine_and_says_so(owner, plain_server, monkeypatch):
 @pytest.mark.django_db(transaction=True)
 def test_cancel_keeps_what_was_measured(owner, plain_server):
     run = new_run(owner, [("plain", plain_server.url()), ("plain_new", plain_server.url())], duration_s=60)
+
     def work() -> None:
         try:
             execute.execute_run(run.pk)

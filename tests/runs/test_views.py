@@ -54,7 +54,9 @@ def test_pages_need_login(client):
         assert response["Location"].startswith("/accounts/login/")
 
 
-def test_submitting_the_form_queues_a_run_on_the_runs_queue(client, owner, broker, django_capture_on_commit_callbacks):
+def test_submitting_the_form_queues_a_run_on_the_runs_queue(
+    client, owner, broker, django_capture_on_commit_callbacks
+):
     client.force_login(owner)
     with django_capture_on_commit_callbacks(execute=True):
         response = client.post(reverse("runs-new"), {**FORM, "save_as": "demo 1k"})
@@ -131,8 +133,15 @@ def test_progress_json_reports_live_state(client, owner):
     run = make_run(owner, status=Run.Status.RUNNING, arms={"plain": [400]})
     cache.set(
         progress_key(run),
-        {"arm": "tls", "phase": "measure", "elapsed_s": 6.0, "planned_s": 8.0, "rps": 120.0, "users": 2,
-         "arms_done": ["plain"]},
+        {
+            "arm": "tls",
+            "phase": "measure",
+            "elapsed_s": 6.0,
+            "planned_s": 8.0,
+            "rps": 120.0,
+            "users": 2,
+            "arms_done": ["plain"],
+        },
     )
     client.force_login(owner)
     data = client.get(reverse("runs-progress", args=[run.code])).json()

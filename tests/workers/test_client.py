@@ -9,7 +9,11 @@ from workers.engine.client import ARM_POLICIES, Endpoint, TimedClient, make_ssl_
 
 
 def chunked(request):
-    return 200, {"Transfer-Encoding": "chunked"}, b"5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\nX-Trailer: 1\r\n\r\n"
+    return (
+        200,
+        {"Transfer-Encoding": "chunked"},
+        b"5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\nX-Trailer: 1\r\n\r\n",
+    )
 
 
 @pytest.mark.parametrize(

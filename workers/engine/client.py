@@ -175,7 +175,9 @@ class TimedClient:
         if self.endpoint.tls:
             session = self.session if self.policy.resume_sessions else None
             try:
-                sock = self.ssl_context.wrap_socket(raw, server_hostname=self._server_hostname, session=session)
+                sock = self.ssl_context.wrap_socket(
+                    raw, server_hostname=self._server_hostname, session=session
+                )
             except BaseException:
                 raw.close()
                 raise

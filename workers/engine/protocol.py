@@ -18,7 +18,13 @@ from dataclasses import asdict, dataclass, field
 from typing import IO
 
 ARMS = ("plain", "tls", "plain_new", "tls_new", "tls_resumed")
-ARM_SCHEMES = {"plain": "http", "plain_new": "http", "tls": "https", "tls_new": "https", "tls_resumed": "https"}
+ARM_SCHEMES = {
+    "plain": "http",
+    "plain_new": "http",
+    "tls": "https",
+    "tls_new": "https",
+    "tls_resumed": "https",
+}
 EXIT_OK = 0
 EXIT_ARM_ERROR = 3
 EXIT_BAD_CONFIG = 2

