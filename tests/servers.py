@@ -102,11 +102,17 @@ class _RequestHandler(BaseHTTPRequestHandler):
 class LocalServer:
     """A server on 127.0.0.1 and a free port, serving in a background thread."""
 
-    def __init__(self, *, tls: tuple[Path, Path] | None = None, app: Handler = pages_handler) -> None:
+    def __init__(
+        self, *, tls: tuple[Path, Path] | None = None, app: Handler = pages_handler, tickets: bool = True
+    ) -> None:
         context = None
         if tls is not None:
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             context.load_cert_chain(str(tls[0]), str(tls[1]))
+            if not tickets:
+                # No TLS 1.3 tickets at all: a server that cannot resume sessions.
+                context.num_tickets = 0
+                context.options |= ssl.OP_NO_TICKET
         self.httpd = _Server(("127.0.0.1", 0), _RequestHandler, ssl_context=context, app=app)
         self.port = self.httpd.server_address[1]
         self.scheme = "https" if tls else "http"
@@ -135,3 +141,118 @@ def closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def sized_pages(sizes: dict[str, int]) -> Handler:
+    """Pages of the given sizes by path; 404 elsewhere."""
+
+    def handler(request: BaseHTTPRequestHandler) -> tuple[int, dict[str, str], bytes]:
+        if request.path in sizes:
+            return 200, {"Content-Type": "text/html"}, sized_page(sizes[request.path])
+        return 404, {"Content-Type": "text/plain"}, b"not found"
+
+    return handler
+
+
+class AuthPages:
+    """Pages behind an Authorization check; counts the 401s it sends (proof of pre-emptive auth)."""
+
+    def __init__(self, authorization: str) -> None:
+        self.authorization = authorization
+        self.refused = 0
+        self.by_path: dict[str, int] = {}
+        self.lock = threading.Lock()
+
+    def __call__(self, request: BaseHTTPRequestHandler) -> tuple[int, dict[str, str], bytes]:
+        with self.lock:
+            self.by_path[request.path] = self.by_path.get(request.path, 0) + 1
+        if request.headers.get("Authorization") != self.authorization:
+            with self.lock:
+                self.refused += 1
+            return 401, {"WWW-Authenticate": 'Basic realm="test"', "Content-Type": "text/plain"}, b"no"
+        return pages_handler(request)
+
+
+def varying_pages(request: BaseHTTPRequestHandler) -> tuple[int, dict[str, str], bytes]:
+    """A 'dynamic' page: every answer has another length (900–1100 bytes)."""
+    import random
+
+    return 200, {"Content-Type": "text/html"}, sized_page(random.randint(900, 1100))  # noqa: S311
+
+
+def redirecting_pages(request: BaseHTTPRequestHandler) -> tuple[int, dict[str, str], bytes]:
+    """/old → 301 /1k (same origin); /away → 302 to another scheme and port; pages otherwise."""
+    if request.path == "/old":
+        return 301, {"Location": "/1k"}, b""
+    if request.path == "/away":
+        return 302, {"Location": "https://127.0.0.1:9/1k"}, b""
+    return pages_handler(request)
+
+
+class DriftingPages:
+    """Answers get slower the longer the server runs: +6 ms per second since its first request."""
+
+    def __init__(self) -> None:
+        self.t0: float | None = None
+
+    def __call__(self, request: BaseHTTPRequestHandler) -> tuple[int, dict[str, str], bytes]:
+        import time
+
+        now = time.monotonic()
+        if self.t0 is None:
+            self.t0 = now
+        time.sleep(0.002 + 0.006 * (now - self.t0))
+        return pages_handler(request)
+
+
+class StallingServer:
+    """A plain HTTP server with a listen backlog of 1 that stops accepting for ``stall_s`` every
+    ``serve_s`` (a GC pause, a blocked worker). During a stall its accept queue overflows, the
+    kernel drops SYNs and clients retransmit them 1 s later, when it serves again: connects of
+    about 1 s, the SAP study's unexplained '> 1000 ms' tail."""
+
+    def __init__(self, serve_s: float = 1.5, stall_s: float = 0.3) -> None:
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(1)
+        self.sock.settimeout(0.05)
+        self.port = self.sock.getsockname()[1]
+        self.serve_s = serve_s
+        self.stall_s = stall_s
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+
+    def url(self, path: str = "/1k") -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def start(self) -> StallingServer:
+        self.thread.start()
+        return self
+
+    def _serve(self) -> None:
+        import time
+
+        body = sized_page(1024)
+        head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+        phase_end = time.monotonic() + self.serve_s
+        while not self.stopping.is_set():
+            if time.monotonic() >= phase_end:
+                self.stopping.wait(self.stall_s)
+                phase_end = time.monotonic() + self.serve_s
+            try:
+                conn, _ = self.sock.accept()
+            except (TimeoutError, OSError):
+                continue
+            with conn:
+                conn.settimeout(2)
+                try:
+                    conn.recv(65536)
+                    conn.sendall(head + body)
+                except OSError:
+                    pass
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.thread.join(timeout=5)
+        self.sock.close()

@@ -40,7 +40,9 @@ def test_tls_new_does_a_full_handshake_for_every_request(engine, tls_server):
     # A connection accepted as the swarm stopped may never finish its handshake (one per user).
     assert 0 <= seen["connections"] - seen["handshakes"] <= 2
     assert seen["handshakes"] >= seen["requests"] >= 1 + result["warmup_requests"] + result["requests"]
-    assert seen["handshakes"] - seen["requests"] <= 2  # at most one cut-off connection per user
+    # At most one cut-off connection per user, plus the TLS-facts probe (it sends HEAD, which this
+    # server does not count as a request).
+    assert seen["handshakes"] - seen["requests"] <= 2 + 1
     assert result["connections_opened"] == result["requests"]
     assert result["tls_sessions_reused"] == 0
     assert result["hist"]["tls_handshake_us"] and result["hist"]["connect_us"]
@@ -51,7 +53,8 @@ def test_keepalive_tls_handshakes_once_per_user(engine, tls_server):
     assert code == 0, stderr
     result = arm_results(messages)["tls"]
     seen = tls_server.counters.snapshot()
-    assert seen["handshakes"] == 3 + 1  # one per virtual user, plus the preflight request
+    # One per virtual user, plus the preflight request and the TLS-facts probe (openssl s_client).
+    assert seen["handshakes"] == 3 + 1 + 1
     assert result["requests"] > 10 * 3
     # Warm connections: nothing was opened inside the measured window.
     assert result["connections_opened"] == 0
@@ -63,8 +66,8 @@ def test_tls_resumed_really_resumes(engine, tls_server):
     assert code == 0, stderr
     result = arm_results(messages)["tls_resumed"]
     seen = tls_server.counters.snapshot()
-    # Only the preflight and each user's first connection are full handshakes.
-    assert seen["handshakes"] - seen["resumed"] == 1 + 2
+    # Only the preflight, the TLS-facts probe and each user's first connection are full handshakes.
+    assert seen["handshakes"] - seen["resumed"] == 1 + 1 + 2
     assert result["tls_sessions_reused"] == result["requests"] > 0
 
 
@@ -133,3 +136,47 @@ def test_sigterm_cuts_the_arm_short_and_keeps_it(plain_server):
     assert 0 < arm["result"]["measured_s"] < 10
     assert arm["result"]["requests"] > 0
     assert rest[-1] == {"type": "done", "status": "cancelled"}
+
+
+def test_open_loop_counts_latency_from_the_scheduled_start(engine):
+    """A server that needs 40 ms, asked 50 times a second by one user: the user falls behind, and
+    the queueing shows in the latency (no coordinated omission) instead of a quietly lower rate."""
+
+    def slow(request):
+        time.sleep(0.04)
+        return 200, {"Content-Type": "text/plain"}, b"ok"
+
+    server = LocalServer(app=slow).start()
+    try:
+        closed, code1, err1 = engine(config(("plain", server.url("/s")), users=1, duration_s=2.0))
+        opened, code2, err2 = engine(
+            {**config(("plain", server.url("/s")), users=1, duration_s=2.0), "arrival_rate": 50}
+        )
+    finally:
+        server.stop()
+    assert code1 == code2 == 0, err1 + err2
+    closed_p50 = HdrHistogram.decode(arm_results(closed)["plain"]["hist"]["ttlb_us"]).get_value_at_percentile(
+        50
+    )
+    result = arm_results(opened)["plain"]
+    open_p50 = HdrHistogram.decode(result["hist"]["ttlb_us"]).get_value_at_percentile(50)
+    assert 40_000 <= closed_p50 < 80_000
+    assert open_p50 > 2 * closed_p50  # the backlog behind the schedule is part of the latency
+    assert result["late_requests"] >= result["requests"] // 2 and result["max_schedule_lag_us"] > 100_000
+    assert result["arrival_rate"] == 50
+
+
+def test_weighted_paths_go_to_each_arms_origin(engine, plain_server, tls_server):
+    cfg = config(("plain", plain_server.url("/")), ("tls", tls_server.url("/")))
+    cfg["paths"] = [{"path": "/1k", "weight": 1}, {"path": "/2k", "weight": 1}]
+    messages, code, stderr = engine(cfg)
+    assert code == 0, stderr
+    for name, result in arm_results(messages).items():
+        assert result["sizes_by_url"] == {"/1k": [1024], "/2k": [2048]}, name
+        assert result["status_codes"] == {"200": result["requests"]}
+    arms = [m for m in messages if m["type"] == "arm"]
+    assert arms[0]["targets"] == [
+        {"path": "/1k", "weight": 1, "requested": "/1k"},
+        {"path": "/2k", "weight": 1, "requested": "/2k"},
+    ]
+    assert arms[0]["url"] == plain_server.url("/1k") and arms[0]["requested_url"] == plain_server.url("/")

@@ -96,6 +96,8 @@ class Sample:
     ttfb_us: int | None = None
     ttlb_us: int | None = None
     session_reused: bool | None = None
+    location: str | None = None  # Location header of a redirect
+    schedule_lag_us: int = 0  # open loop: how late the request started against its schedule
     error: str | None = None
     error_detail: str | None = None
 
@@ -282,6 +284,7 @@ class TimedClient:
         t_last = time.perf_counter_ns()
         sample.status = status
         sample.body_bytes = size
+        sample.location = headers.get("location")
         sample.ttfb_us = _us(sample.start_ns, t_first)
         sample.ttlb_us = _us(sample.start_ns, t_last)
         return keep_alive
@@ -322,6 +325,15 @@ class TimedClient:
                 raise ProtocolError("connection closed inside chunked framing")
             buf += chunk
         return found
+
+
+def origin_of(url: str) -> str:
+    """scheme://host[:port] of a URL, with the default port left out, for same-origin checks."""
+    parts = urlsplit(url)
+    default = 443 if parts.scheme == "https" else 80
+    host = f"[{parts.hostname}]" if parts.hostname and ":" in parts.hostname else parts.hostname
+    port = parts.port or default
+    return f"{parts.scheme}://{host}" + ("" if port == default else f":{port}")
 
 
 def split_target(url: str) -> str:

@@ -6,7 +6,8 @@ Django or Locust. Documented in docs/engine-protocol.md.
 stdout messages, one JSON object per line, each with a "type":
   hello     {"engine": {versions, host facts}}
   progress  {"arm", "arm_index", "arms_total", "phase": "warmup"|"measure", "elapsed_s", "rps", "users"}
-  arm       {"arm", "url", "result": {...}}           one per finished (or cut-short) arm
+  tls_info  {"arm", "info": {...}}                     TLS facts from one handshake (first TLS arm)
+  arm       {"arm", "round", "url", "result": {...}}  one per finished (or cut-short) arm and round
   arm_error {"arm", "error"}                            the arm could not run; the engine stops
   done      {"status": "succeeded"|"cancelled"}
 """
@@ -37,6 +38,12 @@ class ArmSpec:
 
 
 @dataclass
+class PathSpec:
+    path: str
+    weight: float = 1.0
+
+
+@dataclass
 class EngineConfig:
     arms: list[ArmSpec]
     users: int = 4
@@ -46,6 +53,16 @@ class EngineConfig:
     verify_tls: bool = True
     timeout_s: float = 10.0
     expected_status: list[int] = field(default_factory=list)  # empty: any 2xx
+    # Weighted request targets (path + query), the same for every arm; empty: each arm's URL path.
+    paths: list[PathSpec] = field(default_factory=list)
+    # Sent on every request, so credentials go out pre-emptively (no 401 round trip).
+    headers: dict[str, str] = field(default_factory=dict)
+    think_time_s: float = 0.0
+    # Open loop: total requests/s spread over the users, latency measured from the intended start
+    # (no coordinated omission). None: closed loop.
+    arrival_rate: float | None = None
+    rounds: int = 1
+    follow_redirects: bool = True
 
     def validate(self) -> None:
         if not self.arms:
@@ -61,9 +78,16 @@ class EngineConfig:
                 raise ValueError(f"arm {arm.name!r} needs an {ARM_SCHEMES[arm.name]}:// URL, got {arm.url!r}")
         if self.users < 1 or self.spawn_rate <= 0 or self.warmup_s < 0 or self.duration_s <= 0:
             raise ValueError("users, spawn_rate and duration_s must be positive, warmup_s not negative")
+        if self.rounds < 1 or self.think_time_s < 0:
+            raise ValueError("rounds must be at least 1 and think_time_s not negative")
+        if self.arrival_rate is not None and self.arrival_rate <= 0:
+            raise ValueError("arrival_rate must be positive")
+        for spec in self.paths:
+            if not spec.path.startswith("/") or spec.weight <= 0:
+                raise ValueError(f"a path must start with / and have a positive weight: {spec}")
 
     def planned_s(self) -> float:
-        return len(self.arms) * (self.warmup_s + self.duration_s)
+        return self.rounds * len(self.arms) * (self.warmup_s + self.duration_s)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -72,6 +96,7 @@ class EngineConfig:
     def from_dict(cls, data: dict) -> EngineConfig:
         data = dict(data)
         data["arms"] = [ArmSpec(**arm) for arm in data["arms"]]
+        data["paths"] = [PathSpec(**spec) for spec in data.get("paths", [])]
         config = cls(**data)
         config.validate()
         return config

@@ -20,6 +20,8 @@ HIST_MAX_US = 60_000_000
 HIST_DIGITS = 3
 MAX_ERROR_SAMPLES = 3
 MAX_DISTINCT_SIZES = 20
+# Open loop: a request that starts this much after its scheduled time counts as late.
+LATE_US = 1000
 
 
 def new_histogram() -> HdrHistogram:
@@ -46,6 +48,9 @@ class ArmRecorder:
         self.sizes_by_url: dict[str, set[int]] = {}
         self.connections_opened = 0
         self.sessions_reused = 0
+        # Open loop: requests that started ≥ LATE_US after their scheduled time, and the worst lag.
+        self.late_requests = 0
+        self.max_schedule_lag_us = 0
         # Per-second bucket, rolled by tick().
         self._sec_ttlb = new_histogram()
         self._sec_requests = 0
@@ -92,9 +97,14 @@ class ArmRecorder:
         if sample.status is None:
             return
         self.status_codes[sample.status] += 1
-        sizes = self.sizes_by_url.setdefault(sample.url, set())
-        if len(sizes) < MAX_DISTINCT_SIZES:
-            sizes.add(sample.body_bytes)
+        if expected_ok:
+            # Body sizes per request target, of expected answers only (an error page is not the page).
+            sizes = self.sizes_by_url.setdefault(sample.url, set())
+            if len(sizes) < MAX_DISTINCT_SIZES:
+                sizes.add(sample.body_bytes)
+        if sample.schedule_lag_us >= LATE_US:
+            self.late_requests += 1
+            self.max_schedule_lag_us = max(self.max_schedule_lag_us, sample.schedule_lag_us)
         self.ttfb.record_value(_clamp(sample.ttfb_us))
         self.ttlb.record_value(_clamp(sample.ttlb_us))
         self._sec_ttlb.record_value(_clamp(sample.ttlb_us))
@@ -143,22 +153,51 @@ class ArmRecorder:
             "errors": self.errors,
             "connections_opened": self.connections_opened,
             "tls_sessions_reused": self.sessions_reused,
+            "late_requests": self.late_requests,
+            "max_schedule_lag_us": self.max_schedule_lag_us,
         }
 
 
+def _run_queue_wait_s() -> float | None:
+    """Seconds this process's threads have waited on a run queue (runnable, but another task had the
+    CPU), from /proc/<pid>/task/*/schedstat; None where the kernel does not provide it."""
+    total = 0
+    try:
+        for task in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{task}/schedstat") as f:
+                total += int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return total / 1e9
+
+
 class CpuMeter:
-    """This process's CPU use between calls, in % of one core (user + system, all threads)."""
+    """This process's CPU use between calls, in % of one core (user + system, all threads), and the
+    time it wanted a CPU but waited for one (run-queue wait), in % of wall time.
+
+    CPU % alone hides a starved generator: on a busy machine the engine may get 60% of a core while
+    wanting all of it. CPU + run-queue wait is its demand; near 100% it is the bottleneck either way.
+    """
 
     def __init__(self) -> None:
         self._last = self._now()
 
     @staticmethod
-    def _now() -> tuple[float, float]:
+    def _now() -> tuple[float, float, float | None]:
         t = os.times()
-        return t.user + t.system, time.monotonic()
+        return t.user + t.system, time.monotonic(), _run_queue_wait_s()
+
+    def sample(self) -> tuple[float, float | None]:
+        cpu, wall, wait = self._now()
+        last_cpu, last_wall, last_wait = self._last
+        self._last = (cpu, wall, wait)
+        if wall <= last_wall:
+            return 0.0, None
+        cpu_pct = round(100.0 * (cpu - last_cpu) / (wall - last_wall), 1)
+        wait_pct = None
+        if wait is not None and last_wait is not None:
+            wait_pct = round(100.0 * (wait - last_wait) / (wall - last_wall), 1)
+        return cpu_pct, wait_pct
 
     def percent(self) -> float:
-        cpu, wall = self._now()
-        last_cpu, last_wall = self._last
-        self._last = (cpu, wall)
-        return round(100.0 * (cpu - last_cpu) / (wall - last_wall), 1) if wall > last_wall else 0.0
+        return self.sample()[0]

@@ -5,6 +5,7 @@ Imported only inside the engine subprocess, after Locust (and so gevent's monkey
 
 from __future__ import annotations
 
+import itertools
 import os
 import platform
 import random
@@ -12,7 +13,9 @@ import socket
 import ssl
 import sys
 import time
+from dataclasses import dataclass
 from typing import IO
+from urllib.parse import urljoin
 
 import gevent
 import locust
@@ -20,11 +23,21 @@ from locust import User, constant, task
 from locust.env import Environment
 from locust.event import Events
 
-from workers.engine.client import ARM_POLICIES, Endpoint, TimedClient, make_ssl_context, split_target
+from workers.engine.client import (
+    ARM_POLICIES,
+    Endpoint,
+    Sample,
+    TimedClient,
+    make_ssl_context,
+    origin_of,
+    split_target,
+)
 from workers.engine.protocol import EXIT_ARM_ERROR, EXIT_OK, ArmSpec, EngineConfig, emit
 from workers.engine.recorder import ArmRecorder, CpuMeter
 
 TICK_S = 1.0
+MAX_REDIRECTS = 5
+REDIRECT_STATUSES = (301, 302, 303, 307, 308)
 
 
 def engine_facts() -> dict:
@@ -54,12 +67,37 @@ class Cancelled(Exception):
     pass
 
 
+@dataclass
+class Prepared:
+    """What preflight settled for an arm: where to connect and which request targets to send."""
+
+    endpoint: Endpoint
+    context: ssl.SSLContext | None
+    targets: list[dict]  # {"path", "weight", "requested"}: final path after redirects
+    redirects: list[dict]  # {"from", "to", "status"}
+    origin: str
+
+
+def _charge_lateness(sample: Sample, intended_ns: int) -> None:
+    """Open loop: time from the intended send, so a late generator or a slow server is not hidden
+    (no coordinated omission). The request is windowed by its intended start too."""
+    late_us = max(0, (sample.start_ns - intended_ns) // 1000)
+    sample.start_ns = min(sample.start_ns, intended_ns)
+    sample.schedule_lag_us = late_us
+    if sample.ttfb_us is not None:
+        sample.ttfb_us += late_us
+    if sample.ttlb_us is not None:
+        sample.ttlb_us += late_us
+
+
 class Swarm:
     def __init__(self, config: EngineConfig, out: IO[str]) -> None:
         self.config = config
         self.out = out
         self.cancelled = False
         self.elapsed_before_arm = 0.0
+        self.tls_facts_sent = False
+        self.headers = dict(config.headers)
 
     def cancel(self) -> None:
         self.cancelled = True
@@ -68,72 +106,163 @@ class Swarm:
         expected = self.config.expected_status
         return status in expected if expected else 200 <= status < 300
 
-    def preflight(self, arm: ArmSpec) -> tuple[Endpoint, ssl.SSLContext | None]:
-        """Resolve the host and make one request, so an unreachable arm fails loudly, not as noise."""
+    def preflight(self, arm: ArmSpec) -> Prepared:
+        """Resolve the host, resolve redirects and make one request per target, before measuring.
+
+        An unreachable arm fails loudly here instead of becoming noise. A redirect is followed once
+        (when allowed) and the final URL is measured; one that leaves the arm's origin fails the arm,
+        because the arm would then measure another scheme, host or port.
+        """
         endpoint = Endpoint.resolve(arm.url)
         context = make_ssl_context(self.config.verify_tls) if endpoint.tls else None
         _, policy = ARM_POLICIES[arm.name]
-        client = TimedClient(endpoint, policy, context, timeout_s=self.config.timeout_s)
-        sample = client.request(arm.url, split_target(arm.url))
-        client.close()
-        if sample.error:
-            raise ConnectionError(f"{sample.error}: {sample.error_detail}")
-        return endpoint, context
+        specs = self.config.paths or []
+        wanted = [(spec.path, spec.weight) for spec in specs] or [(split_target(arm.url), 1.0)]
+        origin = origin_of(arm.url)
+        targets: list[dict] = []
+        redirects: list[dict] = []
+        client = TimedClient(endpoint, policy, context, timeout_s=self.config.timeout_s, headers=self.headers)
+        try:
+            for path, weight in wanted:
+                current = path
+                for _hop in range(MAX_REDIRECTS + 1):
+                    sample = client.request(current, current)
+                    if sample.error:
+                        raise ConnectionError(f"{sample.error}: {sample.error_detail}")
+                    location = sample.location
+                    if not (self.config.follow_redirects and sample.status in REDIRECT_STATUSES and location):
+                        break
+                    absolute = urljoin(origin + current, location)
+                    if origin_of(absolute) != origin:
+                        raise ConnectionError(
+                            f"{origin + current} redirects ({sample.status}) to {absolute}, which leaves the "
+                            f"arm's origin {origin}; measure the final URL directly"
+                        )
+                    redirects.append({"from": origin + current, "to": absolute, "status": sample.status})
+                    current = split_target(absolute)
+                else:
+                    raise ConnectionError(f"more than {MAX_REDIRECTS} redirects from {origin + path}")
+                targets.append({"path": current, "weight": weight, "requested": path})
+        finally:
+            client.close()
+        return Prepared(endpoint, context, targets, redirects, origin)
+
+    def _tls_facts(self, arm: ArmSpec, prepared: Prepared) -> None:
+        try:
+            from workers.engine.tlsinfo import probe_tls
+
+            endpoint = prepared.endpoint
+            info = probe_tls(
+                endpoint.address,
+                endpoint.port,
+                server_name=endpoint.host,
+                verify=self.config.verify_tls,
+                timeout_s=self.config.timeout_s,
+            )
+        except Exception as exc:  # noqa: BLE001 - facts are a bonus; never fail the run for them
+            info = {"error": f"{type(exc).__name__}: {exc}"}
+        emit(self.out, "tls_info", arm=arm.name, url=arm.url, info=info)
 
     def run(self) -> int:
-        for index, arm in enumerate(self.config.arms):
-            if self.cancelled:
-                break
-            try:
-                endpoint, context = self.preflight(arm)
-            except Exception as exc:  # noqa: BLE001 - reported to the task, which fails the run
-                emit(self.out, "arm_error", arm=arm.name, error=f"preflight of {arm.url} failed: {exc}")
-                return EXIT_ARM_ERROR
-            result = self.run_arm(index, arm, endpoint, context)
-            emit(self.out, "arm", arm=arm.name, url=arm.url, result=result)
-            self.elapsed_before_arm += self.config.warmup_s + self.config.duration_s
+        cfg = self.config
+        prepared: dict[str, Prepared] = {}
+        for round_index in range(cfg.rounds):
+            # Interleaved order: A B C A B C …, so slow drift of the target hits every arm alike.
+            for index, arm in enumerate(cfg.arms):
+                if self.cancelled:
+                    break
+                if arm.name not in prepared:
+                    try:
+                        prepared[arm.name] = self.preflight(arm)
+                    except Exception as exc:  # noqa: BLE001 - reported to the task, which fails the run
+                        error = f"preflight of {arm.url} failed: {exc}"
+                        emit(self.out, "arm_error", arm=arm.name, error=error)
+                        return EXIT_ARM_ERROR
+                    if prepared[arm.name].endpoint.tls and not self.tls_facts_sent:
+                        self.tls_facts_sent = True
+                        self._tls_facts(arm, prepared[arm.name])
+                ready = prepared[arm.name]
+                position = round_index * len(cfg.arms) + index
+                result = self.run_arm(position, arm, ready)
+                emit(
+                    self.out,
+                    "arm",
+                    arm=arm.name,
+                    round=round_index,
+                    url=ready.origin + ready.targets[0]["path"],
+                    requested_url=arm.url,
+                    targets=ready.targets,
+                    redirects=ready.redirects,
+                    result=result,
+                )
+                self.elapsed_before_arm += cfg.warmup_s + cfg.duration_s
         emit(self.out, "done", status="cancelled" if self.cancelled else "succeeded")
         return EXIT_OK
 
-    def _user_class(self, arm: ArmSpec, endpoint: Endpoint, context, recorder: ArmRecorder) -> type[User]:
+    def _user_class(self, arm: ArmSpec, ready: Prepared, recorder: ArmRecorder) -> type[User]:
         _, policy = ARM_POLICIES[arm.name]
-        urls = [(arm.url, split_target(arm.url))]
-        timeout_s = self.config.timeout_s
+        paths = [target["path"] for target in ready.targets]
+        cum_weights = list(itertools.accumulate(target["weight"] for target in ready.targets))
+        cfg = self.config
+        timeout_s = cfg.timeout_s
+        headers = self.headers
         expected = self._expected
+        endpoint, context = ready.endpoint, ready.context
+        # Open loop: each user sends on its own fixed schedule, rate / users per second.
+        interval_ns = int(1e9 * cfg.users / cfg.arrival_rate) if cfg.arrival_rate else 0
+
+        def pick() -> str:
+            if len(paths) == 1:
+                return paths[0]
+            return random.choices(paths, cum_weights=cum_weights)[0]  # noqa: S311 - load mix, not crypto
 
         class ArmUser(User):
-            wait_time = constant(0)
+            wait_time = constant(0 if interval_ns else cfg.think_time_s)
 
             def on_start(self) -> None:
-                self.timed = TimedClient(endpoint, policy, context, timeout_s=timeout_s)
+                self.timed = TimedClient(endpoint, policy, context, timeout_s=timeout_s, headers=headers)
+                # A random phase, so users spawned together do not fire in lockstep.
+                self.next_ns = time.perf_counter_ns() + int(random.random() * interval_ns)  # noqa: S311
 
             def on_stop(self) -> None:
                 self.timed.close()
 
             @task
             def one_request(self) -> None:
-                url, target = urls[0] if len(urls) == 1 else random.choice(urls)  # noqa: S311
-                sample = self.timed.request(url, target)
+                path = pick()
+                if not interval_ns:
+                    sample = self.timed.request(path, path)
+                    recorder.record(sample, sample.status is not None and expected(sample.status))
+                    return
+                intended = self.next_ns
+                self.next_ns += interval_ns
+                wait_ns = intended - time.perf_counter_ns()
+                if wait_ns > 0:
+                    gevent.sleep(wait_ns / 1e9)
+                sample = self.timed.request(path, path)
+                _charge_lateness(sample, intended)
                 recorder.record(sample, sample.status is not None and expected(sample.status))
 
         ArmUser.__name__ = f"ArmUser_{arm.name}"
         return ArmUser
 
-    def run_arm(self, index: int, arm: ArmSpec, endpoint: Endpoint, context) -> dict:
+    def run_arm(self, index: int, arm: ArmSpec, ready: Prepared) -> dict:
         cfg = self.config
         recorder = ArmRecorder(arm.name)
-        env = Environment(user_classes=[self._user_class(arm, endpoint, context, recorder)], events=Events())
+        env = Environment(user_classes=[self._user_class(arm, ready, recorder)], events=Events())
         runner = env.create_local_runner()
         cpu = CpuMeter()
         started_at = time.time()
         runner.start(cfg.users, spawn_rate=cfg.spawn_rate)
         series: list[dict] = []
         arm_t0 = time.monotonic()
+        window_started_at: float | None = None  # wall clock, for server-side samplers
         try:
             self._warm_up(index, arm, runner, recorder, arm_t0)
-            cpu.percent()
+            cpu.sample()
             recorder.start_window()
             window_t0 = time.monotonic()
+            window_started_at = time.time()
             second = 0
             while not self.cancelled:
                 second += 1
@@ -144,10 +273,12 @@ class Swarm:
                 # How late the loop woke up: a saturated generator shows lag here.
                 lag_ms = max(0.0, (time.monotonic() - target) * 1000)
                 point = recorder.roll_second()
+                cpu_pct, runq_pct = cpu.sample()
                 point.update(
                     t_s=second,
                     users=runner.user_count,
-                    gen_cpu_pct=cpu.percent(),
+                    gen_cpu_pct=cpu_pct,
+                    gen_runq_pct=runq_pct,
                     loop_lag_ms=round(lag_ms, 3),
                 )
                 series.append(point)
@@ -158,6 +289,7 @@ class Swarm:
                 gevent.sleep(remaining)
         finally:
             recorder.close_window()
+            window_ended_at = time.time()
             runner.quit()
         result = recorder.result()
         result.update(
@@ -168,7 +300,11 @@ class Swarm:
             warmup_requests=recorder.warmup_requests,
             complete=not self.cancelled,
             series=series,
-            address=endpoint.address,
+            address=ready.endpoint.address,
+            window_started_at=window_started_at,
+            window_ended_at=window_ended_at,
+            arrival_rate=cfg.arrival_rate,
+            think_time_s=cfg.think_time_s,
         )
         return result
 
@@ -187,7 +323,7 @@ class Swarm:
             "progress",
             arm=arm.name,
             arm_index=index,
-            arms_total=len(self.config.arms),
+            arms_total=len(self.config.arms) * self.config.rounds,
             phase=phase,
             elapsed_s=round(self.elapsed_before_arm + arm_elapsed, 3),
             planned_s=self.config.planned_s(),

@@ -1,0 +1,250 @@
+"""TLS facts from one real handshake: what the server negotiates and what its certificate costs.
+
+``openssl s_client`` tells what Python's ``ssl`` cannot (key-exchange group, peer signature type,
+OCSP stapling, every certificate the server sent); Python's ``ssl`` is the fallback when the binary
+is missing or fails. Imported inside the engine (gevent-patched), so it uses only the stdlib's
+subprocess, socket and ssl, plus ``cryptography`` for the certificates. Never raises for network
+errors: the facts come back with ``error`` set.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import shutil
+import socket
+import ssl
+import subprocess
+
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed448, ed25519, rsa
+
+KEYS = (
+    "protocol",
+    "cipher",
+    "group",
+    "cert_key_type",
+    "cert_key_bits",
+    "signature_algorithm",
+    "handshake_signature",
+    "chain_length",
+    "chain_bytes",
+    "alpn",
+    "ocsp_stapled",
+    "session_ticket",
+    "session_id",
+    "not_after",
+    "subject",
+    "issuer",
+    "verified",
+    "source",
+    "error",
+)
+PEM = re.compile(rb"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", re.S)
+
+
+def _empty() -> dict:
+    return dict.fromkeys(KEYS)
+
+
+def _is_ip(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
+def _cn(name: x509.Name) -> str | None:
+    values = name.get_attributes_for_oid(x509.NameOID.COMMON_NAME)
+    return str(values[0].value) if values else name.rfc4514_string() or None
+
+
+def certificate_facts(ders: list[bytes]) -> dict:
+    """Facts of the chain as sent (leaf first): key, signature, size, expiry."""
+    if not ders:
+        return {}
+    leaf = x509.load_der_x509_certificate(ders[0])
+    key = leaf.public_key()
+    if isinstance(key, rsa.RSAPublicKey):
+        key_type, bits = "RSA", key.key_size
+    elif isinstance(key, ec.EllipticCurvePublicKey):
+        key_type, bits = "EC", key.curve.key_size
+    elif isinstance(key, ed25519.Ed25519PublicKey):
+        key_type, bits = "Ed25519", 256
+    elif isinstance(key, ed448.Ed448PublicKey):
+        key_type, bits = "Ed448", 456
+    elif isinstance(key, dsa.DSAPublicKey):
+        key_type, bits = "DSA", key.key_size
+    else:
+        key_type, bits = type(key).__name__, None
+    return {
+        "cert_key_type": key_type,
+        "cert_key_bits": bits,
+        "signature_algorithm": getattr(
+            leaf.signature_algorithm_oid, "_name", leaf.signature_algorithm_oid.dotted_string
+        ),
+        "chain_length": len(ders),
+        "chain_bytes": sum(len(der) for der in ders),
+        "not_after": leaf.not_valid_after_utc.isoformat(),
+        "subject": _cn(leaf.subject),
+        "issuer": _cn(leaf.issuer),
+    }
+
+
+def _line(text: str, prefix: str) -> str | None:
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith(prefix):
+            return stripped[len(prefix) :].strip()
+    return None
+
+
+def parse_s_client(text: str) -> dict:
+    """Parse ``openssl s_client -showcerts -status -alpn …`` output (OpenSSL 1.1 and 3.x)."""
+    facts = _empty()
+    facts["source"] = "openssl s_client"
+    new = re.search(r"^New, (\S+), Cipher is (\S+)", text, re.M)
+    if new:
+        facts["protocol"], facts["cipher"] = new.group(1), new.group(2)
+    protocol = _line(text, "Protocol  :") or _line(text, "Protocol :")
+    if protocol and (not facts["protocol"] or facts["protocol"].startswith("(")):
+        facts["protocol"] = protocol
+    cipher = _line(text, "Cipher    :")
+    if cipher and not facts["cipher"]:
+        facts["cipher"] = cipher
+    group = _line(text, "Negotiated TLS1.3 group:")
+    if group is None:
+        temp = _line(text, "Server Temp Key:")  # "X25519, 253 bits" or "ECDH, prime256v1, 256 bits"
+        if temp:
+            parts = [p.strip() for p in temp.split(",")]
+            group = parts[1] if parts[0] in ("ECDH", "DH") and len(parts) > 2 else parts[0]
+            if parts[0] == "DH":
+                group = f"DH {parts[-1]}"
+    facts["group"] = group
+    sig_type, digest = _line(text, "Peer signature type:"), _line(text, "Peer signing digest:")
+    if sig_type:
+        facts["handshake_signature"] = f"{sig_type}+{digest}" if digest else sig_type
+    alpn = _line(text, "ALPN protocol:")
+    facts["alpn"] = alpn or None
+    if "OCSP Response Status: successful" in text:
+        facts["ocsp_stapled"] = True
+    elif "OCSP response: no response sent" in text or "OCSP response:" in text:
+        facts["ocsp_stapled"] = False
+    facts["session_ticket"] = "TLS session ticket:" in text or "TLS session ticket lifetime hint" in text
+    if facts["protocol"] in ("TLSv1.2", "TLSv1.1", "TLSv1"):
+        session_id = _line(text, "Session-ID:")
+        facts["session_id"] = bool(session_id)
+    verify = re.search(r"Verify return code: (\d+)", text)
+    if verify:
+        facts["verified"] = verify.group(1) == "0"
+    ders = [
+        x509.load_pem_x509_certificate(pem).public_bytes(serialization.Encoding.DER)
+        for pem in PEM.findall(text.encode())
+    ]
+    facts.update(certificate_facts(ders))
+    return facts
+
+
+def _probe_openssl(
+    host: str, port: int, server_name: str | None, verify: bool, timeout_s: float, cafile: str | None
+) -> dict:
+    command = [
+        "openssl",
+        "s_client",
+        "-connect",
+        f"{host}:{port}",
+        "-alpn",
+        "http/1.1",
+        "-status",
+        "-showcerts",
+        # Keep reading after our request until the server closes (it was asked to), so the TLS 1.3
+        # NewSessionTicket messages that follow the handshake are seen.
+        "-ign_eof",
+    ]
+    if server_name and not _is_ip(server_name):
+        command += ["-servername", server_name]
+    else:
+        command += ["-noservername"]
+    if verify:
+        command += ["-CAfile", cafile] if cafile else []
+        if server_name:
+            command += ["-verify_ip" if _is_ip(server_name) else "-verify_hostname", server_name]
+    host_header = server_name or host
+    # A request after the handshake makes the client read the TLS 1.3 NewSessionTicket messages.
+    request = f"HEAD / HTTP/1.1\r\nHost: {host_header}\r\nConnection: close\r\n\r\n".encode()
+    proc = subprocess.run(  # noqa: S603 - fixed binary, arguments from a parsed URL
+        command, input=request, capture_output=True, timeout=timeout_s, check=False
+    )
+    text = proc.stdout.decode("utf-8", "replace")
+    if "CONNECTED(" not in text or not PEM.search(proc.stdout):
+        reason = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise ConnectionError(reason[-1] if reason else f"openssl s_client exited with {proc.returncode}")
+    facts = parse_s_client(text)
+    if not verify:
+        facts["verified"] = None  # not asked: the chain was not checked against a trust store
+    return facts
+
+
+def _probe_python(
+    host: str, port: int, server_name: str | None, verify: bool, timeout_s: float, cafile: str | None
+) -> dict:
+    facts = _empty()
+    facts["source"] = "python ssl"
+    if verify:
+        context = ssl.create_default_context(cafile=cafile)
+    else:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    context.set_alpn_protocols(["http/1.1"])
+    with (
+        socket.create_connection((host, port), timeout=timeout_s) as raw,
+        context.wrap_socket(raw, server_hostname=server_name or host) as sock,
+    ):
+        facts["protocol"] = sock.version()
+        facts["cipher"] = sock.cipher()[0]
+        facts["alpn"] = sock.selected_alpn_protocol()
+        der = sock.getpeercert(binary_form=True)
+        sock.sendall(f"HEAD / HTTP/1.1\r\nHost: {server_name or host}\r\nConnection: close\r\n\r\n".encode())
+        try:
+            while sock.recv(65536):
+                pass
+        except (OSError, ssl.SSLError):
+            pass
+        session = sock.session
+        facts["session_ticket"] = bool(session and session.has_ticket)
+        facts["verified"] = True if verify else None
+    facts.update(certificate_facts([der] if der else []))
+    # Python sees only the leaf: the rest of the chain is unknown here.
+    facts["chain_length"] = None
+    facts["chain_bytes"] = None
+    return facts
+
+
+def probe_tls(
+    host: str,
+    port: int,
+    *,
+    server_name: str | None,
+    verify: bool,
+    timeout_s: float = 10.0,
+    cafile: str | None = None,
+) -> dict:
+    """One handshake with host:port (an address; ``server_name`` for SNI and checks) → TLS facts."""
+    first_error = None
+    if shutil.which("openssl"):
+        try:
+            return _probe_openssl(host, port, server_name, verify, timeout_s, cafile)
+        except (OSError, subprocess.SubprocessError, ValueError) as exc:
+            first_error = f"openssl s_client: {type(exc).__name__}: {exc}"
+    try:
+        facts = _probe_python(host, port, server_name, verify, timeout_s, cafile)
+        if first_error:
+            facts["error"] = first_error
+        return facts
+    except (OSError, ssl.SSLError, ValueError) as exc:
+        facts = _empty()
+        facts["error"] = "; ".join(filter(None, [first_error, f"{type(exc).__name__}: {exc}"]))
+        return facts
