@@ -1,0 +1,323 @@
+"""A throwaway nginx on loopback: one plain HTTP port and one TLS port, in a temp directory.
+
+Debian's nginx binary runs with ``daemon off`` as a child process in its own session, with every
+path it writes (pid file, error log, temp directories) inside the temp directory. It serves three
+static pages of exact sizes (``/1k``, ``/2k``, ``/4k``) with a fresh self-signed certificate, keeps
+connections alive for 100 000 requests and resumes TLS sessions (shared cache and tickets).
+
+Used by the fidelity benchmark (``bench/fidelity``) and by tests::
+
+    with Nginx() as nginx:
+        url = nginx.tls_url("/1k")
+
+It prints nothing. Without an nginx binary the constructor raises ``RuntimeError("nginx not found
+...")``, so a test can skip on it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import weakref
+from collections.abc import Iterable
+from pathlib import Path
+from types import TracebackType
+
+PAGE_SIZES = {"/1k": 1024, "/2k": 2048, "/4k": 4096}
+DEBIAN_BINARY = "/usr/sbin/nginx"
+START_TIMEOUT_S = 10.0
+STOP_TIMEOUT_S = 10.0
+PORT_ATTEMPTS = 3
+
+
+def page_bytes(size: int) -> bytes:
+    """The body of a page of exactly ``size`` bytes (the same text the test servers serve)."""
+    line = b"tollgate test page " * 8
+    return (line * (size // len(line) + 1))[:size]
+
+
+def free_port() -> int:
+    """A loopback port that was free a moment ago (bound to port 0, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def find_binary() -> str | None:
+    """The nginx binary: on PATH, else Debian's ``/usr/sbin/nginx`` (not on a normal user's PATH)."""
+    found = shutil.which("nginx")
+    if found:
+        return found
+    return DEBIAN_BINARY if os.access(DEBIAN_BINARY, os.X_OK) else None
+
+
+def _accepts(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def _serves(port: int, path: str) -> bool:
+    """Whether a worker answers on the plain port (the master listens before workers accept)."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1.0) as s:
+            s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode())
+            return s.recv(16).startswith(b"HTTP/1.1 200")
+    except OSError:
+        return False
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """Last resort (and finalizer): SIGKILL nginx's whole process group, then reap the master.
+
+    Only while the master is alive, so the group id cannot belong to anything else yet.
+    """
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=STOP_TIMEOUT_S)
+
+
+def _child_pids(pid: int) -> list[int]:
+    """Direct children of ``pid``, from /proc (the ``children`` file, else a scan of every stat)."""
+    children: list[int] = []
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            text = (task / "children").read_text()
+            children.extend(int(p) for p in text.split())
+        return sorted(set(children))
+    except (OSError, ValueError):
+        pass
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # pid (comm) state ppid …; comm may hold spaces and parentheses, so split after the last ')'.
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[1]) == pid:
+            children.append(int(entry.name))
+    return sorted(children)
+
+
+class Nginx:
+    """nginx on 127.0.0.1 with a plain and a TLS port; ``start()``/``stop()`` or a ``with`` block."""
+
+    def __init__(
+        self,
+        worker_processes: int = 1,
+        *,
+        key_type: str = "rsa",
+        key_bits: int = 2048,
+        binary: str | None = None,
+        cpus: Iterable[int] | None = None,
+    ) -> None:
+        if worker_processes < 1:
+            raise ValueError("worker_processes must be at least 1")
+        found = binary or find_binary()
+        if not found or not os.access(found, os.X_OK):
+            raise RuntimeError(
+                f"nginx not found (looked on PATH and at {DEBIAN_BINARY}); install Debian's nginx package"
+            )
+        self.binary = found
+        self.worker_processes = worker_processes
+        self.key_type = key_type
+        self.key_bits = key_bits
+        # CPUs to pin the master and its workers to (None: wherever the scheduler likes).
+        self.cpus = frozenset(cpus) if cpus is not None else None
+        self.plain_port = 0
+        self.tls_port = 0
+        self.directory: Path | None = None
+        self.cert_path: Path | None = None
+        self.key_path: Path | None = None
+        self._tempdir: tempfile.TemporaryDirectory | None = None
+        self._proc: subprocess.Popen | None = None
+        self._finalizer: weakref.finalize | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def __enter__(self) -> Nginx:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def start(self) -> Nginx:
+        """Write the site, start nginx and return once both ports accept and a worker answers."""
+        if self._proc is not None:
+            raise RuntimeError("nginx is already started")
+        from portal.lib.certs import make_self_signed
+
+        self._tempdir = tempfile.TemporaryDirectory(prefix="tollgate-nginx-")
+        self.directory = Path(self._tempdir.name)
+        try:
+            root = self.directory / "html"
+            root.mkdir()
+            (self.directory / "tmp").mkdir()
+            for path, size in PAGE_SIZES.items():
+                (root / path.lstrip("/")).write_bytes(page_bytes(size))
+            self.cert_path, self.key_path = make_self_signed(
+                self.directory / "tls", name="nginx", key_type=self.key_type, key_bits=self.key_bits
+            )
+            last_error = ""
+            for _attempt in range(PORT_ATTEMPTS):
+                # Another process may take a port between our probe and nginx's bind: try again.
+                last_error = self._launch()
+                if not last_error:
+                    return self
+            raise RuntimeError(f"nginx did not start: {last_error}")
+        except BaseException:
+            self.stop()
+            raise
+
+    def _launch(self) -> str:
+        """One start attempt on fresh ports; an empty string on success, else why it failed."""
+        assert self.directory is not None
+        self.plain_port = free_port()
+        self.tls_port = free_port()
+        while self.tls_port == self.plain_port:
+            self.tls_port = free_port()
+        conf = self.directory / "nginx.conf"
+        conf.write_text(self.config_text())
+        error_log = self.directory / "error.log"
+        proc = subprocess.Popen(
+            [self.binary, "-p", str(self.directory), "-c", str(conf), "-e", str(error_log)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        self._proc = proc
+        self._finalizer = weakref.finalize(self, _kill_group, proc)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                stderr = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+                self._forget()
+                return f"exit code {proc.returncode}: {stderr.strip() or self._error_log_tail()}"
+            if _accepts(self.plain_port) and _accepts(self.tls_port) and _serves(self.plain_port, "/1k"):
+                if self.cpus is not None:
+                    # Workers respawned later inherit the master's affinity.
+                    for pid in self.pids():
+                        os.sched_setaffinity(pid, self.cpus)
+                return ""
+            time.sleep(0.02)
+        self._terminate()
+        return f"ports not accepting within {START_TIMEOUT_S:.0f} s: {self._error_log_tail()}"
+
+    def _error_log_tail(self) -> str:
+        try:
+            return (self.directory / "error.log").read_text(errors="replace")[-800:].strip()
+        except (OSError, TypeError):
+            return ""
+
+    def _forget(self) -> None:
+        if self._finalizer is not None:
+            self._finalizer.detach()
+        if self._proc is not None and self._proc.stderr is not None:
+            self._proc.stderr.close()
+        self._proc = None
+        self._finalizer = None
+
+    def stop(self) -> None:
+        """Stop nginx (SIGTERM: fast shutdown, then SIGKILL to the group if it hangs); remove the dir."""
+        self._terminate()
+        if self._tempdir is not None:
+            self._tempdir.cleanup()
+            self._tempdir = None
+
+    def _terminate(self) -> None:
+        proc = self._proc
+        if proc is None:
+            return
+        if proc.poll() is None:
+            # SIGTERM is nginx's fast shutdown: the master exits after its workers have.
+            proc.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=STOP_TIMEOUT_S)
+        _kill_group(proc)
+        self._forget()
+
+    # -- configuration -----------------------------------------------------------------------
+
+    def config_text(self) -> str:
+        d = self.directory
+        user = "user root;\n" if os.geteuid() == 0 else ""
+        return f"""# Written by bench/nginx.py for one benchmark or test; removed when it stops.
+{user}worker_processes {self.worker_processes};
+daemon off;
+master_process on;
+pid {d}/nginx.pid;
+error_log {d}/error.log warn;
+
+events {{
+    worker_connections 4096;
+}}
+
+http {{
+    access_log off;
+    default_type text/html;
+    sendfile on;
+    tcp_nopush off;
+    tcp_nodelay on;
+    server_tokens off;
+    keepalive_timeout 65s;
+    keepalive_requests 100000;
+
+    client_body_temp_path {d}/tmp/client_body;
+    proxy_temp_path {d}/tmp/proxy;
+    fastcgi_temp_path {d}/tmp/fastcgi;
+    uwsgi_temp_path {d}/tmp/uwsgi;
+    scgi_temp_path {d}/tmp/scgi;
+
+    ssl_certificate {self.cert_path};
+    ssl_certificate_key {self.key_path};
+    ssl_protocols TLSv1.2 TLSv1.3;
+    ssl_session_cache shared:TOLLGATE:10m;
+    ssl_session_timeout 10m;
+    ssl_session_tickets on;
+
+    server {{
+        listen 127.0.0.1:{self.plain_port};
+        listen 127.0.0.1:{self.tls_port} ssl;
+        server_name localhost;
+        root {d}/html;
+        location / {{
+            try_files $uri =404;
+        }}
+    }}
+}}
+"""
+
+    # -- addresses and processes -------------------------------------------------------------
+
+    def plain_url(self, path: str = "/1k") -> str:
+        return f"http://127.0.0.1:{self.plain_port}{path}"
+
+    def tls_url(self, path: str = "/1k") -> str:
+        return f"https://127.0.0.1:{self.tls_port}{path}"
+
+    def pids(self) -> list[int]:
+        """The master's pid followed by its workers' (empty when not running)."""
+        if not self.running:
+            return []
+        assert self._proc is not None
+        return [self._proc.pid, *_child_pids(self._proc.pid)]
