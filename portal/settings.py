@@ -151,6 +151,10 @@ else:
 TOLLGATE_MAX_USERS = envint("TOLLGATE_MAX_USERS", "500")
 TOLLGATE_MAX_DURATION_S = envint("TOLLGATE_MAX_DURATION_S", "3600")
 TOLLGATE_MAX_WARMUP_S = envint("TOLLGATE_MAX_WARMUP_S", "600")
+TOLLGATE_MAX_ROUNDS = envint("TOLLGATE_MAX_ROUNDS", "20")
+TOLLGATE_MAX_ARRIVAL_RATE = envint("TOLLGATE_MAX_ARRIVAL_RATE", "100000")
+# Fernet keys for secrets at rest (auth, headers, SSH keys), newest first; see portal/lib/secrets.py.
+TOLLGATE_SECRET_KEYS = envlist("TOLLGATE_SECRET_KEYS", "")
 # Pre-filled values of the run form (the demo points them at its own target).
 TOLLGATE_DEFAULT_PLAIN_URL = os.environ.get("TOLLGATE_DEFAULT_PLAIN_URL", "")
 TOLLGATE_DEFAULT_TLS_URL = os.environ.get("TOLLGATE_DEFAULT_TLS_URL", "")

@@ -1,4 +1,4 @@
-"""The demo target: a tiny WSGI site with pages of 1, 2 and 4 KB, served by Gunicorn.
+"""The demo target: a tiny WSGI site with pages of 1, 2 and 4 KB and an image, served by Gunicorn.
 
 Like the seeds' test pages: fixed sizes, so arms are comparable and content length never varies.
 """
@@ -6,6 +6,8 @@ Like the seeds' test pages: fixed sizes, so arms are comparable and content leng
 from __future__ import annotations
 
 import os
+import struct
+import zlib
 from collections.abc import Callable, Iterable
 
 SIZES = {"/1k": 1024, "/2k": 2048, "/4k": 4096}
@@ -18,7 +20,26 @@ def _page(size: int) -> bytes:
     return body[:size]
 
 
+def _png(width: int = 96, height: int = 96) -> bytes:
+    """A real PNG (a gradient), made here so no binary file lives in the repository."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    rows = b"".join(
+        b"\x00" + bytes((x * 7 + y * 3) % 256 for x in range(width) for _ in range(3)) for y in range(height)
+    )
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(rows, 1))
+        + chunk(b"IEND", b"")
+    )
+
+
 PAGES = {path: _page(size) for path, size in SIZES.items()}
+LOGO = _png()
 INDEX = (
     b"<!doctype html><title>Tollgate demo target</title><h1>Tollgate demo target</h1><ul>"
     + b"".join(f'<li><a href="{p}">{p}</a> ({n} bytes)</li>'.encode() for p, n in SIZES.items())
@@ -30,6 +51,8 @@ def app(environ: dict, start_response: Callable) -> Iterable[bytes]:
     path = environ.get("PATH_INFO", "/")
     if path in PAGES:
         status, ctype, body = "200 OK", "text/html; charset=utf-8", PAGES[path]
+    elif path == "/logo.png":
+        status, ctype, body = "200 OK", "image/png", LOGO
     elif path == "/":
         status, ctype, body = "200 OK", "text/html; charset=utf-8", INDEX
     elif path == "/healthz":

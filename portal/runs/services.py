@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.db import transaction
 
+from portal.runs.configs import engine_dict, seal_into
 from portal.runs.execute import time_limit_s
 from portal.runs.models import Run
 from portal.targets.models import Scenario, Target
@@ -18,9 +19,18 @@ def get_or_create_target(owner, name: str, plain_url: str, tls_url: str) -> Targ
 
 
 def create_run(
-    owner, target: Target, config: dict, *, scenario: Scenario | None = None, source: str = "web"
+    owner,
+    target: Target,
+    config: dict,
+    *,
+    scenario: Scenario | None = None,
+    source: str = "web",
+    secrets: dict | None = None,
 ) -> Run:
-    EngineConfig.from_dict(config)  # the engine must accept it; raises ValueError otherwise
+    """``secrets`` (``{"headers": {...}, "auth": {"type", "user", "secret"}}``) are encrypted into the
+    run's config; the plaintext is never stored."""
+    config = seal_into(config, secrets or {})
+    EngineConfig.from_dict(engine_dict(config))  # the engine must accept it; raises ValueError otherwise
     return Run.objects.create(owner=owner, target=target, scenario=scenario, config=config, source=source)
 
 
@@ -28,7 +38,7 @@ def enqueue(run: Run) -> None:
     """Send the run to the `runs` queue once the row is committed (the worker must see it)."""
     from workers.tasks import run_benchmark
 
-    limit = time_limit_s(EngineConfig.from_dict(run.config))
+    limit = time_limit_s(EngineConfig.from_dict(engine_dict(run.config)))
     transaction.on_commit(
         lambda: run_benchmark.apply_async(
             args=[run.pk], queue="runs", soft_time_limit=limit + 30, time_limit=limit + 60

@@ -16,12 +16,23 @@ def encoded(values: list[int]) -> str:
     return h.encode().decode("ascii")
 
 
-def make_run(owner, *, status: str = Run.Status.SUCCEEDED, arms: dict[str, list[int]] | None = None) -> Run:
+def make_run(
+    owner,
+    *,
+    status: str = Run.Status.SUCCEEDED,
+    arms: dict[str, list[int]] | None = None,
+    target_name: str = "t",
+    seconds: int = 0,
+    summarize: bool = False,
+    created=None,
+) -> Run:
+    """``seconds``: also store a per-second series (that many points, each at the arm's median), so
+    costs get per-second intervals; ``summarize``: write the run's summary as a finished run has."""
     target, _ = Target.objects.get_or_create(
         owner=owner,
-        plain_url="http://127.0.0.1:1/1k",
-        tls_url="https://127.0.0.1:2/1k",
-        defaults={"name": "t"},
+        plain_url=f"http://127.0.0.1:1/{target_name}",
+        tls_url=f"https://127.0.0.1:2/{target_name}",
+        defaults={"name": target_name},
     )
     arms = arms if arms is not None else {"plain": [400] * 100, "tls": [500] * 100, "tls_new": [3000] * 100}
     config = {
@@ -55,7 +66,29 @@ def make_run(owner, *, status: str = Run.Status.SUCCEEDED, arms: dict[str, list[
             status_codes={"200": len(values)},
             response_bytes_min=1024,
             response_bytes_max=1024,
+            series=[
+                {
+                    "t_s": t + 1,
+                    "requests": len(values) // max(seconds, 1),
+                    "failures": 0,
+                    "p50_us": sorted(values)[len(values) // 2] + (t % 3),
+                    "p95_us": max(values),
+                    "p99_us": max(values),
+                    "users": 2,
+                    "gen_cpu_pct": 20.0,
+                    "loop_lag_ms": 0.2,
+                }
+                for t in range(seconds)
+            ],
             started=now,
             finished=now,
         )
+    if created is not None:
+        Run.objects.filter(pk=run.pk).update(created=created)
+        run.refresh_from_db()
+    if summarize:
+        from portal.runs.reporting import summarize as summary_of
+
+        Run.objects.filter(pk=run.pk).update(summary=summary_of(run))
+        run.refresh_from_db()
     return run

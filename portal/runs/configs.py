@@ -1,0 +1,64 @@
+"""A run's stored config vs. what the engine gets: secrets are sealed in one and opened for the other.
+
+``Run.config`` holds the engine config (``workers.engine.protocol.EngineConfig``) without any secret,
+plus three portal-only keys:
+
+* ``secrets``: a Fernet token (``portal.lib.secrets``) of ``{"headers": {...}, "auth": {...}}``;
+* ``auth``: ``{"type": "basic"|"bearer", "user": ...}``, the non-secret description;
+* ``header_names``: the names of the sealed headers, for the report;
+* ``probes``: which server-side probes to run (``portal.runs.probing``).
+
+The engine config with the real headers exists only in memory, on its way to the engine's stdin.
+"""
+
+from __future__ import annotations
+
+import base64
+
+from portal.lib import secrets as vault
+
+SECRET_KEYS = ("secrets", "auth", "header_names")
+PORTAL_ONLY_KEYS = (*SECRET_KEYS, "probes")
+
+
+def seal_into(config: dict, sealed: dict) -> dict:
+    """Return ``config`` with the secrets (headers, auth) encrypted into it."""
+    config = {key: value for key, value in config.items() if key not in SECRET_KEYS}
+    config.pop("headers", None)
+    headers = sealed.get("headers") or {}
+    auth = sealed.get("auth")
+    if headers or auth:
+        config["secrets"] = vault.seal({"headers": headers, "auth": auth})
+        config["header_names"] = sorted(headers)
+        if auth:
+            config["auth"] = {"type": auth["type"], "user": auth.get("user", "")}
+    return config
+
+
+def authorization(auth: dict) -> str:
+    if auth["type"] == "basic":
+        token = base64.b64encode(f"{auth['user']}:{auth['secret']}".encode()).decode("ascii")
+        return f"Basic {token}"
+    if auth["type"] == "bearer":
+        return f"Bearer {auth['secret']}"
+    raise ValueError(f"unknown auth type {auth['type']!r}")
+
+
+def engine_dict(config: dict, *, with_secrets: bool = False) -> dict:
+    """The engine's config: portal-only keys dropped; with_secrets adds the real headers."""
+    out = {key: value for key, value in config.items() if key not in PORTAL_ONLY_KEYS}
+    if with_secrets and config.get("secrets"):
+        opened = vault.unseal(config["secrets"])
+        headers = dict(opened.get("headers") or {})
+        if opened.get("auth"):
+            headers["Authorization"] = authorization(opened["auth"])
+        out["headers"] = headers
+    return out
+
+
+def public_config(config: dict) -> dict:
+    """What the report and the page may show: no token, header values hidden."""
+    out = {key: value for key, value in config.items() if key != "secrets"}
+    out["headers"] = {name: "(encrypted)" for name in config.get("header_names", [])}
+    out.pop("header_names", None)
+    return out

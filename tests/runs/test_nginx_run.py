@@ -1,0 +1,61 @@
+"""The issue's 'done when': all five arms against a real nginx, through the whole pipeline."""
+
+from __future__ import annotations
+
+import pytest
+
+from portal.runs import execute, reporting, services
+from portal.runs.models import Run
+
+pytestmark = pytest.mark.django_db
+
+
+def test_five_arms_against_nginx_give_split_costs_tls_facts_and_validity(owner):
+    from bench.nginx import Nginx
+
+    with Nginx() as nginx:
+        target = services.get_or_create_target(owner, "nginx", nginx.plain_url("/1k"), nginx.tls_url("/1k"))
+        arms = ["plain", "tls", "plain_new", "tls_new", "tls_resumed"]
+        config = {
+            "arms": [
+                {"name": a, "url": nginx.tls_url("/1k") if "tls" in a else nginx.plain_url("/1k")}
+                for a in arms
+            ],
+            "users": 1,
+            "spawn_rate": 10,
+            "warmup_s": 0.3,
+            "duration_s": 1.0,
+            "rounds": 3,
+            "verify_tls": False,
+        }
+        run = execute.execute_run(services.create_run(owner, target, config).pk)
+    assert run.status == Run.Status.SUCCEEDED, run.error
+    assert run.arms.count() == 15
+    report = reporting.run_report(run)
+    # The split: connect and handshake exist exactly where connections are opened per request.
+    for name in ("plain", "tls"):
+        assert report["arms"][name]["connect_us"] is None and report["arms"][name]["tls_handshake_us"] is None
+    assert report["arms"]["plain_new"]["connect_us"]["count"] == report["arms"]["plain_new"]["requests"]
+    assert report["arms"]["plain_new"]["tls_handshake_us"] is None
+    for name in ("tls_new", "tls_resumed"):
+        assert report["arms"][name]["tls_handshake_us"]["count"] == report["arms"][name]["requests"]
+    # Resumed handshakes are cheaper than full ones, measured on the same server.
+    assert (
+        report["arms"]["tls_resumed"]["tls_handshake_us"]["p50"]
+        < report["arms"]["tls_new"]["tls_handshake_us"]["p50"]
+    )
+    # The three costs, each with an interval over the 3 rounds.
+    costs = {c["name"]: c for c in report["costs"] if c["metric"] == "ttlb_p50_us"}
+    assert set(costs) == {"keepalive_tls", "handshake", "resumption_saving"}
+    for cost in costs.values():
+        assert cost["ci_method"] == "rounds" and cost["ci95"][0] <= cost["delta"] <= cost["ci95"][1]
+        assert cost["verdict"] in ("negligible", "noticeable", "significant")
+    assert costs["handshake"]["delta"] > 0 and costs["resumption_saving"]["delta"] > 0
+    # TLS facts from a real handshake with nginx.
+    facts = report["tls_info"]
+    assert facts["protocol"] in ("TLSv1.2", "TLSv1.3") and facts["cert_key_type"] == "RSA"
+    assert facts["cert_key_bits"] == 2048 and facts["session_ticket"] is True
+    # The validity panel is complete; nothing is wrong with this run's status codes or pages.
+    found = {v["check"]: v for v in report["validity"]}
+    assert found["status_codes"]["status"] == found["content_length"]["status"] == "pass"
+    assert found["tls_sessions"]["status"] == "pass"
