@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.cache import cache
 from django.urls import reverse
 
-from portal.lib import report
+import portal
+from portal.lib import costs, report
+from portal.runs.configs import public_config
 from portal.runs.models import ArmResult, Run
 
 
 def arm_data(arm: ArmResult) -> dict:
     return {
         "arm": arm.arm,
+        "round": arm.round,
         "url": arm.url,
+        "requested_url": arm.requested_url,
+        "targets": arm.targets,
+        "redirects": arm.redirects,
         "complete": arm.complete,
         "users": arm.users,
         "warmup_s": arm.warmup_s,
@@ -33,6 +40,11 @@ def arm_data(arm: ArmResult) -> dict:
         "connections_opened": arm.connections_opened,
         "tls_sessions_reused": arm.tls_sessions_reused,
         "errors": arm.errors,
+        "sizes_by_url": arm.sizes_by_url,
+        "late_requests": arm.late_requests,
+        "max_schedule_lag_us": arm.max_schedule_lag_us,
+        "series": arm.series,
+        "server_cpu": arm.server_cpu,
     }
 
 
@@ -52,7 +64,9 @@ def run_data(run: Run, request=None) -> dict:
         "error": run.error or None,
         "report_url": report_url(run, request),
         "target": {"name": run.target.name, "plain_url": run.target.plain_url, "tls_url": run.target.tls_url},
-        "config": run.config,
+        "config": public_config(run.config),
+        "config_hash": report.config_hash(public_config(run.config)),
+        "tollgate": portal.__version__,
         "engine": run.engine,
         "source": run.source,
         "created": _iso(run.created),
@@ -66,4 +80,72 @@ def arms_of(run: Run) -> list[dict]:
 
 
 def run_report(run: Run, request=None, arms: list[dict] | None = None) -> dict:
-    return report.build_report(run_data(run, request), arms if arms is not None else arms_of(run))
+    if arms is None:
+        return report_page(run, request)["report"]
+    return report.build_report(run_data(run, request), arms, run.tls_info or None, run.probes or None)
+
+
+# Bump when the report's computation changes, so cached reports of finished runs are rebuilt.
+REPORT_CACHE_VERSION = f"{portal.__version__}:{report.SCHEMA}:2"
+REPORT_CACHE_TTL_S = 7 * 24 * 3600
+
+
+def _cache_key(run: Run) -> str | None:
+    if not run.is_terminal or run.finished is None:
+        return None  # still changing
+    return f"report:{REPORT_CACHE_VERSION}:{run.code}:{run.finished.timestamp()}"
+
+
+def _build_page(run: Run, request=None) -> dict:
+    rows = arms_of(run)
+    data = report.build_report(run_data(run, request), rows, run.tls_info or None, run.probes or None)
+    charts = {}
+    if rows:
+        charts = {
+            "ttlb": report.histogram_overlay(rows, "ttlb_us"),
+            "ttfb": report.histogram_overlay(rows, "ttfb_us"),
+            "curve": {
+                name: report.percentile_curve(report.hdr.decode(section["hdr"]["ttlb_us"]))
+                for name, section in data["arms"].items()
+            },
+            "series": {
+                name: {
+                    "p50_us": [p.get("p50_us") for p in section["series"]],
+                    "p95_us": [p.get("p95_us") for p in section["series"]],
+                    "requests": [p.get("requests") for p in section["series"]],
+                    "gen_cpu_pct": [p.get("gen_cpu_pct") for p in section["series"]],
+                }
+                for name, section in data["arms"].items()
+            },
+            "breakdown": {name: section["breakdown"] for name, section in data["arms"].items()},
+        }
+    return {"report": data, "charts": charts}
+
+
+def report_page(run: Run, request=None) -> dict:
+    """The report and the chart data of a run; cached once the run has ended (it cannot change)."""
+    key = _cache_key(run)
+    page = cache.get(key) if key else None
+    if page is None:
+        page = _build_page(run, request)
+        if key:
+            cache.set(key, page, REPORT_CACHE_TTL_S)
+    # The link depends on how the page was reached; never serve a cached host.
+    data = dict(page["report"])
+    data["run"] = {**data["run"], "report_url": report_url(run, request)}
+    return {"report": data, "charts": page["charts"]}
+
+
+def summarize(run: Run) -> dict:
+    """What lists and trends show of a run, stored on it when it ends."""
+    data = report_page(run)["report"]
+    return {
+        "requests": sum(arm["requests"] for arm in data["arms"].values()),
+        "arms": list(data["arms"]),
+        "costs": [
+            {k: cost[k] for k in ("name", "delta", "delta_pct", "ci95", "verdict", "arm_value", "base_value")}
+            for cost in costs.headline_costs(data["costs"])
+        ],
+        "validity": {v["check"]: v["status"] for v in data["validity"]},
+        "headline": data["headline"],
+    }

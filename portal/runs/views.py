@@ -1,34 +1,143 @@
 from __future__ import annotations
 
+import csv
 import json
 
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.cache import cache
+from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.db import transaction
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.dateparse import parse_date
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from portal.lib import report
+from portal.lib import compare, costs, report, validity
+from portal.lib import secrets as vault
 from portal.runs import reporting, services
-from portal.runs.access import get_run_for_user, runs_for, scenarios_for
+from portal.runs.access import get_run_for_user, runs_for, scenarios_for, targets_for
 from portal.runs.execute import progress_key
 from portal.runs.forms import RunForm
 from portal.runs.models import Run
 from portal.targets.models import Scenario
 
+SORTS = {
+    "-created": ("-created", "newest first"),
+    "created": ("created", "oldest first"),
+    "target": ("target__name", "target"),
+    "status": ("status", "status"),
+}
+
 
 @login_required
 @require_GET
 def runs_list(request: HttpRequest) -> HttpResponse:
-    # Queries: the page of runs with their targets (1), the count for the paginator (1).
+    # Queries: the page of runs with their targets (1), the count for the paginator (1), the
+    # targets for the filter (1).
     runs = runs_for(request.user).select_related("target")
-    page = Paginator(runs, 50).get_page(request.GET.get("page"))
-    return render(request, "runs/list.html", {"page": page})
+    targets = targets_for(request.user).order_by("name")
+    chosen = {key: request.GET.get(key, "") for key in ("target", "status", "since", "until", "sort")}
+    errors = []
+    if chosen["target"]:
+        try:
+            runs = runs.filter(target__code=chosen["target"])
+        except ValidationError:
+            errors.append("Unknown target.")
+    if chosen["status"] in Run.Status.values:
+        runs = runs.filter(status=chosen["status"])
+    for key, lookup in (("since", "created__date__gte"), ("until", "created__date__lte")):
+        if chosen[key]:
+            day = parse_date(chosen[key]) if len(chosen[key]) == 10 else None
+            if day is None:
+                errors.append(f"'{chosen[key]}' is not a date (YYYY-MM-DD).")
+            else:
+                runs = runs.filter(**{lookup: day})
+    order, _ = SORTS.get(chosen["sort"], SORTS["-created"])
+    runs = runs.order_by(order, "-pk")
+    page = Paginator(runs, 25).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    ctx = {
+        "page": page,
+        "targets": targets,
+        "statuses": Run.Status.values,
+        "sorts": [(key, label) for key, (_, label) in SORTS.items()],
+        "chosen": chosen,
+        "errors": errors,
+        "query": query.urlencode(),
+        "cost_labels": COST_LABELS,
+    }
+    return render(request, "runs/list.html", ctx)
+
+
+def _codes(request: HttpRequest) -> list[str]:
+    codes: list[str] = []
+    for value in request.GET.getlist("runs"):
+        codes.extend(code.strip() for code in value.split(",") if code.strip())
+    return list(dict.fromkeys(codes))  # keep order, drop repeats
+
+
+@login_required
+@require_GET
+def runs_compare(request: HttpRequest) -> HttpResponse:
+    codes = _codes(request)
+    # Canonical, bookmarkable form: ?runs=a,b,c (the list's checkboxes send runs=a&runs=b).
+    if len(request.GET.getlist("runs")) > 1:
+        return redirect(f"{reverse('runs-compare')}?runs={','.join(codes)}")
+    if not 2 <= len(codes) <= MAX_COMPARE:
+        messages.warning(request, f"Choose between 2 and {MAX_COMPARE} runs to compare.")
+        return redirect("runs-list")
+    visible = runs_for(request.user).select_related("target")
+    try:
+        found = {str(run.code): run for run in visible.filter(code__in=codes)}
+    except ValidationError:
+        raise Http404("no such run") from None
+    if len(found) != len(codes):
+        raise Http404("no such run")  # one of them is not yours, or does not exist
+    runs = [found[code] for code in codes]
+    pages = [reporting.report_page(run, request) for run in runs]
+    reports = [page["report"] for page in pages]
+    data = compare.compare(reports)
+    chart = {
+        "runs": [f"{i + 1}: {run.created:%Y-%m-%d %H:%M}" for i, run in enumerate(runs)],
+        "costs": data["costs"],
+        "curves": [page["charts"].get("curve", {}) for page in pages],
+    }
+    ctx = {"runs": runs, "data": data, "chart": chart, "cost_labels": COST_LABELS, "codes": ",".join(codes)}
+    if request.GET.get("format") == "json":
+        return JsonResponse(data, json_dumps_params={"indent": 2})
+    return render(request, "runs/compare.html", ctx)
+
+
+@login_required
+@require_GET
+def target_trend(request: HttpRequest, target) -> HttpResponse:
+    target_obj = get_object_or_404(targets_for(request.user), code=target)
+    runs = list(
+        runs_for(request.user)
+        .filter(target=target_obj, status=Run.Status.SUCCEEDED)
+        .order_by("created")
+        .only("code", "created", "summary", "status", "target_id")[:500]
+    )
+    points: dict[str, list] = {}
+    for run in runs:
+        for cost in (run.summary or {}).get("costs", []):
+            points.setdefault(cost["name"], []).append(
+                {
+                    "run": str(run.code),
+                    "t": run.created.isoformat(),
+                    "delta": cost["delta"],
+                    "ci95": cost["ci95"],
+                    "verdict": cost["verdict"],
+                }
+            )
+    ctx = {"target": target_obj, "runs": runs, "points": points, "cost_labels": COST_LABELS}
+    return render(request, "runs/trend.html", ctx)
 
 
 @login_required
@@ -36,30 +145,48 @@ def runs_list(request: HttpRequest) -> HttpResponse:
 def runs_new(request: HttpRequest) -> HttpResponse:
     scenarios = scenarios_for(request.user).select_related("target")
     if request.method == "POST":
-        form = RunForm(request.POST)
+        # A run started from a saved scenario keeps the scenario's sealed secrets when the secret
+        # fields are left blank (they are never rendered back into the form).
+        base = scenarios.filter(code=request.POST.get("scenario") or None).first()
+        kept = vault.unseal(base.config["secrets"]) if base and base.config.get("secrets") else {}
+        form = RunForm(request.POST, keep_secret=bool(kept.get("auth")))
         if form.is_valid():
             data = form.cleaned_data
+            secrets = {**kept, **form.secrets()}
+            if (data.get("auth_type") or "none") == "none":
+                secrets.pop("auth", None)
+            elif secrets.get("auth"):
+                secrets["auth"] = {**secrets["auth"], "type": data["auth_type"], "user": data["auth_user"]}
             with transaction.atomic():
                 target = services.get_or_create_target(
                     request.user, form.target_name_or_default(), data.get("plain_url"), data.get("tls_url")
                 )
-                scenario = None
+                scenario = base
                 if data.get("save_as"):
                     scenario, _ = Scenario.objects.update_or_create(
                         owner=request.user,
                         name=data["save_as"],
-                        defaults={"target": target, "config": _scenario_fields(form)},
+                        defaults={"target": target, "config": _scenario_fields(form, secrets)},
                     )
-                run = services.create_run(request.user, target, form.engine_config(), scenario=scenario)
+                run = services.create_run(
+                    request.user, target, form.engine_config(), scenario=scenario, secrets=secrets
+                )
                 services.enqueue(run)
             return redirect("runs-detail", code=run.code)
     else:
         initial = {}
+        base = None
         if request.GET.get("scenario"):
-            scenario = get_object_or_404(scenarios, code=request.GET["scenario"])
-            initial = scenario.config
+            base = get_object_or_404(scenarios, code=request.GET["scenario"])
+            initial = {key: value for key, value in base.config.items() if key != "secrets"}
         form = RunForm(initial=initial or _default_initial())
-    return render(request, "runs/new.html", {"form": form, "scenarios": scenarios})
+    ctx = {
+        "form": form,
+        "scenarios": scenarios,
+        "base": base,
+        "base_has_secrets": bool(base and base.config.get("secrets")),
+    }
+    return render(request, "runs/new.html", ctx)
 
 
 def _default_initial() -> dict:
@@ -70,29 +197,111 @@ def _default_initial() -> dict:
     }
 
 
-def _scenario_fields(form: RunForm) -> dict:
-    data = dict(form.cleaned_data)
-    data.pop("save_as", None)
+# Kept as typed by the user (the parsed forms are for the engine).
+RAW_SCENARIO_FIELDS = ("paths", "expected_status")
+SECRET_FIELDS = ("headers", "auth_secret")
+
+
+def _scenario_fields(form: RunForm, secrets: dict) -> dict:
+    """A scenario stores the form's values for reuse; secrets only sealed (encrypted)."""
+    data = {k: v for k, v in form.cleaned_data.items() if k not in ("save_as", *SECRET_FIELDS)}
+    for name in RAW_SCENARIO_FIELDS:
+        data[name] = form.data.get(name, "")
+    if secrets:
+        data["secrets"] = vault.seal(secrets)
     return json.loads(json.dumps(data, default=str))
+
+
+MAX_COMPARE = 10
+COST_LABELS = {
+    "keepalive_tls": "TLS on warm (keep-alive) connections",
+    "handshake": "A full TLS handshake per request",
+    "resumption_saving": "Session resumption saves",
+}
 
 
 @login_required
 @require_GET
 def runs_detail(request: HttpRequest, code) -> HttpResponse:
     run, can_write = get_run_for_user(request, code)
-    ctx: dict = {"run": run, "can_write": can_write}
-    arms = reporting.arms_of(run)
-    if arms:
-        data = reporting.run_report(run, request, arms)
+    ctx: dict = {"run": run, "can_write": can_write, "is_baseline": run.target.baseline_id == run.pk}
+    page = reporting.report_page(run, request)
+    data = page["report"]
+    if data["arms"]:
         ctx["report"] = data
         ctx["arm_rows"] = [
             (name, section, data["deltas"].get(name)) for name, section in data["arms"].items()
         ]
-        ctx["chart"] = {
-            "ttlb": report.histogram_overlay(arms, "ttlb_us"),
-            "ttfb": report.histogram_overlay(arms, "ttfb_us"),
-        }
+        ctx["chart"] = page["charts"]
+        ctx["headline"] = [
+            {**cost, "label": COST_LABELS.get(cost["name"], cost["name"])}
+            for cost in costs.headline_costs(data["costs"])
+        ]
+        ctx["expected_label"] = validity.expected_label(run.config.get("expected_status") or [])
     return render(request, "runs/detail.html", ctx)
+
+
+@login_required
+@require_GET
+def runs_report_csv(request: HttpRequest, code) -> HttpResponse:
+    """One row per arm × metric (and one per cost), for spreadsheets."""
+    run, _ = get_run_for_user(request, code)
+    data = reporting.run_report(run, request)
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="tollgate-run-{run.code}.csv"'
+    writer = csv.writer(response)
+    writer.writerow(["run", "arm", "metric", "statistic", "value", "unit", "samples"])
+    for name, arm in data["arms"].items():
+        for metric in report.LATENCY_METRICS:
+            summary = arm.get(metric)
+            if not summary:
+                continue
+            for statistic in ("p50", "p90", "p95", "p99", "min", "max", "mean"):
+                writer.writerow(
+                    [run.code, name, metric, statistic, summary[statistic], "us", summary["count"]]
+                )
+        writer.writerow([run.code, name, "requests", "count", arm["requests"], "requests", arm["requests"]])
+        writer.writerow([run.code, name, "failures", "count", arm["failures"], "requests", arm["requests"]])
+        writer.writerow([run.code, name, "rps", "mean", arm["rps"], "requests/s", arm["requests"]])
+        writer.writerow([run.code, name, "duration", "measured", arm["duration_s"], "s", arm["requests"]])
+    for cost in data["costs"]:
+        unit = "requests/s" if cost["metric"] == "rps" else "us"
+        lo, hi = cost["ci95"] or (None, None)
+        for statistic, value in (
+            ("delta", cost["delta"]),
+            ("ci95_lo", lo),
+            ("ci95_hi", hi),
+            ("delta_pct", cost["delta_pct"]),
+        ):
+            writer.writerow(
+                [
+                    run.code,
+                    f"{cost['arm']}-{cost['base']}",
+                    f"cost:{cost['name']}:{cost['metric']}",
+                    statistic,
+                    "" if value is None else value,
+                    "%" if statistic == "delta_pct" else unit,
+                    cost["samples"]["arm"],
+                ]
+            )
+    return response
+
+
+@login_required
+@require_POST
+def runs_pin_baseline(request: HttpRequest, code) -> HttpResponse:
+    run, can_write = get_run_for_user(request, code)
+    if not can_write:
+        return HttpResponse(status=403)
+    target = run.target
+    if request.POST.get("unpin") and target.baseline_id == run.pk:
+        target.baseline = None
+        messages.info(request, f"Run unpinned: {target.name} has no baseline now.")
+    else:
+        target.baseline = run
+        messages.info(request, f"Pinned as the baseline of {target.name}: compares start from it.")
+    target.save(update_fields=["baseline"])
+    return redirect("runs-detail", code=run.code)
 
 
 def progress_data(run: Run) -> dict:
@@ -110,6 +319,9 @@ def progress_data(run: Run) -> dict:
         planned = live.get("planned_s") or 0
         data.update(
             arm=live["arm"],
+            arm_index=live.get("arm_index", 0),
+            arms_total=live.get("arms_total", len(run.arm_names)),
+            rounds=run.config.get("rounds", 1),
             phase=live["phase"],
             arms_done=live.get("arms_done", []),
             elapsed_s=live["elapsed_s"],

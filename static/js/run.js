@@ -29,7 +29,10 @@
             return;
           }
           if (p.arm) {
-            text("run-arm", "· arm " + p.arm + " (" + (p.arms_done.length + 1) + " of " + p.arms.length + ")");
+            var step = (p.arm_index || 0) + 1;
+            var total = p.arms_total || p.arms.length;
+            var roundText = p.rounds > 1 ? ", round " + (Math.floor((step - 1) / p.arms.length) + 1) + " of " + p.rounds : "";
+            text("run-arm", "· arm " + p.arm + " (" + step + " of " + total + roundText + ")");
             text("run-phase", p.phase === "warmup" ? "warming up (not measured)" : "measuring");
             var bar = document.getElementById("run-bar");
             if (bar) { bar.value = p.fraction; bar.textContent = Math.round(p.fraction * 100) + "%"; }
@@ -90,8 +93,122 @@
     });
   }
 
+  function generatorChart() {
+    var dataEl = document.getElementById("chart-data");
+    var canvas = document.getElementById("chart-gen");
+    if (!dataEl || !canvas || typeof Chart === "undefined") { return; }
+    var all = JSON.parse(dataEl.textContent).series || {};
+    var series = {};
+    Object.keys(all).forEach(function (arm) { series[arm] = all[arm].gen_cpu_pct; });
+    var longest = 0;
+    var datasets = Object.keys(series).map(function (arm) {
+      longest = Math.max(longest, series[arm].length);
+      return {
+        label: arm, data: series[arm], borderColor: ARM_COLORS[arm] || "#333",
+        backgroundColor: ARM_COLORS[arm] || "#333", pointRadius: 2, borderWidth: 2, spanGaps: false
+      };
+    });
+    var labels = [];
+    for (var i = 1; i <= longest; i++) { labels.push(i); }
+    new Chart(canvas, {
+      type: "line",
+      data: { labels: labels, datasets: datasets },
+      options: {
+        animation: false,
+        maintainAspectRatio: false,
+        scales: {
+          x: { title: { display: true, text: "measured second of the arm (rounds one after another)" } },
+          y: { title: { display: true, text: "generator CPU, % of one core" }, beginAtZero: true, suggestedMax: 100 }
+        }
+      }
+    });
+  }
+
+  function chartData() {
+    var el = document.getElementById("chart-data");
+    return el && typeof Chart !== "undefined" ? JSON.parse(el.textContent) : null;
+  }
+
+  function seconds(n) { var out = []; for (var i = 1; i <= n; i++) { out.push(i); } return out; }
+
+  function curveChart(data) {
+    var canvas = document.getElementById("chart-curve");
+    if (!canvas || !data.curve) { return; }
+    var labels = null;
+    var datasets = Object.keys(data.curve).filter(function (arm) { return data.curve[arm]; }).map(function (arm) {
+      var curve = data.curve[arm];
+      if (!labels) { labels = curve.map(function (p) { return "p" + p[0]; }); }
+      return { label: arm, data: curve.map(function (p) { return p[1] / 1000; }), borderColor: ARM_COLORS[arm] || "#333",
+        backgroundColor: ARM_COLORS[arm] || "#333", pointRadius: 2, borderWidth: 2 };
+    });
+    new Chart(canvas, {
+      type: "line", data: { labels: labels || [], datasets: datasets },
+      options: { animation: false, maintainAspectRatio: false, scales: {
+        x: { title: { display: true, text: "percentile (p0 = fastest, p100 = slowest request)" } },
+        y: { type: "logarithmic", title: { display: true, text: "time to last byte, ms (log)" } } } }
+    });
+  }
+
+  function timeCharts(data) {
+    var series = data.series || {};
+    var longest = 0;
+    Object.keys(series).forEach(function (arm) { longest = Math.max(longest, series[arm].requests.length); });
+    var latency = document.getElementById("chart-latency-time");
+    if (latency) {
+      var datasets = [];
+      Object.keys(series).forEach(function (arm) {
+        var color = ARM_COLORS[arm] || "#333";
+        datasets.push({ label: arm + " p50", data: series[arm].p50_us.map(function (v) { return v === null ? null : v / 1000; }),
+          borderColor: color, backgroundColor: color, pointRadius: 1, borderWidth: 2 });
+        datasets.push({ label: arm + " p95", data: series[arm].p95_us.map(function (v) { return v === null ? null : v / 1000; }),
+          borderColor: color, backgroundColor: color, pointRadius: 0, borderWidth: 1, borderDash: [4, 3] });
+      });
+      new Chart(latency, { type: "line", data: { labels: seconds(longest), datasets: datasets },
+        options: { animation: false, maintainAspectRatio: false, scales: {
+          x: { title: { display: true, text: "measured second of the arm (rounds one after another)" } },
+          y: { type: "logarithmic", title: { display: true, text: "time to last byte, ms (log)" } } } } });
+    }
+    var rps = document.getElementById("chart-rps-time");
+    if (rps) {
+      new Chart(rps, { type: "line", data: { labels: seconds(longest), datasets: Object.keys(series).map(function (arm) {
+        return { label: arm, data: series[arm].requests, borderColor: ARM_COLORS[arm] || "#333",
+          backgroundColor: ARM_COLORS[arm] || "#333", pointRadius: 1, borderWidth: 2 }; }) },
+        options: { animation: false, maintainAspectRatio: false, scales: {
+          x: { title: { display: true, text: "measured second" } },
+          y: { beginAtZero: true, title: { display: true, text: "requests per second" } } } } });
+    }
+  }
+
+  function breakdownChart(data) {
+    var canvas = document.getElementById("chart-breakdown");
+    if (!canvas || !data.breakdown) { return; }
+    var arms = Object.keys(data.breakdown);
+    var parts = [["connect_us", "TCP connect", "#7f7f7f"], ["tls_handshake_us", "TLS handshake", "#d62728"],
+      ["wait_us", "wait for first byte", "#1f77b4"], ["transfer_us", "transfer", "#2ca02c"]];
+    new Chart(canvas, {
+      type: "bar",
+      data: { labels: arms, datasets: parts.map(function (p) {
+        return { label: p[1], data: arms.map(function (arm) { return data.breakdown[arm][p[0]] / 1000; }), backgroundColor: p[2] };
+      }) },
+      options: { indexAxis: "y", animation: false, maintainAspectRatio: false, scales: {
+        x: { stacked: true, title: { display: true, text: "mean ms per request" } }, y: { stacked: true } } }
+    });
+  }
+
+  // A printed report shows everything: open the collapsed parts (evidence, all costs, chart tables).
+  window.addEventListener("beforeprint", function () {
+    Array.prototype.forEach.call(document.querySelectorAll("details"), function (d) { d.open = true; });
+  });
+
   document.addEventListener("DOMContentLoaded", function () {
     pollProgress();
     histogramChart();
+    generatorChart();
+    var data = chartData();
+    if (data) {
+      curveChart(data);
+      timeCharts(data);
+      breakdownChart(data);
+    }
   });
 })();

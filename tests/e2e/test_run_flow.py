@@ -45,6 +45,7 @@ def test_form_to_report_with_a_drawn_chart(
     page.fill("#id_warmup_s", "1")
     page.fill("#id_duration_s", "2")
     page.uncheck("#id_verify_tls")
+    page.check("input[name=arms][value=plain_new]")  # the control arm for tls_new
     page.click("text=Start run")
     page.wait_for_url(re.compile(r".*/runs/[0-9a-f-]{36}/$"))
     # Live progress: the page polls and shows the worker measuring an arm.
@@ -58,8 +59,29 @@ def test_form_to_report_with_a_drawn_chart(
     run = Run.objects.get()
     assert run.status == Run.Status.SUCCEEDED, run.error
     rows = page.locator("#arm-table tbody tr")
-    assert rows.count() == 3
-    assert [rows.nth(i).get_attribute("data-arm") for i in range(3)] == ["plain", "tls", "tls_new"]
+    assert rows.count() == 4
+    assert [rows.nth(i).get_attribute("data-arm") for i in range(4)] == [
+        "plain",
+        "tls",
+        "plain_new",
+        "tls_new",
+    ]
     page.wait_for_function(f"({CANVAS_INK})('chart-ttlb') > 500", timeout=10_000)
+    page.wait_for_function(f"({CANVAS_INK})('chart-gen') > 500", timeout=10_000)
     page.screenshot(path=str(ARTIFACTS / "run-report.png"), full_page=True)
+    # The costs in words, with their verdicts: keep-alive TLS and the handshake (tls_new − plain_new).
+    headline = page.inner_text("#costs .headline")
+    assert (
+        "TLS on warm (keep-alive) connections" in headline and "A full TLS handshake per request" in headline
+    )
+    assert page.locator("#costs [data-cost=handshake] .verdict").count() == 1
+    # The validity panel: every check with its status; this healthy local run fails none.
+    statuses = page.eval_on_selector_all("#validity [data-check]", "els => els.map(e => e.dataset.status)")
+    checks = page.eval_on_selector_all("#validity [data-check]", "els => els.map(e => e.dataset.check)")
+    assert {"status_codes", "content_length", "generator_saturation", "sample_size", "syn_retransmit"} <= set(
+        checks
+    )
+    assert "fail" not in [s for c, s in zip(checks, statuses, strict=True) if c != "sample_size"]
+    # TLS facts from a real handshake with the test server.
+    assert "TLSv1.3" in page.inner_text("#tls-info")
     assert page.console_errors == []

@@ -79,3 +79,91 @@ def test_histogram_overlay_bins_cover_all_counts():
     # 1000 µs lands in the bin whose range contains it.
     nonzero = [k for k, c in enumerate(overlay["counts"]["plain"]) if c]
     assert any(edges[k] <= 1000 < edges[k + 1] for k in nonzero)
+
+
+def test_percentile_curve_runs_from_min_to_max():
+    curve = report.percentile_curve(HdrHistogram.decode(encoded(list(range(1, 1001)))))
+    as_dict = dict((level, value) for level, value in curve)
+    assert as_dict[0] == 1 and as_dict[50] == 500 and as_dict[99] == 990 and as_dict[99.9] == 999
+    assert as_dict[100] == 1000
+    assert [level for level, _ in curve] == list(report.CURVE_LEVELS)
+    assert report.percentile_curve(None) is None
+
+
+def test_breakdown_uses_means_that_add_up():
+    section = {
+        "connect_us": {"mean": 100.0},
+        "tls_handshake_us": {"mean": 900.0},
+        "ttfb_us": {"mean": 1300.0},
+        "ttlb_us": {"mean": 1500.0},
+    }
+    parts = report.breakdown(section)
+    assert parts == {
+        "connect_us": 100.0,
+        "tls_handshake_us": 900.0,
+        "wait_us": 300.0,
+        "transfer_us": 200.0,
+        "ttlb_mean_us": 1500.0,
+    }
+    assert parts["connect_us"] + parts["tls_handshake_us"] + parts["wait_us"] + parts["transfer_us"] == 1500.0
+
+
+def test_headline_sentence_from_costs():
+    costs = [
+        {
+            "name": "keepalive_tls",
+            "metric": "ttlb_p50_us",
+            "delta": 400,
+            "delta_pct": 9.2,
+            "ci95": [300, 510],
+            "verdict": "noticeable",
+        },
+        {
+            "name": "keepalive_tls",
+            "metric": "rps",
+            "delta": -10,
+            "delta_pct": -1.0,
+            "ci95": None,
+            "verdict": "negligible",
+        },
+        {
+            "name": "handshake",
+            "metric": "ttlb_p50_us",
+            "delta": 1200,
+            "delta_pct": 130.0,
+            "ci95": None,
+            "verdict": "significant",
+        },
+        {
+            "name": "resumption_saving",
+            "metric": "ttlb_p50_us",
+            "delta": 700,
+            "delta_pct": 40.0,
+            "ci95": None,
+            "verdict": "significant",
+        },
+    ]
+    assert report.headline(costs) == (
+        "TLS on warm (keep-alive) connections adds +0.40 ms median time to last byte (noticeable, +9%, "
+        "95% CI +0.30 … +0.51 ms); a full TLS handshake per request adds +1.20 ms median time to last byte "
+        "(significant, +130%); session resumption saves 0.70 ms per new connection (significant)."
+    )
+    assert report.headline([]) is None
+
+
+def test_rounds_merge_exactly():
+    one = arm("tls", [100, 200, 300], rps=3.0) | {"round": 0, "duration_s": 1.0, "series": [{"p50_us": 200}]}
+    two = arm("tls", [400, 500], rps=2.0) | {"round": 1, "duration_s": 1.0, "series": [{"p50_us": 450}]}
+    (merged,) = report.merge_rounds([one, two])
+    assert merged["requests"] == 5 and merged["duration_s"] == 2.0 and merged["rps"] == 2.5
+    assert hdr.summary(hdr.decode(merged["hist"]["ttlb_us"]))["p50"] == 300
+    assert [p["round"] for p in merged["series"]] == [0, 1]
+    assert [r["ttlb_p50_us"] for r in merged["rounds"]] == [200, 400]
+    assert merged["status_codes"] == {"200": 5}
+
+
+def test_config_hash_ignores_secrets_and_key_order():
+    a = report.config_hash({"users": 2, "arms": [], "secrets": "token-1"})
+    b = report.config_hash({"arms": [], "users": 2, "secrets": "token-2"})
+    assert a == b and len(a) == 16
+    assert report.config_hash({"arms": [], "users": 3}) != a

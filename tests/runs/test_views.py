@@ -171,7 +171,94 @@ def test_runs_list_queries(client, owner, django_assert_num_queries):
     for _ in range(3):
         make_run(owner)
     client.force_login(owner)
-    # session + user (2), paginator count (1), page of runs joined with targets (1)
-    with django_assert_num_queries(4):
+    # session + user (2), paginator count (1), page of runs joined with targets (1), targets for the
+    # filter (1): constant in the number of runs.
+    for _ in range(3):
+        make_run(owner)
+    with django_assert_num_queries(5):
         response = client.get(reverse("runs-list"))
-    assert response.content.decode().count("status-succeeded") == 3
+    assert response.content.decode().count("status-succeeded") == 6
+
+
+def test_detail_shows_costs_validity_and_method(client, owner):
+    run = make_run(owner, arms={"plain": [400] * 100, "tls": [500] * 100})
+    client.force_login(owner)
+    body = client.get(reverse("runs-detail", args=[run.code])).content.decode()
+    # keep-alive TLS: 500 − 400 µs = +0.10 ms (+25.0%), no interval without a per-second series.
+    assert 'data-cost="keepalive_tls"' in body
+    assert "+0.10 ms median time to last byte (+25.0%)" in body and "not available" in body
+    assert 'class="verdict verdict-significant"' in body
+    # Validity: 100 samples are too few for p95 and p99, which the panel says with its evidence.
+    assert 'data-check="sample_size" data-status="warn"' in body
+    assert "too few for p95, p99" in body
+    assert 'data-check="status_codes" data-status="pass"' in body
+    assert "closed loop, 2 users" in body
+
+
+def test_report_json_has_costs_validity_and_no_secrets(client, owner):
+    from portal.runs.configs import seal_into
+
+    run = make_run(owner)
+    run.config = seal_into(
+        run.config,
+        {"headers": {"Cookie": "sid=abc"}, "auth": {"type": "bearer", "user": "", "secret": "tok-9f3a"}},
+    )
+    run.save()
+    client.force_login(owner)
+    response = client.get(reverse("runs-report-json", args=[run.code]))
+    data = response.json()
+    assert {c["name"] for c in data["costs"]} == {"keepalive_tls"}
+    assert {v["check"] for v in data["validity"]} >= {"status_codes", "content_length", "sample_size", "auth"}
+    assert data["run"]["config"]["headers"] == {"Cookie": "(encrypted)"}
+    assert "secrets" not in data["run"]["config"]
+    assert b"sid=abc" not in response.content and b"tok-9f3a" not in response.content
+
+
+def test_scenario_secrets_are_sealed_never_rendered_and_kept_when_left_blank(
+    client, owner, django_capture_on_commit_callbacks, broker
+):
+    from portal.lib import secrets as vault
+
+    client.force_login(owner)
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(
+            reverse("runs-new"),
+            {
+                **FORM,
+                "save_as": "guarded",
+                "paths": "/1k\n/4k 2",
+                "headers": "X-Api-Key: key-71c2",
+                "auth_type": "basic",
+                "auth_user": "auditor",
+                "auth_secret": "pw-5e1d",
+            },
+        )
+    first = Run.objects.get()
+    scenario = first.scenario
+    assert "pw-5e1d" not in str(scenario.config) and "key-71c2" not in str(scenario.config)
+    assert "pw-5e1d" not in str(first.config) and "key-71c2" not in str(first.config)
+    assert vault.unseal(first.config["secrets"])["auth"]["secret"] == "pw-5e1d"
+
+    page = client.get(reverse("runs-new"), {"scenario": str(scenario.code)}).content.decode()
+    assert "pw-5e1d" not in page and "key-71c2" not in page
+    assert "leave those fields blank to keep them" in page
+    assert "/4k 2" in page  # the request mix comes back as typed
+
+    # Re-running the scenario with the secret fields blank keeps the sealed credentials.
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(
+            reverse("runs-new"),
+            {
+                **FORM,
+                "scenario": str(scenario.code),
+                "auth_type": "basic",
+                "auth_user": "auditor",
+                "paths": "/1k",
+            },
+        )
+    assert response.status_code == 302, response.content.decode()[:2000]
+    second = Run.objects.exclude(pk=first.pk).get()
+    opened = vault.unseal(second.config["secrets"])
+    assert opened["auth"] == {"type": "basic", "user": "auditor", "secret": "pw-5e1d"}
+    assert opened["headers"] == {"X-Api-Key": "key-71c2"}
+    assert second.config["paths"] == [{"path": "/1k", "weight": 1.0}]

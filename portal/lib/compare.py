@@ -1,0 +1,169 @@
+"""Side-by-side comparison of run reports (``tollgate.report/1``), by pure functions.
+
+The first run is the reference (a target's pinned baseline, when the compare starts from one). What
+differs in the setup is listed first, because a difference in numbers means little until one knows
+what else changed. Changes of a cost between runs are judged by their 95% intervals: intervals that
+do not overlap are a significant change; overlapping ones are not (a conservative test).
+"""
+
+from __future__ import annotations
+
+ARM_METRICS = (
+    ("ttlb_us", "p50"),
+    ("ttlb_us", "p95"),
+    ("ttlb_us", "p99"),
+    ("ttfb_us", "p50"),
+    ("tls_handshake_us", "p50"),
+    ("connect_us", "p50"),
+)
+# Setup facts whose differences are listed first.
+SETUP_KEYS = (
+    ("target", lambda r: r["run"]["target"]["name"]),
+    ("arms", lambda r: ", ".join(a["name"] for a in r["run"]["config"].get("arms", []))),
+    ("users", lambda r: r["run"]["config"].get("users")),
+    ("arrival_rate", lambda r: r["run"]["config"].get("arrival_rate")),
+    ("think_time_s", lambda r: r["run"]["config"].get("think_time_s", 0)),
+    ("duration_s", lambda r: r["run"]["config"].get("duration_s")),
+    ("warmup_s", lambda r: r["run"]["config"].get("warmup_s")),
+    ("rounds", lambda r: r["run"]["config"].get("rounds", 1)),
+    (
+        "paths",
+        lambda r: (
+            " ".join(f"{p['path']}×{p['weight']:g}" for p in r["run"]["config"].get("paths", [])) or "—"
+        ),
+    ),
+    ("plain_url", lambda r: r["run"]["target"]["plain_url"]),
+    ("tls_url", lambda r: r["run"]["target"]["tls_url"]),
+    ("verify_tls", lambda r: r["run"]["config"].get("verify_tls")),
+    ("tls_protocol", lambda r: (r.get("tls_info") or {}).get("protocol")),
+    ("tls_cipher", lambda r: (r.get("tls_info") or {}).get("cipher")),
+    ("tls_group", lambda r: (r.get("tls_info") or {}).get("group")),
+    ("cert_key", lambda r: _cert(r)),
+    ("generator_host", lambda r: (r["run"].get("engine") or {}).get("host")),
+    ("generator_cpu", lambda r: (r["run"].get("engine") or {}).get("cpu_model")),
+    ("locust", lambda r: (r["run"].get("engine") or {}).get("locust")),
+    ("openssl", lambda r: (r["run"].get("engine") or {}).get("openssl")),
+    ("config_hash", lambda r: r["run"].get("config_hash")),
+)
+
+
+def _cert(report: dict) -> str | None:
+    info = report.get("tls_info") or {}
+    if not info.get("cert_key_type"):
+        return None
+    return f"{info['cert_key_type']} {info.get('cert_key_bits')}"
+
+
+def setup_differences(reports: list[dict]) -> tuple[list[dict], list[dict]]:
+    """(differing, same): [{"key", "values": [per run]}]."""
+    differing, same = [], []
+    for key, get in SETUP_KEYS:
+        values = [get(r) for r in reports]
+        (differing if len({repr(v) for v in values}) > 1 else same).append({"key": key, "values": values})
+    return differing, same
+
+
+def _change(value, reference) -> dict | None:
+    if value is None or reference is None:
+        return None
+    delta = value - reference
+    return {"delta": round(delta, 3), "pct": round(100.0 * delta / reference, 1) if reference else None}
+
+
+def arm_table(reports: list[dict]) -> list[dict]:
+    """Rows: arm × metric, values per run and the change against the first run."""
+    names: list[str] = []
+    for r in reports:
+        for name in r["arms"]:
+            if name not in names:
+                names.append(name)
+    rows = []
+    for name in names:
+        for metric, stat in ARM_METRICS:
+            values = []
+            for r in reports:
+                summary = (r["arms"].get(name) or {}).get(metric)
+                values.append(summary[stat] if summary else None)
+            if all(v is None for v in values):
+                continue
+            samples = [((r["arms"].get(name) or {}).get(metric) or {}).get("count") for r in reports]
+            rows.append(
+                {
+                    "arm": name,
+                    "metric": f"{metric[:-3]}_{stat}_us",
+                    "unit": "us",
+                    "values": values,
+                    "samples": samples,
+                    "changes": [_change(v, values[0]) for v in values],
+                }
+            )
+        rps = [(r["arms"].get(name) or {}).get("rps") for r in reports]
+        rows.append(
+            {
+                "arm": name,
+                "metric": "rps",
+                "unit": "requests/s",
+                "values": rps,
+                "samples": [(r["arms"].get(name) or {}).get("requests") for r in reports],
+                "changes": [_change(v, rps[0]) for v in rps],
+            }
+        )
+    return rows
+
+
+def significance(ci: list | None, reference_ci: list | None) -> str:
+    """'significant' when the two 95% intervals do not overlap, 'not significant' when they do."""
+    if not ci or not reference_ci:
+        return "unknown"
+    overlap = ci[0] <= reference_ci[1] and reference_ci[0] <= ci[1]
+    return "not significant" if overlap else "significant"
+
+
+def cost_table(reports: list[dict], metric: str = "ttlb_p50_us") -> list[dict]:
+    """Per cost: each run's delta, interval and verdict, and whether it changed against run 1."""
+    names: list[str] = []
+    for r in reports:
+        for cost in r.get("costs", []):
+            if cost["metric"] == metric and cost["name"] not in names:
+                names.append(cost["name"])
+    rows = []
+    for name in names:
+        cells = []
+        for r in reports:
+            cells.append(
+                next((c for c in r.get("costs", []) if c["name"] == name and c["metric"] == metric), None)
+            )
+        reference = cells[0]
+        for cell in cells:
+            if cell is None:
+                continue
+            cell["change"] = (
+                None
+                if reference is None or cell is reference
+                else {
+                    **(_change(cell["delta"], reference["delta"]) or {}),
+                    "significance": significance(cell["ci95"], reference["ci95"]),
+                }
+            )
+        rows.append({"name": name, "metric": metric, "cells": cells})
+    return rows
+
+
+def compare(reports: list[dict]) -> dict:
+    differing, same = setup_differences(reports)
+    return {
+        "runs": [
+            {
+                "id": r["run"]["id"],
+                "status": r["run"]["status"],
+                "created": r["run"]["created"],
+                "target": r["run"]["target"]["name"],
+                "headline": r.get("headline"),
+            }
+            for r in reports
+        ],
+        "setup_differences": differing,
+        "setup_same": same,
+        "costs": cost_table(reports),
+        "arms": arm_table(reports),
+    }

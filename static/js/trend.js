@@ -1,0 +1,39 @@
+// Trend page: each cost's Δ median TTLB per run over time, with its 95% interval as a band.
+(function () {
+  "use strict";
+  var COLORS = { keepalive_tls: "#d62728", handshake: "#ff7f0e", resumption_saving: "#2ca02c" };
+
+  document.addEventListener("DOMContentLoaded", function () {
+    var el = document.getElementById("trend-data");
+    var canvas = document.getElementById("chart-trend");
+    if (!el || !canvas || typeof Chart === "undefined") { return; }
+    var points = JSON.parse(el.textContent);
+    var datasets = [];
+    Object.keys(points).forEach(function (name) {
+      var color = COLORS[name] || "#333";
+      var rows = points[name];
+      function xy(value) { return function (p) { return { x: p.t.slice(0, 16).replace("T", " "), y: value(p) }; }; }
+      datasets.push({ label: name + " 95% low", data: rows.map(xy(function (p) { return p.ci95 ? p.ci95[0] / 1000 : null; })),
+        borderColor: color + "00", backgroundColor: color + "22", pointRadius: 0, fill: false });
+      datasets.push({ label: name + " 95% high", data: rows.map(xy(function (p) { return p.ci95 ? p.ci95[1] / 1000 : null; })),
+        borderColor: color + "00", backgroundColor: color + "22", pointRadius: 0, fill: "-1" });
+      datasets.push({ label: name, data: rows.map(xy(function (p) { return p.delta / 1000; })),
+        borderColor: color, backgroundColor: color, pointRadius: 3, borderWidth: 2 });
+    });
+    var labels = [];
+    datasets.forEach(function (d) { d.data.forEach(function (p) { if (labels.indexOf(p.x) < 0) { labels.push(p.x); } }); });
+    labels.sort();
+    new Chart(canvas, {
+      type: "line",
+      data: { labels: labels, datasets: datasets },
+      options: {
+        animation: false, maintainAspectRatio: false, parsing: true,
+        scales: {
+          x: { type: "category", title: { display: true, text: "run (UTC)" } },
+          y: { title: { display: true, text: "Δ median time to last byte, ms" } }
+        },
+        plugins: { legend: { labels: { filter: function (item) { return item.text.indexOf("95%") < 0; } } } }
+      }
+    });
+  });
+})();

@@ -1,0 +1,96 @@
+"""Report, compare and trend pages in real Chromium: charts drawn, no console errors, screenshots."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from tests.e2e.conftest import ARTIFACTS
+from tests.e2e.test_run_flow import CANVAS_INK
+from tests.runs.factories import make_run
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+ARMS = {
+    "plain": [300 + i % 50 for i in range(1200)],
+    "tls": [380 + i % 60 for i in range(1200)],
+    "plain_new": [900 + i % 100 for i in range(1200)],
+    "tls_new": [4000 + i % 400 for i in range(1200)],
+}
+
+
+def login(page, live_server, django_user_model):
+    django_user_model.objects.create_user("carol", password="carol-pass-123")
+    page.goto(f"{live_server.url}/accounts/login/")
+    page.fill("#id_username", "carol")
+    page.fill("#id_password", "carol-pass-123")
+    page.click("button[type=submit]")
+    page.wait_for_load_state()
+    return django_user_model.objects.get(username="carol")
+
+
+def test_report_page_draws_every_chart_and_prints(page, live_server, django_user_model):
+    user = login(page, live_server, django_user_model)
+    run = make_run(user, arms=ARMS, seconds=8, summarize=True)
+    page.goto(f"{live_server.url}/runs/{run.code}/")
+    for canvas in (
+        "chart-ttlb",
+        "chart-curve",
+        "chart-latency-time",
+        "chart-rps-time",
+        "chart-breakdown",
+        "chart-gen",
+    ):
+        page.wait_for_function(f"({CANVAS_INK})('{canvas}') > 300", timeout=10_000)
+    assert "a full TLS handshake per request adds" in page.inner_text("#headline")
+    page.screenshot(path=str(ARTIFACTS / "report-full.png"), full_page=True)
+    # Phone width: nothing overflows the page sideways except inside scrollable table boxes.
+    page.set_viewport_size({"width": 390, "height": 844})
+    # Chart.js follows the resize on the next frames.
+    page.wait_for_function(
+        "document.documentElement.scrollWidth - document.documentElement.clientWidth <= 1", timeout=5_000
+    )
+    overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+    wide = page.evaluate(
+        """() => Array.from(document.querySelectorAll('body *'))
+        .filter(e => e.getBoundingClientRect().right > document.documentElement.clientWidth + 1)
+        .filter(e => !(e.parentElement && e.parentElement.closest('.table-wrap')))
+        .slice(0, 8).map(e => e.tagName + '#' + e.id + '.' + e.className)"""
+    )
+    assert overflow <= 1, (overflow, wide)
+    page.screenshot(path=str(ARTIFACTS / "report-phone.png"), full_page=True)
+    # A clean PDF from the browser's print path, charts included.
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.emulate_media(media="print")
+    assert page.evaluate("getComputedStyle(document.querySelector('.site-header nav')).display") == "none"
+    pdf = page.pdf(path=str(ARTIFACTS / "report.pdf"), format="A4", print_background=True)
+    assert pdf[:5] == b"%PDF-" and len(pdf) > 50_000
+    assert page.console_errors == []
+
+
+def test_compare_and_trend_pages(page, live_server, django_user_model):
+    user = login(page, live_server, django_user_model)
+    runs = [
+        make_run(user, arms=ARMS, seconds=8, summarize=True, created=timezone.now() - timedelta(days=3 - i))
+        for i in range(3)
+    ]
+    page.goto(f"{live_server.url}/runs/")
+    for run in runs:
+        page.check(f"input[name=runs][value='{run.code}']")
+    page.click("text=Compare selected")
+    page.wait_for_selector("#compare-costs")
+    assert page.url.endswith(
+        "?runs=" + ",".join(str(r.code) for r in sorted(runs, key=lambda r: r.created, reverse=True))
+    )
+    page.wait_for_function(f"({CANVAS_INK})('chart-costs') > 300", timeout=10_000)
+    page.wait_for_function(f"({CANVAS_INK})('chart-curves') > 300", timeout=10_000)
+    page.select_option("#curve-arm", "tls_new")
+    page.wait_for_function(f"({CANVAS_INK})('chart-curves') > 300", timeout=10_000)
+    page.screenshot(path=str(ARTIFACTS / "compare.png"), full_page=True)
+    page.goto(f"{live_server.url}/runs/trend/{runs[0].target.code}/")
+    page.wait_for_function(f"({CANVAS_INK})('chart-trend') > 300", timeout=10_000)
+    assert page.locator("#trend-table tbody tr").count() == 3
+    page.screenshot(path=str(ARTIFACTS / "trend.png"), full_page=True)
+    assert page.console_errors == []

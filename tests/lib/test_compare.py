@@ -1,0 +1,76 @@
+"""Compare math on hand-made reports."""
+
+from __future__ import annotations
+
+from portal.lib import compare
+
+
+def fake_report(users: int, tls_p50: int, ci: list | None, tls_info: dict | None = None) -> dict:
+    return {
+        "run": {
+            "id": f"run-{users}-{tls_p50}",
+            "status": "succeeded",
+            "created": "2026-11-22T00:00:00+00:00",
+            "target": {"name": "svc", "plain_url": "http://h/", "tls_url": "https://h/"},
+            "config": {"arms": [{"name": "plain"}, {"name": "tls"}], "users": users, "duration_s": 10},
+            "engine": {"host": "gen1", "locust": "2.47.0"},
+            "config_hash": f"hash{users}",
+        },
+        "tls_info": tls_info or {"protocol": "TLSv1.3", "cert_key_type": "RSA", "cert_key_bits": 2048},
+        "headline": None,
+        "arms": {
+            "plain": {
+                "ttlb_us": {"p50": 400, "p95": 500, "p99": 600, "count": 1000},
+                "ttfb_us": None,
+                "rps": 100.0,
+                "requests": 1000,
+            },
+            "tls": {
+                "ttlb_us": {"p50": tls_p50, "p95": 600, "p99": 700, "count": 1000},
+                "ttfb_us": None,
+                "rps": 80.0,
+                "requests": 800,
+            },
+        },
+        "costs": [
+            {
+                "name": "keepalive_tls",
+                "metric": "ttlb_p50_us",
+                "delta": tls_p50 - 400,
+                "delta_pct": None,
+                "ci95": ci,
+                "verdict": "noticeable",
+            }
+        ],
+    }
+
+
+def test_setup_differences_come_with_values_per_run():
+    reports = [fake_report(2, 500, [90, 110]), fake_report(4, 500, [90, 110], {"protocol": "TLSv1.2"})]
+    differing, same = compare.setup_differences(reports)
+    keys = {d["key"]: d["values"] for d in differing}
+    assert keys["users"] == [2, 4] and keys["tls_protocol"] == ["TLSv1.3", "TLSv1.2"]
+    assert keys["cert_key"] == ["RSA 2048", None]
+    assert "target" in {d["key"] for d in same}
+
+
+def test_significance_is_interval_overlap():
+    assert compare.significance([90, 110], [100, 120]) == "not significant"
+    assert compare.significance([130, 150], [100, 120]) == "significant"
+    assert compare.significance([120, 150], [100, 120]) == "not significant"  # touching intervals overlap
+    assert compare.significance(None, [100, 120]) == "unknown"
+
+
+def test_cost_and_arm_tables_change_against_the_first_run():
+    data = compare.compare(
+        [fake_report(2, 500, [90, 110]), fake_report(2, 700, [280, 320]), fake_report(2, 510, None)]
+    )
+    cells = data["costs"][0]["cells"]
+    assert cells[0]["change"] is None
+    assert cells[1]["change"] == {"delta": 200, "pct": 200.0, "significance": "significant"}
+    assert cells[2]["change"]["significance"] == "unknown"
+    row = next(r for r in data["arms"] if r["arm"] == "tls" and r["metric"] == "ttlb_p50_us")
+    assert row["values"] == [500, 700, 510]
+    assert row["changes"][1] == {"delta": 200, "pct": 40.0} and row["samples"] == [1000, 1000, 1000]
+    rps = next(r for r in data["arms"] if r["arm"] == "tls" and r["metric"] == "rps")
+    assert rps["values"] == [80.0, 80.0, 80.0] and rps["changes"][2] == {"delta": 0.0, "pct": 0.0}
