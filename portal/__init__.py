@@ -2,6 +2,6 @@
 # (without it, shared_task falls back to Celery's default app and its default broker).
 from workers.celery_app import app as celery_app
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 __all__ = ("__version__", "celery_app")

@@ -6,5 +6,6 @@ urlpatterns = [
     path("", RedirectView.as_view(pattern_name="runs-list", permanent=False)),
     path("accounts/", include("django.contrib.auth.urls")),
     path("runs/", include("portal.runs.urls")),
+    path("targets/", include("portal.targets.urls")),
     path("admin/", admin.site.urls),
 ]

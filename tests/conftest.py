@@ -116,3 +116,72 @@ def celery_worker(transactional_db, tmp_path):
     log.seek(0)
     print(log.read()[-3000:])  # shown by pytest when the test failed
     log.close()
+
+
+class Sshd:
+    """A real OpenSSH server on loopback with a throwaway host key and one authorised test key."""
+
+    def __init__(self, directory: Path) -> None:
+        import getpass
+        import socket
+
+        from workers.probes.ssh import generate_key
+
+        self.dir = directory
+        self.user = getpass.getuser()
+        self.private_key, public = generate_key()
+        (directory / "authorized_keys").write_text(public + "\n")
+        subprocess.run(  # noqa: S603
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(directory / "host_key")], check=True
+        )
+        self.host_public = (directory / "host_key.pub").read_text().split()
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        (directory / "sshd_config").write_text(
+            f"Port {self.port}\nListenAddress 127.0.0.1\nHostKey {directory / 'host_key'}\n"
+            f"PidFile {directory / 'sshd.pid'}\nAuthorizedKeysFile {directory / 'authorized_keys'}\n"
+            "StrictModes no\nUsePAM no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
+            "PermitRootLogin prohibit-password\nLogLevel ERROR\n"
+        )
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def known_hosts(self) -> str:
+        return f"[127.0.0.1]:{self.port} {self.host_public[0]} {self.host_public[1]}\n"
+
+    def start(self) -> Sshd:
+        import shutil
+        import socket
+        import time
+
+        sshd = shutil.which("sshd") or "/usr/sbin/sshd"
+        if not Path(sshd).exists():
+            pytest.fail("sshd not found: apt-get install openssh-server (.ci/run does)")
+        Path("/run/sshd").mkdir(parents=True, exist_ok=True)  # privilege separation directory
+        self.proc = subprocess.Popen(  # noqa: S603
+            [sshd, "-D", "-e", "-f", str(self.dir / "sshd_config")],
+            stderr=open(self.dir / "sshd.log", "w"),  # noqa: SIM115 - lives as long as sshd
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                return self
+            except OSError:
+                if self.proc.poll() is not None:
+                    break
+                time.sleep(0.05)
+        pytest.fail(f"sshd did not start: {(self.dir / 'sshd.log').read_text()[-2000:]}")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def sshd(tmp_path_factory):
+    server = Sshd(tmp_path_factory.mktemp("sshd")).start()
+    yield server
+    server.stop()

@@ -165,5 +165,51 @@ def compare(reports: list[dict]) -> dict:
         "setup_differences": differing,
         "setup_same": same,
         "costs": cost_table(reports),
+        "server_cpu_costs": cost_table(reports, "server_cpu_ms_per_req"),
         "arms": arm_table(reports),
+        "openssl_speed": openssl_speed_table(reports),
+    }
+
+
+# The openssl speed figures compared across hosts and runs: (row label, section, key, figure).
+SPEED_FIGURES = (
+    ("sign/s", "signatures", "sign_per_s"),
+    ("verify/s", "signatures", "verify_per_s"),
+    ("bytes/s at 1024 B", "ciphers", "1024"),
+    ("bytes/s at 16384 B", "ciphers", "16384"),
+)
+
+
+def openssl_speed_table(reports: list[dict]) -> dict | None:
+    """Every probed host of every run as a column (run 1's first host is the reference), every
+    algorithm × figure as a row, with the ratio to the reference: accelerator X against Y."""
+    columns = []
+    for i, r in enumerate(reports):
+        for host, speed in ((r.get("probes") or {}).get("openssl_speed") or {}).items():
+            columns.append({"run": i + 1, "host": host, "version": speed.get("version"), "speed": speed})
+    if not columns:
+        return None
+    rows = []
+    for label, section, key in SPEED_FIGURES:
+        algorithms: list[str] = []
+        for col in columns:
+            for alg in col["speed"].get(section) or {}:
+                if alg not in algorithms:
+                    algorithms.append(alg)
+        for alg in algorithms:
+            values = [((col["speed"].get(section) or {}).get(alg) or {}).get(key) for col in columns]
+            reference = values[0]
+            rows.append(
+                {
+                    "algorithm": alg,
+                    "figure": label,
+                    "values": values,
+                    "ratios": [
+                        round(v / reference, 3) if v is not None and reference else None for v in values
+                    ],
+                }
+            )
+    return {
+        "columns": [{k: col[k] for k in ("run", "host", "version")} for col in columns],
+        "rows": rows,
     }

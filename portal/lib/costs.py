@@ -159,7 +159,7 @@ METRICS: dict[str, Metric] = {
         "percentile": None,
         "series": None,
         "round": "server_cpu_ms_per_req",
-        "ndigits": 4,
+        "ndigits": 6,
         "value": "server_cpu_ms_per_req",
     },
 }

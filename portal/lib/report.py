@@ -112,7 +112,7 @@ def _cpu_per_req(rows: list[dict], key: str = "server_cpu") -> float | None:
     if not windows or any(w is None for w in windows):
         return None
     requests = sum(row["requests"] for row in rows)
-    return round(1000.0 * sum(w["cpu_s"] for w in windows) / requests, 4) if requests else None
+    return round(1000.0 * sum(w["cpu_s"] for w in windows) / requests, 6) if requests else None
 
 
 def _spread(values: list[float]) -> dict | None:
@@ -200,7 +200,7 @@ def probes_section(probes: dict | None, merged: list[dict]) -> dict | None:
         if not windows:
             continue
         server_cpu[arm["arm"]] = {
-            "cpu_s": round(sum(w["cpu_s"] for w in windows), 4),
+            "cpu_s": round(sum(w["cpu_s"] for w in windows), 6),
             "cpu_ms_per_req": arm.get("server_cpu_ms_per_req"),
             "requests": arm["requests"],
             "samples": sum(w.get("samples", 0) for w in windows),
@@ -255,7 +255,39 @@ def build_report(
         "validity": validity.check_all(run.get("config") or {}, arm_sections, tls_info or {}),
         "tls_info": tls_info or None,
         "probes": probes_section(probes, merged),
+        "projection": projection_inputs(arm_sections),
     }
+
+
+def projection_inputs(arms: dict[str, dict]) -> dict | None:
+    """What the cost projection needs: the extra server CPU-ms per request TLS adds on a warm
+    connection (``tls`` − ``plain``) and on a new one (``tls_new`` − ``plain_new``; without the
+    ``plain_new`` control, ``tls_new`` − ``plain``, which also charges the TCP setup to TLS — said
+    in ``new_base``). None without server CPU for ``plain``, ``tls`` and ``tls_new``."""
+
+    def cpu(name: str) -> float | None:
+        return (arms.get(name) or {}).get("server_cpu_ms_per_req")
+
+    if cpu("plain") is None or cpu("tls") is None or cpu("tls_new") is None:
+        return None
+    new_base = "plain_new" if cpu("plain_new") is not None else "plain"
+    return {
+        "keepalive_ms_per_req": round(cpu("tls") - cpu("plain"), 6),
+        "new_ms_per_req": round(cpu("tls_new") - cpu(new_base), 6),
+        "new_base": new_base,
+        "formula": "extra cores = peak req/s × ((1 − f) × Δkeep-alive + f × Δnew) / 1000 ms",
+    }
+
+
+def project_cores(projection: dict, peak_rps: float, new_share: float) -> float:
+    """Extra server cores TLS needs at ``peak_rps`` with ``new_share`` (0–1) of the requests on new
+    connections. The page computes the same in static/js/run.js as the user types."""
+    if not 0.0 <= new_share <= 1.0 or peak_rps < 0:
+        raise ValueError("peak_rps must be ≥ 0 and new_share within 0–1")
+    per_req_ms = (1.0 - new_share) * projection["keepalive_ms_per_req"] + new_share * projection[
+        "new_ms_per_req"
+    ]
+    return peak_rps * per_req_ms / 1000.0
 
 
 def histogram_overlay(arms: list[dict], metric: str = "ttlb_us") -> dict:
@@ -347,6 +379,12 @@ def headline(costs: list[dict]) -> str | None:
         else:
             verb = "adds" if cost["delta"] >= 0 else "changes the median by"
             what = f"{COST_WORDS[cost['name']]} {verb} {_ms(cost['delta'])} median time to last byte"
+            cpu = next(
+                (c for c in costs if c["name"] == cost["name"] and c["metric"] == "server_cpu_ms_per_req"),
+                None,
+            )
+            if cpu is not None:
+                what += f" and {cpu['delta']:+.3f} server CPU-ms per request"
             parts.append(f"{what} ({cost['verdict']}{pct}{ci})")
     if not parts:
         return None

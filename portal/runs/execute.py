@@ -23,6 +23,8 @@ from django.conf import settings
 from django.core.cache import cache
 from django.utils import timezone
 
+from portal.lib.secrets import SecretError
+from portal.runs.configs import engine_dict
 from portal.runs.models import ArmResult, Run
 from workers.engine.protocol import EngineConfig
 
@@ -35,12 +37,16 @@ PER_ARM_ALLOWANCE_S = 15.0
 PROGRESS_TTL_S = 3600
 
 
+def probing_key(run: Run) -> str:
+    return f"run-probing:{run.code}"
+
+
 def progress_key(run: Run) -> str:
     return f"run-progress:{run.code}"
 
 
 def time_limit_s(config: EngineConfig) -> float:
-    return config.planned_s() + STARTUP_ALLOWANCE_S + PER_ARM_ALLOWANCE_S * len(config.arms)
+    return config.planned_s() + STARTUP_ALLOWANCE_S + PER_ARM_ALLOWANCE_S * len(config.arms) * config.rounds
 
 
 def _aware(epoch_s: float) -> datetime:
@@ -80,8 +86,12 @@ def store_arm(run: Run, position: int, message: dict) -> ArmResult:
     return ArmResult.objects.create(
         run=run,
         arm=message["arm"],
+        round=message.get("round", 0),
         position=position,
         url=message["url"],
+        requested_url=message.get("requested_url", message["url"]),
+        targets=message.get("targets", []),
+        redirects=message.get("redirects", []),
         complete=result["complete"],
         users=result["users"],
         warmup_s=result["warmup_s"],
@@ -101,6 +111,10 @@ def store_arm(run: Run, position: int, message: dict) -> ArmResult:
         errors=result["errors"],
         connections_opened=result["connections_opened"],
         tls_sessions_reused=result["tls_sessions_reused"],
+        window_started=result.get("window_started_at"),
+        window_ended=result.get("window_ended_at"),
+        late_requests=result.get("late_requests", 0),
+        max_schedule_lag_us=result.get("max_schedule_lag_us", 0),
         series=result["series"],
         started=_aware(result["started_at"]),
         finished=_aware(result["finished_at"]),
@@ -110,6 +124,15 @@ def store_arm(run: Run, position: int, message: dict) -> ArmResult:
 def _finish(run: Run, status: str, error: str = "") -> None:
     Run.objects.filter(pk=run.pk).update(status=status, error=error, finished=timezone.now())
     cache.delete(progress_key(run))
+    cache.delete(probing_key(run))
+    from portal.runs.reporting import summarize
+
+    run.refresh_from_db()
+    try:
+        if run.arms.exists():
+            Run.objects.filter(pk=run.pk).update(summary=summarize(run))
+    except Exception:  # the summary is a convenience; the run's own record is already final
+        log.exception("run %s: could not summarize", run.code)
 
 
 def _engine_command() -> list[str]:
@@ -117,10 +140,33 @@ def _engine_command() -> list[str]:
 
 
 def _drive(run: Run) -> None:
-    config = EngineConfig.from_dict(run.config)
+    try:
+        config = EngineConfig.from_dict(engine_dict(run.config, with_secrets=True))
+    except SecretError as exc:
+        _finish(run, Run.Status.FAILED, f"{exc}: re-enter the credentials (were the keys rotated?).")
+        return
     limit_s = time_limit_s(config)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(settings.BASE_DIR), env.get("PYTHONPATH")]))
+    from portal.runs import probing
+
+    # Server-side probes connect and start sampling before the load; they never fail the run.
+    probes = probing.started(run)
+    try:
+        status, error = _run_engine(run, config, limit_s, env)
+    finally:
+        # Before the run is final: its summary and cached report include what the probes found.
+        if probes is not None:
+            cache.set(probing_key(run), probes.finishing_note(), PROGRESS_TTL_S)
+            try:
+                probes.finish()
+            except Exception:
+                log.exception("run %s: probes could not finish", run.code)
+    _finish(run, status, error)
+
+
+def _run_engine(run: Run, config: EngineConfig, limit_s: float, env: dict) -> tuple[str, str]:
+    """Run the engine to its end; the run's terminal (status, error)."""
     with tempfile.TemporaryFile("w+") as stderr:
         proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
             _engine_command(),
@@ -157,19 +203,17 @@ def _drive(run: Run) -> None:
     arms_kept = ArmResult.objects.filter(run=run).count()
     kept = f" Kept {arms_kept} finished arm(s)." if arms_kept else ""
     if timed_out.is_set():
-        _finish(run, Run.Status.FAILED, f"Timed out after {limit_s:.0f} s; the engine was stopped.{kept}")
-    elif outcome["arm_error"]:
-        _finish(run, Run.Status.FAILED, f"Arm {outcome['arm_error_arm']}: {outcome['arm_error']}.{kept}")
-    elif outcome["done"] == "cancelled":
-        _finish(run, Run.Status.CANCELLED, f"Cancelled by the user.{kept}")
-    elif outcome["done"] == "succeeded" and returncode == 0:
-        _finish(run, Run.Status.SUCCEEDED)
-    else:
-        _finish(
-            run,
-            Run.Status.FAILED,
-            f"The engine exited with code {returncode} before finishing.{kept}\n{stderr_tail}".strip(),
-        )
+        return Run.Status.FAILED, f"Timed out after {limit_s:.0f} s; the engine was stopped.{kept}"
+    if outcome["arm_error"]:
+        return Run.Status.FAILED, f"Arm {outcome['arm_error_arm']}: {outcome['arm_error']}.{kept}"
+    if outcome["done"] == "cancelled":
+        return Run.Status.CANCELLED, f"Cancelled by the user.{kept}"
+    if outcome["done"] == "succeeded" and returncode == 0:
+        return Run.Status.SUCCEEDED, ""
+    return (
+        Run.Status.FAILED,
+        f"The engine exited with code {returncode} before finishing.{kept}\n{stderr_tail}".strip(),
+    )
 
 
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:
@@ -191,6 +235,8 @@ def _read_messages(run: Run, proc: subprocess.Popen) -> dict:
         kind = message.get("type")
         if kind == "hello":
             Run.objects.filter(pk=run.pk).update(engine=message["engine"])
+        elif kind == "tls_info":
+            Run.objects.filter(pk=run.pk).update(tls_info=message["info"] | {"url": message.get("url")})
         elif kind == "arm":
             store_arm(run, len(arms_done), message)
             arms_done.append(message["arm"])

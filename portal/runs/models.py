@@ -33,6 +33,12 @@ class Run(models.Model):
     cancel_requested = models.BooleanField(default=False)
     # Generator facts from the engine's hello: versions, host, CPU.
     engine = models.JSONField(default=dict, blank=True)
+    # TLS facts from one real handshake with the TLS URL (workers.engine.tlsinfo).
+    tls_info = models.JSONField(default=dict, blank=True)
+    # Server-side probes: {"openssl_speed": {host: …}, "cryptsetup": …, "host_key": …, "errors": […]}.
+    probes = models.JSONField(default=dict, blank=True)
+    # Written when the run ends, for lists and trends: {"requests", "costs": [headline costs]}.
+    summary = models.JSONField(default=dict, blank=True)
     created = models.DateTimeField(auto_now_add=True)
     started = models.DateTimeField(null=True, blank=True)
     finished = models.DateTimeField(null=True, blank=True)
@@ -70,8 +76,12 @@ class ArmResult(models.Model):
 
     run = models.ForeignKey(Run, models.CASCADE, related_name="arms")
     arm = models.CharField(max_length=16)
+    round = models.PositiveSmallIntegerField(default=0)  # rounds interleave arms: A B C A B C …
     position = models.PositiveSmallIntegerField()
-    url = models.URLField(max_length=500)
+    url = models.URLField(max_length=500)  # what was measured (the final URL after redirects)
+    requested_url = models.URLField(max_length=500, blank=True)  # what the user asked for
+    targets = models.JSONField(default=list)  # [{"path", "weight", "requested"}]: the request mix
+    redirects = models.JSONField(default=list)  # [{"from", "to", "status"}] resolved before measuring
     complete = models.BooleanField(default=True)  # false: cut short by cancel
     users = models.PositiveIntegerField()
     warmup_s = models.FloatField()
@@ -91,6 +101,13 @@ class ArmResult(models.Model):
     errors = models.JSONField(default=dict)
     connections_opened = models.PositiveBigIntegerField(default=0)
     tls_sessions_reused = models.PositiveBigIntegerField(default=0)
+    # Open loop only: requests that started after their scheduled time, and the worst lag in µs.
+    late_requests = models.PositiveBigIntegerField(default=0)
+    max_schedule_lag_us = models.PositiveBigIntegerField(default=0)
+    # Server CPU of the sampled processes in the measured window (workers.probes.ssh.cpu_in_window).
+    server_cpu = models.JSONField(default=dict, blank=True)
+    window_started = models.FloatField(null=True, blank=True)  # epoch s, wall clock of the generator
+    window_ended = models.FloatField(null=True, blank=True)
     series = models.JSONField(default=list)  # one point per measured second
     started = models.DateTimeField()
     finished = models.DateTimeField()
@@ -98,8 +115,8 @@ class ArmResult(models.Model):
     class Meta:
         ordering = ["position"]
         constraints = [
-            models.UniqueConstraint(fields=["run", "arm"], name="armresult_run_arm_uniq"),
+            models.UniqueConstraint(fields=["run", "arm", "round"], name="armresult_run_arm_round_uniq"),
         ]
 
     def __str__(self) -> str:
-        return f"{self.arm} of {self.run_id}"
+        return f"{self.arm} (round {self.round}) of {self.run_id}"

@@ -86,7 +86,7 @@ def run_report(run: Run, request=None, arms: list[dict] | None = None) -> dict:
 
 
 # Bump when the report's computation changes, so cached reports of finished runs are rebuilt.
-REPORT_CACHE_VERSION = f"{portal.__version__}:{report.SCHEMA}:2"
+REPORT_CACHE_VERSION = f"{portal.__version__}:{report.SCHEMA}:3"
 REPORT_CACHE_TTL_S = 7 * 24 * 3600
 
 
@@ -118,6 +118,15 @@ def _build_page(run: Run, request=None) -> dict:
                 for name, section in data["arms"].items()
             },
             "breakdown": {name: section["breakdown"] for name, section in data["arms"].items()},
+            "projection": data.get("projection"),
+            "server_cpu": {
+                name: {
+                    "cpu_pct": [p["cpu_pct"] for p in arm["timeline"]],
+                    "ma15": arm["cpu_pct_ma15"],
+                    "host_cpu_pct": [p["host_cpu_pct"] for p in arm["timeline"]],
+                }
+                for name, arm in ((data.get("probes") or {}).get("server_cpu") or {}).items()
+            },
         }
     return {"report": data, "charts": charts}
 

@@ -21,7 +21,7 @@ from portal.lib import compare, costs, report, validity
 from portal.lib import secrets as vault
 from portal.runs import reporting, services
 from portal.runs.access import get_run_for_user, runs_for, scenarios_for, targets_for
-from portal.runs.execute import progress_key
+from portal.runs.execute import probing_key, progress_key
 from portal.runs.forms import RunForm
 from portal.runs.models import Run
 from portal.targets.models import Scenario
@@ -331,7 +331,9 @@ def progress_data(run: Run) -> dict:
             rps=live["rps"],
             users=live["users"],
         )
-    elif run.status == Run.Status.RUNNING and run.started:
+    if run.status == Run.Status.RUNNING and cache.get(probing_key(run)):
+        data["probing"] = cache.get(probing_key(run))
+    elif run.status == Run.Status.RUNNING and run.started and not live:
         data["elapsed_s"] = round((timezone.now() - run.started).total_seconds(), 1)
     return data
 

@@ -20,6 +20,10 @@ class Target(models.Model):
     plain_url = models.URLField(max_length=500, blank=True)
     tls_url = models.URLField(max_length=500, blank=True)
     created = models.DateTimeField(auto_now_add=True)
+    # The run others are compared against by default (pinned on the run page).
+    baseline = models.ForeignKey(
+        "runs.Run", models.SET_NULL, null=True, blank=True, related_name="baseline_of", db_constraint=True
+    )
 
     class Meta:
         constraints = [
@@ -50,3 +54,23 @@ class Scenario(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class SshAccess(models.Model):
+    """How Tollgate reaches a target's server for probes. The private key is stored Fernet-encrypted
+    (``portal.lib.secrets``) and never rendered; the host key is pinned on first use."""
+
+    target = models.OneToOneField(Target, models.CASCADE, related_name="ssh")
+    host = models.CharField(max_length=255)
+    port = models.PositiveIntegerField(default=22)
+    username = models.CharField(max_length=64)
+    private_key_enc = models.TextField()
+    public_key = models.TextField()  # OpenSSH line, safe to show: the user copies it to the server
+    known_hosts = models.TextField(blank=True)  # the pinned host key, OpenSSH known_hosts format
+    host_key_fingerprint = models.CharField(max_length=100, blank=True)
+    pinned_at = models.DateTimeField(null=True, blank=True)
+    server_process = models.CharField(max_length=64, default="nginx")
+    updated = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.username}@{self.host}:{self.port}"

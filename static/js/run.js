@@ -28,7 +28,10 @@
             window.location.reload();
             return;
           }
-          if (p.arm) {
+          if (p.probing) {
+            text("run-phase", "");
+            text("run-elapsed", p.probing);
+          } else if (p.arm) {
             var step = (p.arm_index || 0) + 1;
             var total = p.arms_total || p.arms.length;
             var roundText = p.rounds > 1 ? ", round " + (Math.floor((step - 1) / p.arms.length) + 1) + " of " + p.rounds : "";
@@ -195,6 +198,53 @@
     });
   }
 
+  function serverCpuChart(data) {
+    var canvas = document.getElementById("chart-server-cpu");
+    if (!canvas || !data.server_cpu) { return; }
+    var arms = Object.keys(data.server_cpu);
+    var longest = 0;
+    arms.forEach(function (arm) { longest = Math.max(longest, data.server_cpu[arm].cpu_pct.length); });
+    var datasets = [];
+    arms.forEach(function (arm) {
+      var color = ARM_COLORS[arm] || "#333";
+      datasets.push({ label: arm + " CPU %", data: data.server_cpu[arm].cpu_pct, borderColor: color,
+        backgroundColor: color, pointRadius: 1, borderWidth: 1 });
+      datasets.push({ label: arm + " 15 s average", data: data.server_cpu[arm].ma15, borderColor: color,
+        backgroundColor: color, pointRadius: 0, borderWidth: 2, borderDash: [6, 3] });
+    });
+    new Chart(canvas, {
+      type: "line",
+      data: { labels: seconds(longest), datasets: datasets },
+      options: { animation: false, maintainAspectRatio: false, spanGaps: true,
+        scales: { x: { title: { display: true, text: "sample (≈ s into the arm's window)" } },
+                  y: { beginAtZero: true, title: { display: true, text: "% of one core" } } } }
+    });
+  }
+
+  // Extra cores = peak req/s × ((1 − f) × Δkeep-alive + f × Δnew) / 1000 (portal.lib.report.project_cores).
+  function projection(data) {
+    var form = document.getElementById("projection-form");
+    if (!form || !data.projection) { return; }
+    var p = data.projection;
+    var out = document.getElementById("projection-result");
+    function update() {
+      var rps = parseFloat(document.getElementById("proj-rps").value);
+      var share = parseFloat(document.getElementById("proj-new").value) / 100;
+      if (!(rps >= 0) || !(share >= 0 && share <= 1)) {
+        out.textContent = "Enter requests/s ≥ 0 and a share between 0 and 100%.";
+        return;
+      }
+      var perReq = (1 - share) * p.keepalive_ms_per_req + share * p.new_ms_per_req;
+      var cores = rps * perReq / 1000;
+      out.textContent = "TLS needs about " + cores.toFixed(2) + " extra server cores at " + rps + " req/s with " +
+        (share * 100).toFixed(1) + "% of requests on new connections (" + perReq.toFixed(4) +
+        " extra CPU-ms per request).";
+      out.dataset.cores = cores.toFixed(6);
+    }
+    form.addEventListener("input", update);
+    update();
+  }
+
   // A printed report shows everything: open the collapsed parts (evidence, all costs, chart tables).
   window.addEventListener("beforeprint", function () {
     Array.prototype.forEach.call(document.querySelectorAll("details"), function (d) { d.open = true; });
@@ -209,6 +259,8 @@
       curveChart(data);
       timeCharts(data);
       breakdownChart(data);
+      serverCpuChart(data);
+      projection(data);
     }
   });
 })();

@@ -94,3 +94,47 @@ def test_compare_and_trend_pages(page, live_server, django_user_model):
     assert page.locator("#trend-table tbody tr").count() == 3
     page.screenshot(path=str(ARTIFACTS / "trend.png"), full_page=True)
     assert page.console_errors == []
+
+
+def test_probed_run_shows_server_cpu_openssl_speed_and_projects_cores(page, live_server, django_user_model):
+    from pathlib import Path
+
+    from portal.lib import report as report_lib
+    from workers.probes.parsers import parse_openssl_speed
+
+    user = login(page, live_server, django_user_model)
+    data = Path(__file__).resolve().parent.parent / "probes" / "data"
+    probes = {
+        "server": "tollgate@127.0.0.1:22",
+        "host_key": {"fingerprint": "SHA256:abc", "pinned": True},
+        "openssl_speed": {
+            "server-a": parse_openssl_speed((data / "openssl-speed-3.0.19.txt").read_text()),
+            "server-b": parse_openssl_speed((data / "openssl-speed-1.1.1w.txt").read_text()),
+        },
+        "errors": ["cryptsetup benchmark: cryptsetup is not installed on the server"],
+    }
+    per_req = {"plain": 0.02, "tls": 0.03, "plain_new": 0.05, "tls_new": 0.65}
+    run = make_run(user, arms=ARMS, seconds=8, summarize=True, server_cpu_ms=per_req, probes=probes)
+    page.goto(f"{live_server.url}/runs/{run.code}/")
+    page.wait_for_function(f"({CANVAS_INK})('chart-server-cpu') > 300", timeout=10_000)
+    rows = page.locator("#server-cpu-table tbody tr")
+    assert rows.count() == 4
+    assert "+0.6300 (+3150.0%)" in page.inner_text("#server-cpu-table tr[data-arm=tls_new]")
+    assert page.locator("table.openssl-sigs").count() == 2
+    assert "OpenSSL 1.1.1w" in page.inner_text("#probes") and "OpenSSL 3.0.19" in page.inner_text("#probes")
+    assert "cryptsetup is not installed" in page.inner_text("#probes .probe-error")
+    # The projection: typed inputs, the page's number equals the Python formula's.
+    page.fill("#proj-rps", "5000")
+    page.fill("#proj-new", "10")
+    page.wait_for_function("document.getElementById('projection-result').dataset.cores !== undefined")
+    cores = float(page.get_attribute("#projection-result", "data-cores"))
+    expected = report_lib.project_cores(
+        report_lib.projection_inputs({k: {"server_cpu_ms_per_req": v} for k, v in per_req.items()}),
+        5000,
+        0.10,
+    )
+    assert abs(cores - expected) < 1e-6 and abs(cores - 0.345) < 1e-6
+    assert "0.35 extra server cores" in page.inner_text("#projection-result")
+    assert "tls_new − plain_new" in page.inner_text("#projection-formula")
+    page.screenshot(path=str(ARTIFACTS / "report-probes.png"), full_page=True)
+    assert page.console_errors == []

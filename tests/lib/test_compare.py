@@ -74,3 +74,30 @@ def test_cost_and_arm_tables_change_against_the_first_run():
     assert row["changes"][1] == {"delta": 200, "pct": 40.0} and row["samples"] == [1000, 1000, 1000]
     rps = next(r for r in data["arms"] if r["arm"] == "tls" and r["metric"] == "rps")
     assert rps["values"] == [80.0, 80.0, 80.0] and rps["changes"][2] == {"delta": 0.0, "pct": 0.0}
+
+
+def test_openssl_speed_compared_across_hosts_and_runs():
+    from pathlib import Path
+
+    from portal.lib.compare import openssl_speed_table
+    from workers.probes.parsers import parse_openssl_speed
+
+    data = Path(__file__).resolve().parent.parent / "probes" / "data"
+    v3 = parse_openssl_speed((data / "openssl-speed-3.0.19.txt").read_text())
+    v1 = parse_openssl_speed((data / "openssl-speed-1.1.1w.txt").read_text())
+    reports = [
+        {"probes": {"openssl_speed": {"x": v3}}},
+        {"probes": {}},
+        {"probes": {"openssl_speed": {"y": v1}}},
+    ]
+    table = openssl_speed_table(reports)
+    assert [(c["run"], c["host"]) for c in table["columns"]] == [(1, "x"), (3, "y")]
+    rsa_sign = next(r for r in table["rows"] if r["algorithm"] == "rsa2048" and r["figure"] == "sign/s")
+    # 1.1.1w signed 1450.5/s, 3.0.19 3108.08/s on the recorded runs: ratio 0.467.
+    assert rsa_sign["values"] == [3108.080808, 1450.505051]
+    assert rsa_sign["ratios"] == [1.0, round(1450.505051 / 3108.080808, 3)]
+    gcm = next(
+        r for r in table["rows"] if r["algorithm"] == "aes-128-gcm" and r["figure"] == "bytes/s at 16384 B"
+    )
+    assert gcm["values"] == [3887546368.0, 4817305600.0]
+    assert openssl_speed_table([{"probes": {}}]) is None

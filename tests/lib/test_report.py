@@ -167,3 +167,47 @@ def test_config_hash_ignores_secrets_and_key_order():
     b = report.config_hash({"arms": [], "users": 2, "secrets": "token-2"})
     assert a == b and len(a) == 16
     assert report.config_hash({"arms": [], "users": 3}) != a
+
+
+def test_projection_inputs_and_cores_by_hand():
+    arms = {
+        "plain": {"server_cpu_ms_per_req": 0.020},
+        "tls": {"server_cpu_ms_per_req": 0.030},
+        "plain_new": {"server_cpu_ms_per_req": 0.050},
+        "tls_new": {"server_cpu_ms_per_req": 0.650},
+    }
+    p = report.projection_inputs(arms)
+    assert p["keepalive_ms_per_req"] == 0.01 and p["new_ms_per_req"] == 0.6 and p["new_base"] == "plain_new"
+    # 5000 req/s, 10% new: 5000 × (0.9 × 0.01 + 0.1 × 0.6) / 1000 = 5000 × 0.069 / 1000 = 0.345 cores.
+    assert abs(report.project_cores(p, 5000, 0.10) - 0.345) < 1e-12
+    assert report.project_cores(p, 5000, 0.0) == 5000 * 0.01 / 1000
+    assert abs(report.project_cores(p, 2000, 1.0) - 1.2) < 1e-12
+    # Without the plain_new control the new-connection delta is against plain, and says so.
+    del arms["plain_new"]
+    p = report.projection_inputs(arms)
+    assert p["new_base"] == "plain" and p["new_ms_per_req"] == 0.63
+    # Without server CPU there is nothing to project.
+    arms["tls"] = {"server_cpu_ms_per_req": None}
+    assert report.projection_inputs(arms) is None
+
+
+def test_project_cores_rejects_impossible_inputs():
+    import pytest
+
+    p = {"keepalive_ms_per_req": 0.01, "new_ms_per_req": 0.6}
+    for rps, share in ((-1, 0.1), (100, 1.5), (100, -0.1)):
+        with pytest.raises(ValueError):
+            report.project_cores(p, rps, share)
+
+
+def test_headline_adds_server_cpu_when_probed():
+    costs = [
+        {"name": "handshake", "metric": "ttlb_p50_us", "delta": 1200, "delta_pct": 130.0, "ci95": None,
+         "verdict": "significant"},
+        {"name": "handshake", "metric": "server_cpu_ms_per_req", "delta": 0.6, "delta_pct": 1200.0,
+         "ci95": None, "verdict": "significant"},
+    ]  # fmt: skip
+    assert report.headline(costs) == (
+        "A full TLS handshake per request adds +1.20 ms median time to last byte and +0.600 server CPU-ms "
+        "per request (significant, +130%)."
+    )

@@ -25,9 +25,12 @@ def make_run(
     seconds: int = 0,
     summarize: bool = False,
     created=None,
+    server_cpu_ms: dict[str, float] | None = None,
+    probes: dict | None = None,
 ) -> Run:
     """``seconds``: also store a per-second series (that many points, each at the arm's median), so
-    costs get per-second intervals; ``summarize``: write the run's summary as a finished run has."""
+    costs get per-second intervals; ``summarize``: write the run's summary as a finished run has;
+    ``server_cpu_ms``: server CPU-ms per request per arm, stored as a probe's 10-point window."""
     target, _ = Target.objects.get_or_create(
         owner=owner,
         plain_url=f"http://127.0.0.1:1/{target_name}",
@@ -47,7 +50,13 @@ def make_run(
     }
     now = timezone.now()
     run = Run.objects.create(
-        owner=owner, target=target, config=config, status=status, started=now, finished=now
+        owner=owner,
+        target=target,
+        config=config,
+        status=status,
+        started=now,
+        finished=now,
+        probes=probes or {},
     )
     for position, (name, values) in enumerate(arms.items()):
         ArmResult.objects.create(
@@ -82,6 +91,7 @@ def make_run(
             ],
             started=now,
             finished=now,
+            server_cpu=_server_cpu(server_cpu_ms, name, len(values)),
         )
     if created is not None:
         Run.objects.filter(pk=run.pk).update(created=created)
@@ -92,3 +102,25 @@ def make_run(
         Run.objects.filter(pk=run.pk).update(summary=summary_of(run))
         run.refresh_from_db()
     return run
+
+
+def _server_cpu(per_req: dict[str, float] | None, arm: str, requests: int) -> dict:
+    if not per_req or arm not in per_req:
+        return {}
+    cpu_s = per_req[arm] * requests / 1000.0
+    pct = [round(100.0 * cpu_s / 10, 1) + (i % 3) for i in range(10)]
+    return {
+        "server_cpu": {
+            "cpu_s": cpu_s,
+            "window_s": 10.0,
+            "samples": 10,
+            "processes": 2,
+            "host_cpu_pct": 40.0,
+            "cpu_ms_per_req": per_req[arm],
+            "process": "nginx",
+            "timeline": [
+                {"t": 1000.0 + i, "cpu_pct": v, "threads": 2, "host_cpu_pct": 40.0} for i, v in enumerate(pct)
+            ],
+            "cpu_pct_ma15": [round(sum(pct[: i + 1]) / (i + 1), 1) for i in range(10)],
+        }
+    }

@@ -86,3 +86,117 @@ def test_cli_rejects_bad_options(admin):
     with pytest.raises(CommandError, match="no user named 'nobody'"):
         call_command("tollgate", "run", "--owner", "nobody", "--plain-url", "http://127.0.0.1/")
     assert Run.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_rotate_secrets_re_encrypts_runs_scenarios_and_ssh_keys(owner, settings):
+    from portal.lib import secrets as vault
+    from portal.runs import services
+    from portal.targets.models import Scenario, Target
+
+    old, new = vault.generate_key(), vault.generate_key()
+    settings.TOLLGATE_SECRET_KEYS = [old]
+    target = Target.objects.create(owner=owner, name="t", plain_url="http://127.0.0.1:1/")
+    config = {
+        "arms": [{"name": "plain", "url": "http://127.0.0.1:1/"}],
+        "users": 1,
+        "spawn_rate": 1,
+        "warmup_s": 0,
+        "duration_s": 1,
+    }
+    run = services.create_run(owner, target, config, secrets={"headers": {"X-Key": "k1"}})
+    scenario = Scenario.objects.create(
+        owner=owner, target=target, name="s", config={"secrets": vault.seal({"a": 1})}
+    )
+    from portal.targets.models import SshAccess
+
+    access = SshAccess.objects.create(
+        target=target, host="h", username="u", private_key_enc=vault.encrypt("PEM"), public_key=""
+    )
+    settings.TOLLGATE_SECRET_KEYS = [new, old]
+    out = io.StringIO()
+    call_command("tollgate", "rotate-secrets", stdout=out)
+    assert "1 run(s) and 1 scenario(s) and 1 SSH key(s)" in out.getvalue()
+    settings.TOLLGATE_SECRET_KEYS = [new]
+    run.refresh_from_db()
+    scenario.refresh_from_db()
+    access.refresh_from_db()
+    assert vault.decrypt(access.private_key_enc) == "PEM"
+    assert vault.unseal(run.config["secrets"])["headers"] == {"X-Key": "k1"}
+    assert vault.unseal(scenario.config["secrets"]) == {"a": 1}
+    assert run.config["header_names"] == ["X-Key"]
+
+
+def test_cli_scenario_options_rounds_and_preemptive_auth(admin, tls_cert, monkeypatch):
+    import base64
+
+    from tests.servers import AuthPages, LocalServer
+
+    guard = AuthPages("Basic " + base64.b64encode(b"ci:pa55").decode())
+    plain = LocalServer(app=guard).start()
+    tls = LocalServer(tls=tls_cert, app=guard).start()
+    monkeypatch.setenv("TOLLGATE_TEST_AUTH", "ci:pa55")
+    out = io.StringIO()
+    try:
+        call_command(
+            "tollgate",
+            "run",
+            "--plain-url",
+            plain.url("/"),
+            "--tls-url",
+            tls.url("/"),
+            "--arms",
+            "plain,tls",
+            "--path",
+            "/1k",
+            "--path",
+            "/4k 3",
+            "--header",
+            "X-Trace: cli",
+            "--basic-auth-env",
+            "TOLLGATE_TEST_AUTH",
+            "--rounds",
+            "3",
+            "--users",
+            "1",
+            "--spawn-rate",
+            "10",
+            "--warmup",
+            "0.3",
+            "--duration",
+            "1",
+            "--insecure",
+            "--json",
+            stdout=out,
+            stderr=io.StringIO(),
+        )
+    finally:
+        plain.stop()
+        tls.stop()
+    report = json.loads(out.getvalue())
+    assert guard.refused == 0  # pre-emptive: never a 401, not even in the preflight
+    # The weighted mix, counted by the server: /4k (weight 3) about three times as often as /1k.
+    assert 2.4 < guard.by_path["/4k"] / guard.by_path["/1k"] < 3.6, guard.by_path
+    run = Run.objects.get(code=report["run"]["id"])
+    # Interleaved rounds: plain, tls, plain, tls, plain, tls — each stored on its own.
+    assert [(a.arm, a.round) for a in run.arms.order_by("position")] == [
+        ("plain", 0),
+        ("tls", 0),
+        ("plain", 1),
+        ("tls", 1),
+        ("plain", 2),
+        ("tls", 2),
+    ]
+    for name in ("plain", "tls"):
+        arm = report["arms"][name]
+        stored = run.arms.filter(arm=name)
+        assert arm["requests"] == sum(a.requests for a in stored) == arm["ttlb_us"]["count"]
+        assert [r["round"] for r in arm["rounds"]] == [0, 1, 2]
+        assert arm["sizes_by_path"] == {"/1k": [1024], "/4k": [4096]}
+        assert arm["status_codes"] == {"200": arm["requests"]}
+    cost = next(c for c in report["costs"] if c["name"] == "keepalive_tls" and c["metric"] == "ttlb_p50_us")
+    assert cost["ci_method"] == "rounds" and cost["samples"] == {"arm": 3, "base": 3}
+    assert cost["ci95"][0] <= cost["delta"] <= cost["ci95"][1]
+    assert report["run"]["config"]["headers"] == {"X-Trace": "(encrypted)"}
+    assert report["run"]["config"]["auth"] == {"type": "basic", "user": "ci"}
+    assert "pa55" not in out.getvalue() and "cli" not in json.dumps(report["run"]["config"]["headers"])

@@ -65,3 +65,27 @@ def index(sequence, i: int):
         return sequence[i]
     except (IndexError, TypeError, KeyError):
         return None
+
+
+@register.filter
+def cpu_delta(value_ms, base_ms) -> str:
+    """Server CPU-ms per request against the base arm: ``+0.1234 (+56.7%)``."""
+    if value_ms is None or base_ms is None:
+        return "—"
+    delta = value_ms - base_ms
+    pct = f" ({100.0 * delta / base_ms:+.1f}%)" if base_ms else ""
+    return f"{delta:+.4f}{pct}"
+
+
+@register.filter
+def mbps(bytes_per_s) -> str:
+    """Bytes/s as MB/s (10^6), one decimal, as openssl speed's own table (which prints 1000s of bytes)."""
+    if bytes_per_s is None:
+        return "—"
+    return f"{bytes_per_s / 1e6:.1f}"
+
+
+@register.filter
+def block_sizes(ciphers: dict) -> list[str]:
+    """The block sizes (column heads) of an openssl speed cipher table."""
+    return list(next(iter(ciphers.values()), {}).keys()) if ciphers else []

@@ -32,9 +32,50 @@ class Command(BaseCommand):
         run.add_argument("--warmup", type=float, default=2.0, help="warm-up seconds per arm (not measured)")
         run.add_argument("--duration", type=float, default=10.0, help="measured seconds per arm")
         run.add_argument("--insecure", action="store_true", help="do not verify the TLS certificate")
+        run.add_argument(
+            "--path",
+            action="append",
+            default=[],
+            metavar="'PATH [WEIGHT]'",
+            help="request target sent to each arm's host, repeatable: --path /1k --path '/4k 2'",
+        )
+        run.add_argument("--header", action="append", default=[], metavar="'NAME: VALUE'", help="repeatable")
+        run.add_argument(
+            "--basic-auth-env",
+            metavar="VAR",
+            help="environment variable holding USER:PASSWORD for pre-emptive Basic auth (kept out of argv)",
+        )
+        run.add_argument("--bearer-env", metavar="VAR", help="environment variable holding a bearer token")
+        run.add_argument(
+            "--expect", default="", help="expected status codes, e.g. 200,204 or 2xx (default 2xx)"
+        )
+        run.add_argument("--think-time", type=float, default=0.0, help="seconds each user pauses per request")
+        run.add_argument("--arrival-rate", type=float, help="open loop: total requests/s on a fixed schedule")
+        run.add_argument(
+            "--rounds", type=int, default=1, help="interleaved rounds of all arms (A B C A B C …)"
+        )
+        run.add_argument("--no-follow-redirects", action="store_true", help="measure redirects as answered")
+        probe = run.add_argument_group("server probes over SSH")
+        probe.add_argument("--ssh-host", help="the server to probe (stored, key encrypted, on the target)")
+        probe.add_argument("--ssh-port", type=int, default=22)
+        probe.add_argument("--ssh-user", default="")
+        probe.add_argument("--ssh-key", metavar="FILE", help="private key file (unencrypted OpenSSH/PEM)")
+        probe.add_argument(
+            "--ssh-known-hosts", metavar="FILE", help="OpenSSH known_hosts file pinning the host key"
+        )
+        probe.add_argument("--server-process", default="", help="process name to sample, e.g. nginx")
+        probe.add_argument("--openssl-speed", action="store_true", help="run openssl speed on the server")
+        probe.add_argument("--cryptsetup", action="store_true", help="run cryptsetup benchmark on the server")
+        probe.add_argument(
+            "--local-process", default="", help="also sample this process on the generator host"
+        )
         run.add_argument("--owner", default="", help="username owning the run (default: first superuser)")
         run.add_argument("--name", default="", help="target name (default: the host)")
         run.add_argument("--json", action="store_true", help="print the report JSON on stdout")
+
+        sub.add_parser(
+            "rotate-secrets", help="re-encrypt every stored secret with the first key of TOLLGATE_SECRET_KEYS"
+        )
 
         target = sub.add_parser("demo-target", help="serve the demo site over HTTP and HTTPS (Gunicorn)")
         target.add_argument("--host", default="127.0.0.1")
@@ -53,6 +94,8 @@ class Command(BaseCommand):
             self.handle_run(options)
         elif action == "demo-target":
             self.handle_demo_target(options)
+        elif action == "rotate-secrets":
+            self.handle_rotate_secrets()
         elif action == "demo":
             from portal.runs.demo import run_demo
 
@@ -76,6 +119,78 @@ class Command(BaseCommand):
             raise CommandError("no superuser exists: create one (manage.py createsuperuser) or pass --owner")
         return owner
 
+    @staticmethod
+    def _store_ssh(target, options: dict) -> None:
+        """--ssh-* flags: the target's SSH access, key encrypted, host key pinned from --ssh-known-hosts."""
+        from pathlib import Path
+
+        from django.utils import timezone
+
+        from portal.lib import secrets as vault
+        from portal.targets.models import SshAccess
+        from workers.probes.ssh import ProbeError, fingerprint, key_from_known_hosts, public_line
+
+        if not options.get("ssh_key") or not options.get("ssh_user"):
+            raise CommandError("--ssh-host needs --ssh-user and --ssh-key")
+        try:
+            pem = Path(options["ssh_key"]).read_text()
+            public = public_line(pem)
+        except OSError as exc:
+            raise CommandError(f"--ssh-key: {exc}") from None
+        except ProbeError as exc:
+            raise CommandError(f"--ssh-key: {exc}") from None
+        access, _ = SshAccess.objects.get_or_create(
+            target=target,
+            defaults={
+                "host": options["ssh_host"],
+                "username": options["ssh_user"],
+                "private_key_enc": "",
+                "public_key": "",
+            },
+        )
+        moved = (access.host, access.port) != (options["ssh_host"], options["ssh_port"])
+        access.host, access.port, access.username = (
+            options["ssh_host"],
+            options["ssh_port"],
+            options["ssh_user"],
+        )
+        access.private_key_enc, access.public_key = vault.encrypt(pem), public
+        if options.get("server_process"):
+            access.server_process = options["server_process"]
+        if options.get("ssh_known_hosts"):
+            try:
+                text = Path(options["ssh_known_hosts"]).read_text()
+            except OSError as exc:
+                raise CommandError(f"--ssh-known-hosts: {exc}") from None
+            key = key_from_known_hosts(text, access.host, access.port)
+            if key is None:
+                raise CommandError(
+                    f"--ssh-known-hosts: no key for {access.host} port {access.port} in that file"
+                )
+            access.known_hosts = text
+            access.host_key_fingerprint, access.pinned_at = fingerprint(key), timezone.now()
+        elif moved:
+            access.known_hosts, access.host_key_fingerprint, access.pinned_at = "", "", None
+        access.save()
+
+    @staticmethod
+    def _auth(options: dict) -> dict:
+        """Credentials come from the environment, never from argv (visible in ps and shell history)."""
+        import os
+
+        if options.get("basic_auth_env"):
+            value = os.environ.get(options["basic_auth_env"])
+            if not value or ":" not in value:
+                raise CommandError(f"--basic-auth-env: ${options['basic_auth_env']} must hold USER:PASSWORD")
+            user, _, password = value.partition(":")
+            return {"auth_type": "basic", "auth_user": user, "auth_secret": password}
+        if options.get("bearer_env"):
+            value = os.environ.get(options["bearer_env"])
+            if not value:
+                raise CommandError(f"--bearer-env: ${options['bearer_env']} is empty or not set")
+            return {"auth_type": "bearer", "auth_secret": value}
+        return {"auth_type": "none"}
+
     def handle_run(self, options: dict) -> None:
         owner = self._owner(options["owner"])
         # The same form as the web page validates the CLI's values: one set of rules.
@@ -90,6 +205,18 @@ class Command(BaseCommand):
                 "warmup_s": options["warmup"],
                 "duration_s": options["duration"],
                 "verify_tls": not options["insecure"],
+                "paths": "\n".join(options["path"]),
+                "headers": "\n".join(options["header"]),
+                "expected_status": options["expect"],
+                "think_time_s": options["think_time"],
+                "arrival_rate": options["arrival_rate"] if options["arrival_rate"] is not None else "",
+                "rounds": options["rounds"],
+                "follow_redirects": not options["no_follow_redirects"],
+                "probe_server": bool(options.get("ssh_host")),
+                "openssl_speed": options.get("openssl_speed", False),
+                "cryptsetup": options.get("cryptsetup", False),
+                "local_process": options.get("local_process") or "",
+                **self._auth(options),
             }
         )
         if not form.is_valid():
@@ -102,7 +229,9 @@ class Command(BaseCommand):
         target = services.get_or_create_target(
             owner, form.target_name_or_default(), data.get("plain_url"), data.get("tls_url")
         )
-        run = services.create_run(owner, target, form.engine_config(), source="cli")
+        if options.get("ssh_host"):
+            self._store_ssh(target, options)
+        run = services.create_run(owner, target, form.engine_config(), source="cli", secrets=form.secrets())
         per_arm_s = data["warmup_s"] + data["duration_s"]
         self.stderr.write(f"run {run.code}: {', '.join(run.arm_names)}, about {per_arm_s:.0f} s per arm")
         previous = signal.getsignal(signal.SIGINT)
@@ -132,6 +261,44 @@ class Command(BaseCommand):
         if run.status != Run.Status.SUCCEEDED:
             self.stderr.write(f"error: {run.error}")
             sys.exit(EXIT_RUN_FAILED)
+
+    def handle_rotate_secrets(self) -> None:
+        from django.db import transaction
+
+        from portal.lib import secrets as vault
+        from portal.targets.models import Scenario
+
+        counts = {"runs": 0, "scenarios": 0}
+        with transaction.atomic():
+            for model, label in ((Run, "runs"), (Scenario, "scenarios")):
+                for obj in (
+                    model.objects.select_for_update().filter(config__has_key="secrets").only("pk", "config")
+                ):
+                    token = obj.config.get("secrets")
+                    if not token:
+                        continue
+                    try:
+                        obj.config["secrets"] = vault.rotate(token)
+                    except vault.SecretError as exc:
+                        raise CommandError(f"{label[:-1]} {obj.pk}: {exc}; nothing was changed") from None
+                    model.objects.filter(pk=obj.pk).update(config=obj.config)
+                    counts[label] += 1
+            from portal.targets.models import SshAccess
+
+            counts["ssh_keys"] = 0
+            for access in SshAccess.objects.select_for_update().only("pk", "private_key_enc"):
+                try:
+                    rotated = vault.rotate(access.private_key_enc)
+                except vault.SecretError as exc:
+                    raise CommandError(
+                        f"SSH key of target access {access.pk}: {exc}; nothing was changed"
+                    ) from None
+                SshAccess.objects.filter(pk=access.pk).update(private_key_enc=rotated)
+                counts["ssh_keys"] += 1
+        self.stdout.write(
+            f"re-encrypted the secrets of {counts['runs']} run(s) and {counts['scenarios']} scenario(s) "
+            f"and {counts['ssh_keys']} SSH key(s)"
+        )
 
     def handle_demo_target(self, options: dict) -> None:
         from portal.runs.demo import start_demo_target, stop_processes

@@ -1,0 +1,207 @@
+"""Server-side probes during a run: connect over SSH, sample the server's CPU while the engine runs,
+then run ``openssl speed`` (and ``cryptsetup benchmark``) once the load is over.
+
+A probe failure never fails the load run: every error lands in ``Run.probes["errors"]`` and the
+report shows it. The private key is decrypted only here, in memory.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+
+from django.utils import timezone
+
+from portal.lib import secrets as vault
+from portal.runs.models import ArmResult, Run
+from portal.targets.models import SshAccess
+from workers.probes import parsers
+from workers.probes.ssh import (
+    CpuSampler,
+    ProbeError,
+    SshSession,
+    SshTarget,
+    cpu_in_window,
+    fingerprint,
+    moving_average,
+)
+
+log = logging.getLogger(__name__)
+
+OPENSSL_SIGS = ["rsa2048", "rsa3072", "rsa4096", "ecdsap256", "ed25519"]
+OPENSSL_EVP = ["aes-128-gcm", "aes-256-gcm", "chacha20-poly1305"]
+
+
+def wanted(run: Run) -> dict:
+    return run.config.get("probes") or {}
+
+
+class ProbeSession:
+    """Everything probed for one run; ``start`` before the engine, ``finish`` after it."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.options = wanted(run)
+        self.errors: list[str] = []
+        self.ssh: SshSession | None = None
+        self.sampler: CpuSampler | None = None
+        self.local_sampler: CpuSampler | None = None
+        self.result: dict = {}
+
+    def start(self) -> ProbeSession:
+        if self.options.get("ssh"):
+            try:
+                access = self._connect()
+                process = self.options.get("server_process") or access.server_process
+                self.options["server_process"] = process
+                self.sampler = CpuSampler.over_ssh(self.ssh, process)
+            except ProbeError as exc:
+                self.errors.append(f"server probe: {exc}")
+            except Exception as exc:  # noqa: BLE001 - a probe never fails the run
+                log.exception("run %s: probe start failed", self.run.code)
+                self.errors.append(f"server probe: {type(exc).__name__}: {exc}")
+        if self.options.get("local_process"):
+            self.local_sampler = CpuSampler.local(self.options["local_process"])
+        return self
+
+    def _connect(self) -> SshAccess:
+        try:
+            access = SshAccess.objects.get(target=self.run.target)
+        except SshAccess.DoesNotExist:
+            raise ProbeError("this target has no SSH access configured") from None
+        try:
+            key = vault.decrypt(access.private_key_enc)
+        except vault.SecretError as exc:
+            raise ProbeError(f"the SSH key cannot be decrypted: {exc}") from None
+        target = SshTarget(access.host, access.port, access.username, key, access.known_hosts)
+        self.ssh = SshSession(target).connect()
+        fp = fingerprint(self.ssh.host_key)
+        self.result["host_key"] = {"fingerprint": fp, "pinned": bool(access.known_hosts)}
+        if not access.known_hosts:
+            # Trust on first use: pin what we saw, show its fingerprint.
+            SshAccess.objects.filter(pk=access.pk).update(
+                known_hosts=self.ssh.host_key_line, host_key_fingerprint=fp, pinned_at=timezone.now()
+            )
+        self.result["server"] = f"{access.username}@{access.host}:{access.port}"
+        return access
+
+    def finishing_note(self) -> str:
+        """What the run page says while ``finish`` runs (openssl speed takes half a minute)."""
+        steps = ["attributing server CPU to the arms"]
+        if self.ssh is not None and self.options.get("openssl_speed"):
+            steps.append("running openssl speed on the server (about 30 s)")
+        if self.ssh is not None and self.options.get("cryptsetup"):
+            steps.append("running cryptsetup benchmark on the server")
+        return "Load finished; " + ", then ".join(steps) + "…"
+
+    def finish(self) -> dict:
+        """Stop sampling, attribute CPU to the stored arms, run the one-shot probes, store it all."""
+        for name, sampler in (("server", self.sampler), ("generator", self.local_sampler)):
+            if sampler is None:
+                continue
+            ends = ArmResult.objects.filter(run=self.run).values_list("window_ended", flat=True)
+            last_end = max((t for t in ends if t), default=None)
+            if last_end is not None:
+                sampler.wait_past(last_end)
+            sampler.stop()
+            if sampler.error:
+                self.errors.append(f"{name} CPU sampler: {sampler.error}")
+            self._attribute(name, sampler)
+        steps = []
+        if self.ssh is not None:
+            if self.options.get("openssl_speed"):
+                steps.append(("openssl speed", self._openssl_speed))
+            if self.options.get("cryptsetup"):
+                steps.append(("cryptsetup benchmark", self._cryptsetup))
+        if self.options.get("openssl_speed_local") and shutil.which("openssl"):
+            steps.append(("openssl speed on the generator", self._openssl_speed_local))
+        for label, step in steps:
+            try:
+                step()
+            except Exception as exc:  # noqa: BLE001 - a probe never fails the run; its error is shown
+                log.exception("run %s: %s failed", self.run.code, label)
+                self.errors.append(f"{label}: {type(exc).__name__}: {exc}")
+        if self.ssh is not None:
+            self.ssh.close()
+        self.result["errors"] = self.errors
+        Run.objects.filter(pk=self.run.pk).update(probes=self.result)
+        return self.result
+
+    def _attribute(self, name: str, sampler: CpuSampler) -> None:
+        key = "server_cpu" if name == "server" else "generator_cpu"
+        for arm in ArmResult.objects.filter(run=self.run):
+            if not arm.window_started or not arm.window_ended:
+                continue
+            window = cpu_in_window(sampler.samples, sampler.hz, arm.window_started, arm.window_ended)
+            if window is None:
+                self.errors.append(
+                    f"{name} CPU: no samples around the window of {arm.arm} (round {arm.round})"
+                )
+                continue
+            if window["processes"] == 0:
+                process = (
+                    self.options.get("server_process")
+                    if name == "server"
+                    else self.options.get("local_process")
+                )
+                missing = f"{name} CPU: no process named {process!r} was running"
+                if missing not in self.errors:
+                    self.errors.append(missing)
+                continue
+            window["cpu_ms_per_req"] = (
+                round(1000.0 * window["cpu_s"] / arm.requests, 6) if arm.requests else None
+            )
+            window["cpu_pct_ma15"] = moving_average([p["cpu_pct"] for p in window["timeline"]], 15)
+            window["process"] = (
+                self.options.get("server_process") if name == "server" else self.options.get("local_process")
+            )
+            data = dict(arm.server_cpu or {})
+            data[key] = window
+            ArmResult.objects.filter(pk=arm.pk).update(server_cpu=data)
+
+    def _openssl_speed(self) -> None:
+        seconds = int(self.options.get("openssl_seconds") or 1)
+        try:
+            outputs = []
+            status, version = self.ssh.run(["openssl", "version"], timeout_s=30)
+            if status != 0:
+                raise ProbeError(f"openssl is not installed on the server ({version.strip()[:200]})")
+            outputs.append(version)
+            for command in parsers.openssl_speed_command(OPENSSL_SIGS, OPENSSL_EVP, seconds):
+                status, text = self.ssh.run(command, timeout_s=120 + 30 * seconds)
+                outputs.append(text)
+            parsed = parsers.parse_openssl_speed("\n".join(outputs))
+            self.result.setdefault("openssl_speed", {})[self.ssh.target.host] = parsed
+        except ProbeError as exc:
+            self.errors.append(f"openssl speed: {exc}")
+
+    def _openssl_speed_local(self) -> None:
+        import socket
+        import subprocess
+
+        seconds = int(self.options.get("openssl_seconds") or 1)
+        outputs = [subprocess.run(["openssl", "version"], capture_output=True, text=True, check=False).stdout]
+        for command in parsers.openssl_speed_command(OPENSSL_SIGS, OPENSSL_EVP, seconds):
+            proc = subprocess.run(command, capture_output=True, text=True, check=False, timeout=300)  # noqa: S603
+            outputs.append(proc.stdout + proc.stderr)
+        parsed = parsers.parse_openssl_speed("\n".join(outputs))
+        self.result.setdefault("openssl_speed", {})[f"{socket.gethostname()} (generator)"] = parsed
+
+    def _cryptsetup(self) -> None:
+        try:
+            status, text = self.ssh.run(["cryptsetup", "benchmark"], timeout_s=180)
+            if status == 127 or "not found" in text:
+                raise ProbeError("cryptsetup is not installed on the server")
+            self.result["cryptsetup"] = {self.ssh.target.host: parsers.parse_cryptsetup_benchmark(text)}
+        except ProbeError as exc:
+            self.errors.append(f"cryptsetup benchmark: {exc}")
+
+
+def started(run: Run) -> ProbeSession | None:
+    if not wanted(run):
+        return None
+    began = time.monotonic()
+    session = ProbeSession(run).start()
+    log.info("run %s: probes started in %.1f s", run.code, time.monotonic() - began)
+    return session

@@ -1,0 +1,82 @@
+from __future__ import annotations
+
+import re
+
+from django import forms
+
+from workers.probes.ssh import ProbeError, key_from_known_hosts, load_private_key
+
+PROCESS_NAME = re.compile(r"^[A-Za-z0-9_.:+-]{1,15}$")  # what pgrep -x matches: the kernel's 15-char comm
+
+
+class SshAccessForm(forms.Form):
+    host = forms.CharField(
+        max_length=255, help_text="The server's name or address, as the worker reaches it."
+    )
+    port = forms.IntegerField(min_value=1, max_value=65535, initial=22)
+    username = forms.CharField(max_length=64, initial="tollgate")
+    key_source = forms.ChoiceField(
+        label="Key",
+        choices=[
+            ("keep", "keep the stored key"),
+            ("generate", "generate a new Ed25519 key"),
+            ("paste", "paste a private key"),
+        ],
+        initial="generate",
+        widget=forms.RadioSelect,
+    )
+    private_key = forms.CharField(
+        label="Private key",
+        required=False,
+        strip=False,
+        widget=forms.Textarea(attrs={"rows": 4, "autocomplete": "off", "spellcheck": "false"}),
+        help_text="Only with 'paste': an unencrypted OpenSSH or PEM key. Stored encrypted, never shown.",
+    )
+    known_hosts = forms.CharField(
+        label="Pinned host key (optional)",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2, "spellcheck": "false"}),
+        help_text="A known_hosts line for the server (ssh-keyscan). Empty: pinned on first use.",
+    )
+    server_process = forms.CharField(
+        label="Server process name",
+        max_length=15,
+        initial="nginx",
+        help_text="Processes sampled for CPU in every arm (exact name, as pgrep -x sees it): nginx, icman…",
+    )
+
+    def __init__(self, *args, has_key: bool = False, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.has_key = has_key
+        if not has_key:
+            self.fields["key_source"].choices = self.fields["key_source"].choices[1:]
+
+    def clean_server_process(self) -> str:
+        value = self.cleaned_data["server_process"].strip()
+        if not PROCESS_NAME.match(value):
+            raise forms.ValidationError(
+                "A process name: letters, digits and ._:+- only, at most 15 characters."
+            )
+        return value
+
+    def clean(self) -> dict:
+        data = super().clean()
+        if data.get("key_source") == "paste":
+            pem = (data.get("private_key") or "").strip()
+            if not pem:
+                self.add_error("private_key", "Paste the private key, or choose to generate one.")
+            else:
+                try:
+                    load_private_key(pem + "\n")
+                except ProbeError as exc:
+                    self.add_error("private_key", str(exc).capitalize() + ".")
+        known = (data.get("known_hosts") or "").strip()
+        if known and data.get("host") and data.get("port"):
+            try:
+                found = key_from_known_hosts(known, data["host"], data["port"])
+            except Exception:  # noqa: BLE001 - any parse failure is the user's input
+                found = None
+            if found is None:
+                name = data["host"] if data["port"] == 22 else f"[{data['host']}]:{data['port']}"
+                self.add_error("known_hosts", f"No valid known_hosts line for {name}.")
+        return data

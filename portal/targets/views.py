@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_http_methods, require_POST
+
+from portal.lib import secrets as vault
+from portal.runs.access import targets_for
+from portal.targets.forms import SshAccessForm
+from portal.targets.models import SshAccess
+from workers.probes.ssh import fingerprint, generate_key, key_from_known_hosts, public_line
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def ssh_settings(request: HttpRequest, code) -> HttpResponse:
+    target = get_object_or_404(targets_for(request.user), code=code)
+    access = SshAccess.objects.filter(target=target).first()
+    if request.method == "POST":
+        form = SshAccessForm(request.POST, has_key=access is not None)
+        if form.is_valid():
+            data = form.cleaned_data
+            access = access or SshAccess(target=target)
+            moved = (access.host, access.port) != (data["host"], data["port"])
+            access.host, access.port, access.username = data["host"], data["port"], data["username"]
+            access.server_process = data["server_process"]
+            if data["key_source"] == "generate":
+                pem, public = generate_key()
+                access.private_key_enc, access.public_key = vault.encrypt(pem), public
+            elif data["key_source"] == "paste":
+                pem = data["private_key"].strip() + "\n"
+                access.private_key_enc, access.public_key = vault.encrypt(pem), public_line(pem)
+            known = (data.get("known_hosts") or "").strip()
+            if known:
+                key = key_from_known_hosts(known, data["host"], data["port"])
+                access.known_hosts = known
+                access.host_key_fingerprint, access.pinned_at = fingerprint(key), timezone.now()
+            elif moved:
+                # Another server: its key is not the pinned one.
+                access.known_hosts, access.host_key_fingerprint, access.pinned_at = "", "", None
+            access.save()
+            messages.info(
+                request, "SSH access saved. Add the public key below to the server's authorized_keys."
+            )
+            return redirect("target-ssh", code=target.code)
+    else:
+        initial = {"server_process": "nginx", "key_source": "generate"}
+        if access:
+            initial = {
+                "host": access.host,
+                "port": access.port,
+                "username": access.username,
+                "server_process": access.server_process,
+                "key_source": "keep",
+                # The private key is never rendered back; the pinned host key is public.
+                "known_hosts": access.known_hosts,
+            }
+        form = SshAccessForm(initial=initial, has_key=access is not None)
+    return render(request, "targets/ssh.html", {"target": target, "access": access, "form": form})
+
+
+@login_required
+@require_POST
+def ssh_forget_host_key(request: HttpRequest, code) -> HttpResponse:
+    target = get_object_or_404(targets_for(request.user), code=code)
+    SshAccess.objects.filter(target=target).update(known_hosts="", host_key_fingerprint="", pinned_at=None)
+    messages.info(request, "The pinned host key is forgotten; the next probe pins the key it sees.")
+    return redirect("target-ssh", code=target.code)

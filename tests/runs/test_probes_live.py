@@ -1,0 +1,231 @@
+"""Server-side probes against a real sshd on loopback and a real nginx: host-key pinning, bad
+credentials, CPU-ms per request per arm, the sampler's accounting against the kernel, openssl speed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+
+from portal.lib import secrets as vault
+from portal.runs import execute, reporting, services
+from portal.runs.models import Run
+from portal.targets.models import SshAccess
+from workers.probes.ssh import (
+    CpuSampler,
+    SshSession,
+    SshTarget,
+    cpu_in_window,
+    generate_key,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+def _host_fingerprint(sshd) -> str:
+    out = subprocess.run(
+        ["ssh-keygen", "-lf", str(sshd.dir / "host_key.pub")], capture_output=True, text=True, check=True
+    ).stdout
+    return out.split()[1]  # "256 SHA256:… comment (ED25519)"
+
+
+def _access(target, sshd, *, key: str | None = None, known_hosts: str = "", process: str = "nginx"):
+    pem = key or sshd.private_key
+    return SshAccess.objects.create(
+        target=target,
+        host="127.0.0.1",
+        port=sshd.port,
+        username=sshd.user,
+        private_key_enc=vault.encrypt(pem),
+        public_key="",
+        known_hosts=known_hosts,
+        server_process=process,
+    )
+
+
+def _config(plain_url: str, tls_url: str, arms: list[str], duration_s: float = 2.0, **probes) -> dict:
+    return {
+        "arms": [{"name": a, "url": tls_url if a.startswith("tls") else plain_url} for a in arms],
+        "users": 1,
+        "spawn_rate": 10,
+        "warmup_s": 0.5,
+        "duration_s": duration_s,
+        "verify_tls": False,
+        "probes": {"ssh": True, **probes},
+    }
+
+
+def test_server_cpu_per_request_over_ssh_orders_the_arms_and_pins_the_host_key(owner, sshd):
+    from bench.nginx import Nginx
+
+    with Nginx() as nginx:
+        target = services.get_or_create_target(owner, "nginx", nginx.plain_url("/1k"), nginx.tls_url("/1k"))
+        _access(target, sshd)
+        config = _config(nginx.plain_url("/1k"), nginx.tls_url("/1k"), ["plain", "tls", "tls_new"], 3.0)
+        run = execute.execute_run(services.create_run(owner, target, config).pk)
+    assert run.status == Run.Status.SUCCEEDED, run.error
+    assert run.probes["errors"] == []
+    # Trust on first use: the key sshd offered is pinned, with OpenSSH's own fingerprint.
+    access = SshAccess.objects.get(target=target)
+    assert access.host_key_fingerprint == _host_fingerprint(sshd)
+    assert access.known_hosts.split()[1:] == sshd.known_hosts.split()[1:]
+    assert run.probes["host_key"] == {"fingerprint": _host_fingerprint(sshd), "pinned": False}
+
+    report = reporting.run_report(run)
+    per_req = {name: report["arms"][name]["server_cpu_ms_per_req"] for name in ("plain", "tls", "tls_new")}
+    # A full handshake per request costs the server far more than encryption on a warm connection.
+    assert per_req["tls_new"] > 2 * per_req["tls"], per_req
+    # Encryption is not free. The sampler counts whole clock ticks (10 ms) at both edges of a window,
+    # so "at least as much" is asserted up to that resolution.
+    tick_ms_per_req = {name: 2 * 10.0 / report["arms"][name]["requests"] for name in ("plain", "tls")}
+    assert per_req["tls"] + tick_ms_per_req["tls"] >= per_req["plain"] - tick_ms_per_req["plain"], per_req
+    server_cpu = report["probes"]["server_cpu"]
+    for name in ("plain", "tls", "tls_new"):
+        arm = server_cpu[name]
+        assert arm["process"] == "nginx" and arm["samples"] >= 2
+        assert arm["cpu_ms_per_req"] == per_req[name]
+        assert arm["cpu_s"] == pytest.approx(arm["cpu_ms_per_req"] * arm["requests"] / 1000.0, rel=1e-3)
+        assert len(arm["timeline"]) >= 2 and len(arm["cpu_pct_ma15"]) == len(arm["timeline"])
+        assert all(p["threads"] >= 1 for p in arm["timeline"])
+    # The derived cost and its CI come from the same numbers.
+    cpu_costs = {c["name"]: c for c in report["costs"] if c["metric"] == "server_cpu_ms_per_req"}
+    assert set(cpu_costs) == {"keepalive_tls"}, report["costs"]  # handshake needs plain_new
+    assert cpu_costs["keepalive_tls"]["delta"] == pytest.approx(per_req["tls"] - per_req["plain"], abs=1e-3)
+
+
+def test_sampler_accounting_matches_the_kernel_for_the_same_pid(sshd):
+    """A child that burns about 0.6 s of CPU under a unique name is sampled over SSH; when it exits,
+    wait4(2) hands back the kernel's own user+system time for that PID."""
+    burner = (
+        "import ctypes, time\n"
+        "ctypes.CDLL(None).prctl(15, b'tgburn', 0, 0, 0)\n"  # PR_SET_NAME: what pgrep -x matches
+        "time.sleep(1.5)\n"
+        "end = time.process_time() + 0.6\n"
+        "while time.process_time() < end: pass\n"
+        "time.sleep(2.5)\n"
+    )
+    session = SshSession(SshTarget("127.0.0.1", sshd.port, sshd.user, sshd.private_key)).connect()
+    try:
+        sampler = CpuSampler.over_ssh(session, "tgburn", interval_s=0.25)
+        assert sampler.wait_past(0)  # a first sample: the window starts after it
+        started = time.time()
+        child = subprocess.Popen([sys.executable, "-c", burner])
+        _, status, usage = os.wait4(child.pid, 0)
+        ended = time.time()
+        assert sampler.wait_past(ended)
+        sampler.stop()
+    finally:
+        session.close()
+    assert status == 0 and sampler.error is None
+    kernel_s = usage.ru_utime + usage.ru_stime
+    window = cpu_in_window(sampler.samples, sampler.hz, started, ended)
+    assert window is not None and window["processes"] == 1
+    # Both count the same ticks; the sampler can miss only the ticks after its last sample (the
+    # child sleeps 2.5 s after burning, so none) and rounds to whole ticks.
+    assert kernel_s > 0.5
+    assert window["cpu_s"] == pytest.approx(kernel_s, abs=2.0 / sampler.hz + 0.02)
+    assert max(p["cpu_pct"] for p in window["timeline"]) > 50
+
+
+def test_a_changed_host_key_stops_the_probe_and_the_run_still_completes(owner, sshd, plain_server):
+    from workers.probes.ssh import known_hosts_line, load_private_key
+
+    other_pem, _ = generate_key()
+    wrong = known_hosts_line("127.0.0.1", sshd.port, load_private_key(other_pem))
+    target = services.get_or_create_target(owner, "changed", plain_server.url("/1k"), "")
+    _access(target, sshd, known_hosts=wrong + "\n", process="python3")
+    config = _config(plain_server.url("/1k"), "", ["plain"], 1.0, openssl_speed=True)
+    run = execute.execute_run(services.create_run(owner, target, config).pk)
+    assert run.status == Run.Status.SUCCEEDED, run.error
+    (error,) = run.probes["errors"]
+    assert f"host key of [127.0.0.1]:{sshd.port} changed" in error and _host_fingerprint(sshd) in error
+    assert "openssl_speed" not in run.probes
+    # The pin is kept as it was: only a user may replace it.
+    assert SshAccess.objects.get(target=target).known_hosts == wrong + "\n"
+    report = reporting.run_report(run)
+    assert report["probes"]["errors"] == [error]
+    assert report["arms"]["plain"]["requests"] > 0
+
+
+@pytest.mark.parametrize(
+    ("case", "expected"),
+    [
+        ("unknown_key", "SSH authentication as"),
+        ("closed_port", "cannot reach SSH at 127.0.0.1"),
+    ],
+)
+def test_bad_credentials_give_a_clear_message_and_the_run_completes(
+    owner, sshd, plain_server, case, expected
+):
+    target = services.get_or_create_target(owner, case, plain_server.url("/1k"), "")
+    if case == "unknown_key":
+        _access(target, sshd, key=generate_key()[0], process="python3")
+    else:
+        from bench.nginx import free_port
+
+        access = _access(target, sshd, process="python3")
+        access.port = free_port()
+        access.save()
+    run = execute.execute_run(
+        services.create_run(owner, target, _config(plain_server.url("/1k"), "", ["plain"], 1.0)).pk
+    )
+    assert run.status == Run.Status.SUCCEEDED, run.error
+    (error,) = run.probes["errors"]
+    assert expected in error
+    if case == "unknown_key":
+        assert "authorized_keys" in error
+
+
+def test_a_process_name_that_matches_nothing_is_reported(owner, sshd, plain_server):
+    target = services.get_or_create_target(owner, "nothing", plain_server.url("/1k"), "")
+    _access(target, sshd, process="no-such-proc")
+    run = execute.execute_run(
+        services.create_run(owner, target, _config(plain_server.url("/1k"), "", ["plain"], 1.0)).pk
+    )
+    assert run.status == Run.Status.SUCCEEDED
+    assert any("no process named 'no-such-proc'" in e for e in run.probes["errors"]), run.probes
+
+
+def test_cli_flags_drive_the_probes_with_a_known_hosts_file(owner, sshd, tmp_path, settings):
+    from bench.nginx import Nginx
+
+    key_file = tmp_path / "id_ed25519"
+    key_file.write_text(sshd.private_key)
+    known = tmp_path / "known_hosts"
+    known.write_text("# pinned by the operator\n" + sshd.known_hosts)
+    out = StringIO()
+    with Nginx() as nginx:
+        call_command(
+            "tollgate", "run",
+            "--plain-url", nginx.plain_url("/1k"), "--tls-url", nginx.tls_url("/1k"),
+            "--arms", "plain,tls_new", "--users", "1", "--warmup", "0.3", "--duration", "1.5",
+            "--insecure", "--owner", owner.username,
+            "--ssh-host", "127.0.0.1", "--ssh-port", str(sshd.port), "--ssh-user", sshd.user,
+            "--ssh-key", str(key_file), "--ssh-known-hosts", str(known),
+            "--server-process", "nginx", "--openssl-speed", "--json",
+            stdout=out, stderr=StringIO(),
+        )  # fmt: skip
+    report = json.loads(out.getvalue())
+    assert report["probes"]["errors"] == []
+    assert report["probes"]["host_key"] == {"fingerprint": _host_fingerprint(sshd), "pinned": True}
+    speed = report["probes"]["openssl_speed"]["127.0.0.1"]
+    assert speed["version"].startswith("OpenSSL ")
+    assert set(speed["signatures"]) == {"rsa2048", "rsa3072", "rsa4096", "ecdsap256", "ed25519"}
+    assert speed["signatures"]["rsa2048"]["sign_per_s"] > speed["signatures"]["rsa4096"]["sign_per_s"] > 0
+    assert set(speed["ciphers"]) == {"aes-128-gcm", "aes-256-gcm", "chacha20-poly1305"}
+    assert set(speed["ciphers"]["aes-128-gcm"]) == {"16", "64", "256", "1024", "8192", "16384"}
+    for arm in ("plain", "tls_new"):
+        assert report["arms"][arm]["server_cpu_ms_per_req"] > 0
+    assert (
+        report["arms"]["tls_new"]["server_cpu_ms_per_req"] > report["arms"]["plain"]["server_cpu_ms_per_req"]
+    )
+    # The key is stored encrypted and the stored access never holds the PEM in clear.
+    access = SshAccess.objects.get(host="127.0.0.1", port=sshd.port)
+    assert "PRIVATE KEY" not in access.private_key_enc
+    assert vault.decrypt(access.private_key_enc) == sshd.private_key

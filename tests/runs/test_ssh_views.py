@@ -1,0 +1,88 @@
+"""The target's SSH page on real PostgreSQL: keys generated or pasted, stored encrypted, never
+rendered back; host keys pinned from a known_hosts line or forgotten; other users see nothing."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from portal.lib import secrets as vault
+from portal.targets.models import SshAccess
+from tests.runs.factories import make_run
+from workers.probes.ssh import generate_key, public_line
+
+pytestmark = pytest.mark.django_db
+
+HOST_LINE = "[10.0.0.5]:2222 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
+
+
+@pytest.fixture
+def target(client, owner):
+    client.force_login(owner)
+    return make_run(owner).target
+
+
+def _post(client, target, **fields):
+    data = {"host": "10.0.0.5", "port": "2222", "username": "probe", "server_process": "nginx", **fields}
+    return client.post(reverse("target-ssh", args=[target.code]), data)
+
+
+def test_generate_stores_the_key_encrypted_and_shows_only_the_public_half(client, target):
+    response = _post(client, target, key_source="generate")
+    assert response.status_code == 302
+    access = SshAccess.objects.get(target=target)
+    pem = vault.decrypt(access.private_key_enc)
+    assert pem.startswith("-----BEGIN OPENSSH PRIVATE KEY-----")
+    assert "PRIVATE KEY" not in access.private_key_enc
+    assert access.public_key == public_line(pem)
+    page = client.get(reverse("target-ssh", args=[target.code])).content.decode()
+    assert access.public_key.split()[1] in page
+    assert "PRIVATE KEY-----" not in page and pem.splitlines()[1] not in page
+    assert "not pinned yet" in page
+
+
+def test_pasted_key_and_pinned_host_key(client, target):
+    pem, public = generate_key()
+    response = _post(client, target, key_source="paste", private_key=pem, known_hosts=HOST_LINE)
+    assert response.status_code == 302
+    access = SshAccess.objects.get(target=target)
+    assert vault.decrypt(access.private_key_enc).strip() == pem.strip()
+    assert access.public_key.split()[:2] == public.split()[:2]
+    assert access.host_key_fingerprint.startswith("SHA256:") and access.pinned_at is not None
+    # Keep the key, change nothing else: the stored key stays as it was.
+    before = access.private_key_enc
+    assert _post(client, target, key_source="keep", known_hosts=HOST_LINE).status_code == 302
+    assert SshAccess.objects.get(target=target).private_key_enc == before
+    # Forget the pin.
+    client.post(reverse("target-ssh-forget", args=[target.code]))
+    access.refresh_from_db()
+    assert access.known_hosts == "" and access.host_key_fingerprint == "" and access.pinned_at is None
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "message"),
+    [
+        ({"key_source": "paste", "private_key": "not a key"}, "private_key", "not an unencrypted"),
+        ({"key_source": "paste", "private_key": ""}, "private_key", "Paste the private key"),
+        (
+            {"key_source": "generate", "known_hosts": "[10.0.0.9]:22 ssh-ed25519 AAAA"},
+            "known_hosts",
+            "No valid",
+        ),
+        ({"key_source": "generate", "server_process": "nginx; rm -rf /"}, "server_process", "process name"),
+        ({"key_source": "generate", "port": "70000"}, "port", "less than or equal"),
+    ],
+)
+def test_bad_input_shows_field_errors_and_stores_nothing(client, target, fields, field, message):
+    response = _post(client, target, **fields)
+    assert response.status_code == 200
+    assert message in " ".join(response.context["form"].errors[field])
+    assert not SshAccess.objects.filter(target=target).exists()
+
+
+def test_another_user_cannot_see_or_change_the_access(client, target, django_user_model):
+    _post(client, target, key_source="generate")
+    client.force_login(django_user_model.objects.create_user("mallory", password="x-long-pass-1"))
+    assert client.get(reverse("target-ssh", args=[target.code])).status_code == 404
+    assert _post(client, target, key_source="generate").status_code == 404
+    assert client.post(reverse("target-ssh-forget", args=[target.code])).status_code == 404
