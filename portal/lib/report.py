@@ -39,7 +39,7 @@ def merge_rounds(rows: list[dict]) -> list[dict]:
             hist = {}
             for metric in LATENCY_METRICS:
                 h = hdr.merge(r.get("hist", {}).get(metric) for r in group)
-                hist[metric] = h.encode().decode("ascii") if h is not None and h.get_total_count() else None
+                hist[metric] = hdr.encode(h) if h is not None and h.get_total_count() else None
             merged["hist"] = hist
             for key in (
                 "requests",
@@ -87,14 +87,19 @@ def merge_rounds(rows: list[dict]) -> list[dict]:
             for r in group
             if (r.get("server_cpu") or {}).get("server_cpu")
         ]
+        merged["generator_cpu_windows"] = [
+            (r.get("server_cpu") or {}).get("generator_cpu")
+            for r in group
+            if (r.get("server_cpu") or {}).get("generator_cpu")
+        ]
         merged_rows.append(merged)
     return merged_rows
 
 
 def round_figures(row: dict) -> dict:
     """One round's own figures (for CIs over rounds and the drift check)."""
-    ttlb = hdr.summary(hdr.decode(row.get("hist", {}).get("ttlb_us")))
-    ttfb = hdr.summary(hdr.decode(row.get("hist", {}).get("ttfb_us")))
+    ttlb = _p50_p95(hdr.decode(row.get("hist", {}).get("ttlb_us")))
+    ttfb = _p50_p95(hdr.decode(row.get("hist", {}).get("ttfb_us")))
     return {
         "round": row.get("round", 0),
         "requests": row["requests"],
@@ -104,6 +109,13 @@ def round_figures(row: dict) -> dict:
         "ttfb_p50_us": ttfb["p50"] if ttfb else None,
         "server_cpu_ms_per_req": _cpu_per_req([row]),
     }
+
+
+def _p50_p95(hist) -> dict | None:
+    if hist is None or hist.get_total_count() == 0:
+        return None
+    at = hdr.values_at_percentiles(hist, (50, 95))
+    return {"p50": at[50], "p95": at[95]}
 
 
 def _cpu_per_req(rows: list[dict], key: str = "server_cpu") -> float | None:
@@ -209,8 +221,19 @@ def probes_section(probes: dict | None, merged: list[dict]) -> dict | None:
             "timeline": [point for w in windows for point in w.get("timeline", [])],
             "cpu_pct_ma15": [value for w in windows for value in w.get("cpu_pct_ma15", [])],
         }
+    generator_cpu = {}
+    for arm in merged:
+        windows = arm.get("generator_cpu_windows") or []
+        if windows:
+            generator_cpu[arm["arm"]] = {
+                "cpu_s": round(sum(w["cpu_s"] for w in windows), 6),
+                "cpu_ms_per_req": arm.get("generator_probe_cpu_ms_per_req"),
+                "requests": arm["requests"],
+                "samples": sum(w.get("samples", 0) for w in windows),
+                "process": windows[0].get("process"),
+            }
     probes = probes or {}
-    if not probes and not server_cpu:
+    if not probes and not server_cpu and not generator_cpu:
         return None
     return {
         "server": probes.get("server"),
@@ -218,6 +241,7 @@ def probes_section(probes: dict | None, merged: list[dict]) -> dict | None:
         "openssl_speed": probes.get("openssl_speed") or {},
         "cryptsetup": probes.get("cryptsetup"),
         "server_cpu": server_cpu,
+        "generator_cpu": generator_cpu,
         "errors": probes.get("errors") or [],
     }
 
@@ -292,15 +316,13 @@ def project_cores(projection: dict, peak_rps: float, new_share: float) -> float:
 
 def histogram_overlay(arms: list[dict], metric: str = "ttlb_us") -> dict:
     """Log-binned counts of one metric for every arm (rounds merged), for the overlay chart."""
-    hists: dict = {}
+    encoded: dict[str, list] = {}
     for arm in arms:
-        h = hdr.decode(arm.get("hist", {}).get(metric))
-        if h is None:
-            continue
-        if arm["arm"] in hists:
-            hists[arm["arm"]].add(h)
-        else:
-            hists[arm["arm"]] = h
+        encoded.setdefault(arm["arm"], []).append(arm.get("hist", {}).get(metric))
+    hists = {
+        name: (hdr.decode(items[0]) if len(items) == 1 else hdr.merge(items))
+        for name, items in encoded.items()
+    }
     return hdr.log_bins(hists)
 
 
@@ -318,6 +340,7 @@ def percentile_curve(hist) -> list[list[float]] | None:
     """[[percentile, value_us], …] at CURVE_LEVELS: the whole distribution, tail included."""
     if hist is None or hist.get_total_count() == 0:
         return None
+    at = hdr.values_at_percentiles(hist, [level for level in CURVE_LEVELS if level not in (0, 100)])
     out = []
     for level in CURVE_LEVELS:
         if level == 0:
@@ -325,7 +348,7 @@ def percentile_curve(hist) -> list[list[float]] | None:
         elif level == 100:
             value = hist.get_max_value()
         else:
-            value = hist.get_value_at_percentile(level)
+            value = at[level]
         out.append([level, value])
     return out
 

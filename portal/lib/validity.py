@@ -316,14 +316,13 @@ def _slow_connects(arm: dict) -> tuple[int, list[int]]:
         return 0, [0, 0, 0]
     slow = 0
     modes = [0, 0, 0]
-    for item in h.get_recorded_iterator():
-        value = h.get_highest_equivalent_value(item.value_iterated_to)
+    for value, count in hdr.highest_values(h):
         if value < SYN_SLOW_CONNECT_US:
             continue
-        slow += item.count_at_value_iterated_to
+        slow += count
         for i, (lo, hi) in enumerate(SYN_MODES_US):
             if lo <= value <= hi:
-                modes[i] += item.count_at_value_iterated_to
+                modes[i] += count
     return slow, modes
 
 

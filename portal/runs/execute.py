@@ -125,14 +125,15 @@ def _finish(run: Run, status: str, error: str = "") -> None:
     Run.objects.filter(pk=run.pk).update(status=status, error=error, finished=timezone.now())
     cache.delete(progress_key(run))
     cache.delete(probing_key(run))
-    from portal.runs.reporting import summarize
+    from portal.runs.reporting import materialize, summarize
 
     run.refresh_from_db()
     try:
         if run.arms.exists():
             Run.objects.filter(pk=run.pk).update(summary=summarize(run))
-    except Exception:  # the summary is a convenience; the run's own record is already final
-        log.exception("run %s: could not summarize", run.code)
+            materialize(run)  # readers find the report computed
+    except Exception:  # a convenience; the run's own record is already final
+        log.exception("run %s: could not summarize or store its report", run.code)
 
 
 def _engine_command() -> list[str]:

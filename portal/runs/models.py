@@ -120,3 +120,18 @@ class ArmResult(models.Model):
 
     def __str__(self) -> str:
         return f"{self.arm} (round {self.round}) of {self.run_id}"
+
+
+class RunReport(models.Model):
+    """The computed report page of a finished run (``portal.runs.reporting.report_page``), stored so
+    that no reader pays for computing it from the histograms. ``key`` names the run's finish time
+    and the report version; a different key means the stored page is stale and is rebuilt."""
+
+    run = models.OneToOneField(Run, models.CASCADE, related_name="stored_report")
+    key = models.CharField(max_length=200)
+    page = models.JSONField()
+    computed_ms = models.FloatField()  # how long computing it from the histograms took
+    created = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"report of {self.run_id} ({self.key})"

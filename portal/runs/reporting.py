@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from django.conf import settings
 from django.core.cache import cache
 from django.urls import reverse
@@ -9,7 +11,7 @@ from django.urls import reverse
 import portal
 from portal.lib import costs, report
 from portal.runs.configs import public_config
-from portal.runs.models import ArmResult, Run
+from portal.runs.models import ArmResult, Run, RunReport
 
 
 def arm_data(arm: ArmResult) -> dict:
@@ -131,14 +133,33 @@ def _build_page(run: Run, request=None) -> dict:
     return {"report": data, "charts": charts}
 
 
+def materialize(run: Run, request=None, key: str | None = None) -> dict:
+    """Compute a run's report page from its histograms; once the run has ended, store it (database
+    and cache). The worker calls this when a run ends, so readers find it ready."""
+    key = key if key is not None else _cache_key(run)
+    began = time.perf_counter()
+    page = _build_page(run, request)
+    if key:
+        computed_ms = round((time.perf_counter() - began) * 1000.0, 1)
+        RunReport.objects.update_or_create(
+            run=run, defaults={"key": key, "page": page, "computed_ms": computed_ms}
+        )
+        cache.set(key, page, REPORT_CACHE_TTL_S)
+    return page
+
+
 def report_page(run: Run, request=None) -> dict:
     """The report and the chart data of a run; cached once the run has ended (it cannot change)."""
     key = _cache_key(run)
     page = cache.get(key) if key else None
-    if page is None:
-        page = _build_page(run, request)
-        if key:
+    if page is None and key:
+        stored = RunReport.objects.filter(run_id=run.pk, key=key).values_list("page", flat=True).first()
+        if stored is not None:
+            page = stored
             cache.set(key, page, REPORT_CACHE_TTL_S)
+    if page is None:
+        page = materialize(run, request, key)
+    # The link depends on how the page was reached; never serve a cached host.
     # The link depends on how the page was reached; never serve a cached host.
     data = dict(page["report"])
     data["run"] = {**data["run"], "report_url": report_url(run, request)}

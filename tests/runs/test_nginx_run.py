@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from portal.runs import execute, reporting, services
-from portal.runs.models import Run
+from portal.runs.models import Run, RunReport
 
 pytestmark = pytest.mark.django_db
 
@@ -31,6 +31,7 @@ def test_five_arms_against_nginx_give_split_costs_tls_facts_and_validity(owner):
         run = execute.execute_run(services.create_run(owner, target, config).pk)
     assert run.status == Run.Status.SUCCEEDED, run.error
     assert run.arms.count() == 15
+    assert RunReport.objects.filter(run=run).exists()  # computed once, by the worker, at the end
     report = reporting.run_report(run)
     # The split: connect and handshake exist exactly where connections are opened per request.
     for name in ("plain", "tls"):

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from io import StringIO
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
@@ -229,3 +230,21 @@ def test_cli_flags_drive_the_probes_with_a_known_hosts_file(owner, sshd, tmp_pat
     access = SshAccess.objects.get(host="127.0.0.1", port=sshd.port)
     assert "PRIVATE KEY" not in access.private_key_enc
     assert vault.decrypt(access.private_key_enc) == sshd.private_key
+
+
+def test_local_process_is_sampled_on_the_generator_host_without_ssh(owner, plain_server):
+    """The engine is a Python process on this host: sampling every process named like this test's
+    interpreter catches it (and the test server), so CPU-ms per request comes out positive."""
+    comm = Path(f"/proc/{os.getpid()}/comm").read_text().strip()
+    target = services.get_or_create_target(owner, "local", plain_server.url("/1k"), "")
+    config = _config(plain_server.url("/1k"), "", ["plain"], 1.5)
+    config["probes"] = {"local_process": comm}
+    run = execute.execute_run(services.create_run(owner, target, config).pk)
+    assert run.status == Run.Status.SUCCEEDED, run.error
+    assert run.probes["errors"] == []
+    report = reporting.run_report(run)
+    local = report["probes"]["generator_cpu"]["plain"]
+    assert local["process"] == comm and local["samples"] >= 1
+    assert local["cpu_ms_per_req"] > 0 and local["requests"] == report["arms"]["plain"]["requests"]
+    assert report["probes"]["server_cpu"] == {}
+    assert report["arms"]["plain"]["server_cpu_ms_per_req"] is None
