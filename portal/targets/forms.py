@@ -80,3 +80,29 @@ class SshAccessForm(forms.Form):
                 name = data["host"] if data["port"] == 22 else f"[{data['host']}]:{data['port']}"
                 self.add_error("known_hosts", f"No valid known_hosts line for {name}.")
         return data
+
+
+class TargetForm(forms.Form):
+    """A target set up before its first run (e.g. to give it SSH access first)."""
+
+    name = forms.CharField(max_length=200)
+    plain_url = forms.CharField(label="Plain URL", max_length=500, required=False)
+    tls_url = forms.CharField(label="TLS URL", max_length=500, required=False)
+
+    def clean_plain_url(self) -> str:
+        from portal.runs.forms import _check_url
+
+        value = self.cleaned_data["plain_url"].strip()
+        return _check_url(value, "http") if value else value
+
+    def clean_tls_url(self) -> str:
+        from portal.runs.forms import _check_url
+
+        value = self.cleaned_data["tls_url"].strip()
+        return _check_url(value, "https") if value else value
+
+    def clean(self) -> dict:
+        data = super().clean()
+        if not data.get("plain_url") and not data.get("tls_url") and not self.errors:
+            raise forms.ValidationError("Give a plain URL, a TLS URL or both.")
+        return data

@@ -9,7 +9,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from portal.lib import secrets as vault
 from portal.runs.access import targets_for
-from portal.targets.forms import SshAccessForm
+from portal.targets.forms import SshAccessForm, TargetForm
 from portal.targets.models import SshAccess
 from workers.probes.ssh import fingerprint, generate_key, key_from_known_hosts, public_line
 
@@ -69,3 +69,27 @@ def ssh_forget_host_key(request: HttpRequest, code) -> HttpResponse:
     SshAccess.objects.filter(target=target).update(known_hosts="", host_key_fingerprint="", pinned_at=None)
     messages.info(request, "The pinned host key is forgotten; the next probe pins the key it sees.")
     return redirect("target-ssh", code=target.code)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def targets_list(request: HttpRequest) -> HttpResponse:
+    from django.db.models import Count
+
+    from portal.runs import services
+
+    targets = (
+        targets_for(request.user).annotate(run_count=Count("runs")).select_related("ssh").order_by("name")
+    )
+    if request.method == "POST":
+        form = TargetForm(request.POST)
+        if form.is_valid():
+            data = form.cleaned_data
+            target = services.get_or_create_target(
+                request.user, data["name"], data["plain_url"], data["tls_url"]
+            )
+            messages.info(request, f"Target {target.name} is ready; give it SSH access for server probes.")
+            return redirect("target-ssh", code=target.code)
+    else:
+        form = TargetForm()
+    return render(request, "targets/list.html", {"targets": targets, "form": form})

@@ -86,3 +86,21 @@ def test_another_user_cannot_see_or_change_the_access(client, target, django_use
     assert client.get(reverse("target-ssh", args=[target.code])).status_code == 404
     assert _post(client, target, key_source="generate").status_code == 404
     assert client.post(reverse("target-ssh-forget", args=[target.code])).status_code == 404
+
+
+def test_targets_page_adds_a_target_before_its_first_run(client, owner, django_user_model):
+    client.force_login(owner)
+    url = reverse("targets-list")
+    bad = client.post(url, {"name": "x", "plain_url": "https://wrong-scheme/", "tls_url": ""})
+    assert bad.status_code == 200 and "plain_url" in bad.context["form"].errors
+    empty = client.post(url, {"name": "x", "plain_url": "", "tls_url": ""})
+    assert "Give a plain URL" in empty.content.decode()
+    response = client.post(url, {"name": "shop", "plain_url": "", "tls_url": "https://shop.example:8443/"})
+    from portal.targets.models import Target
+
+    target = Target.objects.get(owner=owner, name="shop")
+    assert response.status_code == 302 and response.url == reverse("target-ssh", args=[target.code])
+    page = client.get(url).content.decode()
+    assert "shop" in page and reverse("target-ssh", args=[target.code]) in page
+    client.force_login(django_user_model.objects.create_user("eve", password="x-long-pass-1"))
+    assert "shop" not in client.get(url).content.decode()
