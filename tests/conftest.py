@@ -121,7 +121,7 @@ def celery_worker(transactional_db, tmp_path):
 class Sshd:
     """A real OpenSSH server on loopback with a throwaway host key and one authorised test key."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, extra_config: str = "") -> None:
         import getpass
         import socket
 
@@ -142,7 +142,7 @@ class Sshd:
             f"Port {self.port}\nListenAddress 127.0.0.1\nHostKey {directory / 'host_key'}\n"
             f"PidFile {directory / 'sshd.pid'}\nAuthorizedKeysFile {directory / 'authorized_keys'}\n"
             "StrictModes no\nUsePAM no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
-            "PermitRootLogin prohibit-password\nLogLevel ERROR\n"
+            "PermitRootLogin prohibit-password\nLogLevel ERROR\n" + extra_config
         )
         self.proc: subprocess.Popen | None = None
 

@@ -248,3 +248,23 @@ def test_local_process_is_sampled_on_the_generator_host_without_ssh(owner, plain
     assert local["cpu_ms_per_req"] > 0 and local["requests"] == report["arms"]["plain"]["requests"]
     assert report["probes"]["server_cpu"] == {}
     assert report["arms"]["plain"]["server_cpu_ms_per_req"] is None
+
+
+def test_a_server_without_openssl_gives_a_clear_error_and_the_run_completes(owner, plain_server, tmp_path):
+    """An sshd whose sessions get a PATH with nothing on it: `openssl` is not found there."""
+    from tests.conftest import Sshd
+
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    bare = Sshd(tmp_path, extra_config=f"SetEnv PATH={empty}\n").start()
+    try:
+        target = services.get_or_create_target(owner, "bare", plain_server.url("/1k"), "")
+        _access(target, bare, process="python3")
+        config = _config(plain_server.url("/1k"), "", ["plain"], 1.0, openssl_speed=True)
+        run = execute.execute_run(services.create_run(owner, target, config).pk)
+    finally:
+        bare.stop()
+    assert run.status == Run.Status.SUCCEEDED, run.error
+    assert "openssl_speed" not in run.probes
+    assert any("openssl is not installed on the server" in e for e in run.probes["errors"]), run.probes
+    assert reporting.run_report(run)["arms"]["plain"]["requests"] > 0
