@@ -264,8 +264,21 @@ def runs_report_csv(request: HttpRequest, code) -> HttpResponse:
         writer.writerow([run.code, name, "failures", "count", arm["failures"], "requests", arm["requests"]])
         writer.writerow([run.code, name, "rps", "mean", arm["rps"], "requests/s", arm["requests"]])
         writer.writerow([run.code, name, "duration", "measured", arm["duration_s"], "s", arm["requests"]])
+        if arm.get("server_cpu_ms_per_req") is not None:
+            writer.writerow(
+                [
+                    run.code,
+                    name,
+                    "server_cpu",
+                    "per_request",
+                    arm["server_cpu_ms_per_req"],
+                    "ms",
+                    arm["requests"],
+                ]
+            )
+    units = {"rps": "requests/s", "server_cpu_ms_per_req": "ms"}
     for cost in data["costs"]:
-        unit = "requests/s" if cost["metric"] == "rps" else "us"
+        unit = units.get(cost["metric"], "us")
         lo, hi = cost["ci95"] or (None, None)
         for statistic, value in (
             ("delta", cost["delta"]),

@@ -34,6 +34,22 @@ def test_csv_has_one_row_per_arm_and_metric(client, owner):
     assert by_key[("tls-plain", "cost:keepalive_tls:ttlb_p50_us", "delta_pct")]["value"] == "25.0"
     # Every row is arm × metric × statistic: no duplicates.
     assert len(by_key) == len(rows)
+    assert ("plain", "server_cpu", "per_request") not in by_key  # not probed
+
+
+def test_csv_carries_server_cpu_when_probed(client, owner):
+    run = make_run(
+        owner, arms={"plain": [400] * 100, "tls": [500] * 100}, server_cpu_ms={"plain": 0.02, "tls": 0.05}
+    )
+    client.force_login(owner)
+    rows = list(
+        csv.DictReader(io.StringIO(client.get(reverse("runs-report-csv", args=[run.code])).content.decode()))
+    )
+    by_key = {(r["arm"], r["metric"], r["statistic"]): r for r in rows}
+    assert by_key[("tls", "server_cpu", "per_request")]["value"] == "0.05"
+    assert by_key[("tls", "server_cpu", "per_request")]["unit"] == "ms"
+    delta = by_key[("tls-plain", "cost:keepalive_tls:server_cpu_ms_per_req", "delta")]
+    assert float(delta["value"]) == 0.03 and delta["unit"] == "ms"
 
 
 def test_pin_and_unpin_a_baseline(client, owner, outsider):
