@@ -11,6 +11,23 @@ import zlib
 from collections.abc import Callable, Iterable
 
 SIZES = {"/1k": 1024, "/2k": 2048, "/4k": 4096}
+# The demo's Gunicorn workers rename themselves (the kernel's 15-character comm), so the run
+# form's "Sample a local process" can watch the demo target's CPU by this name.
+PROCESS_NAME = "tollgate-demo"
+
+
+def _name_this_process() -> None:
+    if os.environ.get("TOLLGATE_DEMO_TARGET_NAME") != PROCESS_NAME:
+        return  # only in the processes the demo starts, never in whoever imports this module
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(15, PROCESS_NAME.encode(), 0, 0, 0)  # PR_SET_NAME
+    except (OSError, AttributeError):
+        pass  # not Linux: the demo works, only sampling it by name does not
+
+
+_name_this_process()
 _LINE = b"<p>Tollgate demo page: measure what TLS costs.</p>\n"
 
 

@@ -400,8 +400,12 @@ def headline(costs: list[dict]) -> str | None:
                 f"session resumption saves {saved:.2f} ms per new connection ({cost['verdict']}{ci})"
             )
         else:
-            verb = "adds" if cost["delta"] >= 0 else "changes the median by"
-            what = f"{COST_WORDS[cost['name']]} {verb} {_ms(cost['delta'])} median time to last byte"
+            if cost["delta"] >= 0:
+                what = f"{COST_WORDS[cost['name']]} adds {_ms(cost['delta'])} median time to last byte"
+            else:
+                what = (
+                    f"{COST_WORDS[cost['name']]} changes the median time to last byte by {_ms(cost['delta'])}"
+                )
             cpu = next(
                 (c for c in costs if c["name"] == cost["name"] and c["metric"] == "server_cpu_ms_per_req"),
                 None,

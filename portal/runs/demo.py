@@ -17,6 +17,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
 from portal.lib.certs import make_self_signed
+from portal.lib.demo_target import PROCESS_NAME
 
 DEMO_USER = "demo"
 DEMO_PASSWORD = "tollgate-demo"  # noqa: S105 - the demo's published login, printed on start
@@ -60,11 +61,16 @@ def _tail(path: Path, chars: int = 2000) -> str:
         return ""
 
 
-def _start(cmd: list[str], log: Path) -> subprocess.Popen:
+def _start(cmd: list[str], log: Path, env: dict | None = None) -> subprocess.Popen:
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
         return subprocess.Popen(
-            cmd, stdout=out, stderr=subprocess.STDOUT, cwd=settings.BASE_DIR, start_new_session=True
+            cmd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=settings.BASE_DIR,
+            start_new_session=True,
+            env={**os.environ, **(env or {})},
         )
 
 
@@ -84,7 +90,11 @@ def start_demo_target(
             (tls_port, ("--certfile", str(cert), "--keyfile", str(key)), "demo-target-tls"),
         ):
             log = logs / f"{name}.log"
-            proc = _start(_gunicorn(app, f"{host}:{port}", "--workers", "1", "--threads", "8", *extra), log)
+            proc = _start(
+                _gunicorn(app, f"{host}:{port}", "--workers", "1", "--threads", "8", *extra),
+                log,
+                {"TOLLGATE_DEMO_TARGET_NAME": PROCESS_NAME},
+            )
             procs.append(proc)
             _wait_for_port(host, port, proc, log)
     except BaseException:
@@ -129,6 +139,7 @@ def run_demo(
     os.environ.setdefault("TOLLGATE_DEFAULT_PLAIN_URL", f"http://{host}:{plain_port}/1k")
     os.environ.setdefault("TOLLGATE_DEFAULT_TLS_URL", f"https://{host}:{tls_port}/1k")
     os.environ.setdefault("TOLLGATE_DEFAULT_VERIFY_TLS", "false")
+    os.environ.setdefault("TOLLGATE_DEFAULT_LOCAL_PROCESS", PROCESS_NAME)
     call_command("migrate", "--noinput", verbosity=0)
     ensure_demo_user()
     logs = settings.VAR_DIR / "logs"

@@ -211,7 +211,7 @@ class RunForm(forms.Form):
         max_length=15,
         required=False,
         help_text="Optional: a process on the generator's own host to sample like the server (no SSH), "
-        "e.g. the demo target's gunicorn.",
+        "e.g. tollgate-demo, the demo target's workers (15 characters at most, as pgrep -x sees them).",
     )
     verify_tls = forms.BooleanField(
         label="Verify TLS certificate",

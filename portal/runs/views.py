@@ -194,6 +194,7 @@ def _default_initial() -> dict:
         "plain_url": settings.TOLLGATE_DEFAULT_PLAIN_URL,
         "tls_url": settings.TOLLGATE_DEFAULT_TLS_URL,
         "verify_tls": settings.TOLLGATE_DEFAULT_VERIFY_TLS,
+        "local_process": settings.TOLLGATE_DEFAULT_LOCAL_PROCESS,
     }
 
 

@@ -211,3 +211,12 @@ def test_headline_adds_server_cpu_when_probed():
         "A full TLS handshake per request adds +1.20 ms median time to last byte and +0.600 server CPU-ms "
         "per request (significant, +130%)."
     )
+
+
+def test_headline_of_a_negative_cost_reads_as_a_change():
+    costs = [{"name": "keepalive_tls", "metric": "ttlb_p50_us", "delta": -10, "delta_pct": -2.0, "ci95": None,
+              "verdict": "negligible"}]  # fmt: skip
+    assert report.headline(costs) == (
+        "TLS on warm (keep-alive) connections changes the median time to last byte by -0.01 ms "
+        "(negligible, -2%)."
+    )

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import ssl
 import struct
+import subprocess
 import urllib.request
 import zlib
+from pathlib import Path
 
+from portal.lib.demo_target import PROCESS_NAME
 from portal.runs.demo import start_demo_target, stop_processes
 from tests.servers import closed_port
 
@@ -37,5 +41,9 @@ def test_demo_target_serves_pages_and_an_image_over_http_and_https(tmp_path, set
             assert (width, height, depth, color) == (96, 96, 8, 2)
             idat_len = struct.unpack(">I", png[33:37])[0]
             assert len(zlib.decompress(png[41 : 41 + idat_len])) == 96 * (1 + 96 * 3)
+        # The workers carry the demo's process name, so the local probe can sample them by it.
+        named = subprocess.run(["pgrep", "-x", PROCESS_NAME], capture_output=True, text=True).stdout.split()
+        assert len(named) == 2, named  # one worker per port
+        assert Path(f"/proc/{os.getpid()}/comm").read_text().strip() != PROCESS_NAME  # importers keep theirs
     finally:
         stop_processes(procs)
