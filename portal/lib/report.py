@@ -204,34 +204,32 @@ def deltas_vs(arms: dict[str, dict], base: str = BASE_ARM) -> dict[str, dict]:
     return out
 
 
-def probes_section(probes: dict | None, merged: list[dict]) -> dict | None:
-    """``probes`` of the report: what the server probes found, per host and per arm."""
-    server_cpu = {}
+def _cpu_by_arm(merged: list[dict], windows_key: str, per_req_key: str, timeline: bool = False) -> dict:
+    """A sampled process's CPU per arm, its rounds' windows summed (``workers.probes.ssh.cpu_in_window``)."""
+    out = {}
     for arm in merged:
-        windows = arm.get("server_cpu_windows") or []
+        windows = arm.get(windows_key) or []
         if not windows:
             continue
-        server_cpu[arm["arm"]] = {
+        entry = {
             "cpu_s": round(sum(w["cpu_s"] for w in windows), 6),
-            "cpu_ms_per_req": arm.get("server_cpu_ms_per_req"),
+            "cpu_ms_per_req": arm.get(per_req_key),
             "requests": arm["requests"],
             "samples": sum(w.get("samples", 0) for w in windows),
             "process": windows[0].get("process"),
-            "host_cpu_pct": [w.get("host_cpu_pct") for w in windows],
-            "timeline": [point for w in windows for point in w.get("timeline", [])],
-            "cpu_pct_ma15": [value for w in windows for value in w.get("cpu_pct_ma15", [])],
         }
-    generator_cpu = {}
-    for arm in merged:
-        windows = arm.get("generator_cpu_windows") or []
-        if windows:
-            generator_cpu[arm["arm"]] = {
-                "cpu_s": round(sum(w["cpu_s"] for w in windows), 6),
-                "cpu_ms_per_req": arm.get("generator_probe_cpu_ms_per_req"),
-                "requests": arm["requests"],
-                "samples": sum(w.get("samples", 0) for w in windows),
-                "process": windows[0].get("process"),
-            }
+        if timeline:
+            entry["host_cpu_pct"] = [w.get("host_cpu_pct") for w in windows]
+            entry["timeline"] = [point for w in windows for point in w.get("timeline", [])]
+            entry["cpu_pct_ma15"] = [value for w in windows for value in w.get("cpu_pct_ma15", [])]
+        out[arm["arm"]] = entry
+    return out
+
+
+def probes_section(probes: dict | None, merged: list[dict]) -> dict | None:
+    """``probes`` of the report: what the server probes found, per host and per arm."""
+    server_cpu = _cpu_by_arm(merged, "server_cpu_windows", "server_cpu_ms_per_req", timeline=True)
+    generator_cpu = _cpu_by_arm(merged, "generator_cpu_windows", "generator_probe_cpu_ms_per_req")
     probes = probes or {}
     if not probes and not server_cpu and not generator_cpu:
         return None

@@ -125,13 +125,13 @@ def _finish(run: Run, status: str, error: str = "") -> None:
     Run.objects.filter(pk=run.pk).update(status=status, error=error, finished=timezone.now())
     cache.delete(progress_key(run))
     cache.delete(probing_key(run))
-    from portal.runs.reporting import materialize, summarize
+    from portal.runs.reporting import summarize
 
     run.refresh_from_db()
     try:
         if run.arms.exists():
+            # Computes the report once and stores it (the run is final now): readers find it ready.
             Run.objects.filter(pk=run.pk).update(summary=summarize(run))
-            materialize(run)  # readers find the report computed
     except Exception:  # a convenience; the run's own record is already final
         log.exception("run %s: could not summarize or store its report", run.code)
 

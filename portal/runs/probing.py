@@ -130,6 +130,7 @@ class ProbeSession:
 
     def _attribute(self, name: str, sampler: CpuSampler) -> None:
         key = "server_cpu" if name == "server" else "generator_cpu"
+        process = self.options.get("server_process" if name == "server" else "local_process")
         for arm in ArmResult.objects.filter(run=self.run):
             if not arm.window_started or not arm.window_ended:
                 continue
@@ -140,11 +141,6 @@ class ProbeSession:
                 )
                 continue
             if window["processes"] == 0:
-                process = (
-                    self.options.get("server_process")
-                    if name == "server"
-                    else self.options.get("local_process")
-                )
                 missing = f"{name} CPU: no process named {process!r} was running"
                 if missing not in self.errors:
                     self.errors.append(missing)
@@ -153,9 +149,7 @@ class ProbeSession:
                 round(1000.0 * window["cpu_s"] / arm.requests, 6) if arm.requests else None
             )
             window["cpu_pct_ma15"] = moving_average([p["cpu_pct"] for p in window["timeline"]], 15)
-            window["process"] = (
-                self.options.get("server_process") if name == "server" else self.options.get("local_process")
-            )
+            window["process"] = process
             data = dict(arm.server_cpu or {})
             data[key] = window
             ArmResult.objects.filter(pk=arm.pk).update(server_cpu=data)

@@ -88,7 +88,7 @@ def run_report(run: Run, request=None, arms: list[dict] | None = None) -> dict:
 
 
 # Bump when the report's computation changes, so cached reports of finished runs are rebuilt.
-REPORT_CACHE_VERSION = f"{portal.__version__}:{report.SCHEMA}:3"
+REPORT_CACHE_VERSION = f"{portal.__version__}:{report.SCHEMA}:4"
 REPORT_CACHE_TTL_S = 7 * 24 * 3600
 
 
@@ -135,7 +135,8 @@ def _build_page(run: Run, request=None) -> dict:
 
 def materialize(run: Run, request=None, key: str | None = None) -> dict:
     """Compute a run's report page from its histograms; once the run has ended, store it (database
-    and cache). The worker calls this when a run ends, so readers find it ready."""
+    and cache). Reached through ``report_page`` (the worker's ``summarize`` when a run ends), so
+    readers find it ready."""
     key = key if key is not None else _cache_key(run)
     began = time.perf_counter()
     page = _build_page(run, request)

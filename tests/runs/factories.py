@@ -119,7 +119,8 @@ def _server_cpu(per_req: dict[str, float] | None, arm: str, requests: int) -> di
             "cpu_ms_per_req": per_req[arm],
             "process": "nginx",
             "timeline": [
-                {"t": 1000.0 + i, "cpu_pct": v, "threads": 2, "host_cpu_pct": 40.0} for i, v in enumerate(pct)
+                {"epoch_s": 1000.0 + i, "cpu_pct": v, "threads": 2, "host_cpu_pct": 40.0}
+                for i, v in enumerate(pct)
             ],
             "cpu_pct_ma15": [round(sum(pct[: i + 1]) / (i + 1), 1) for i in range(10)],
         }

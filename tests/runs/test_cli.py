@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -200,3 +201,33 @@ def test_cli_scenario_options_rounds_and_preemptive_auth(admin, tls_cert, monkey
     assert report["run"]["config"]["headers"] == {"X-Trace": "(encrypted)"}
     assert report["run"]["config"]["auth"] == {"type": "basic", "user": "ci"}
     assert "pa55" not in out.getvalue() and "cli" not in json.dumps(report["run"]["config"]["headers"])
+
+
+@pytest.mark.django_db
+def test_bad_ssh_options_give_clear_errors_and_store_nothing(owner, tmp_path):
+    from portal.targets.models import SshAccess, Target
+    from workers.probes.ssh import generate_key
+
+    key = tmp_path / "key"
+    key.write_text(generate_key()[0])
+    bad_key = tmp_path / "bad"
+    bad_key.write_text("not a key")
+    from workers.probes.ssh import known_hosts_line, load_private_key
+
+    known = tmp_path / "known_hosts"  # a valid line for another host, and a malformed one for this
+    known.write_text(
+        known_hosts_line("10.9.9.9", 22, load_private_key(generate_key()[0]))
+        + "\n127.0.0.1 ssh-ed25519 AAAA-not-base64\n"
+    )
+    base = ["tollgate", "run", "--plain-url", "http://127.0.0.1:9/", "--arms", "plain",
+            "--owner", owner.username, "--ssh-host", "127.0.0.1", "--ssh-user", "probe"]  # fmt: skip
+    cases = [
+        ([], "--ssh-host needs --ssh-user and --ssh-key"),
+        (["--ssh-key", str(tmp_path / "missing")], "--ssh-key: [Errno 2]"),
+        (["--ssh-key", str(bad_key)], "--ssh-key: the private key is not"),
+        (["--ssh-key", str(key), "--ssh-known-hosts", str(known)], "no key for 127.0.0.1 port 22"),
+    ]
+    for extra, message in cases:
+        with pytest.raises(CommandError, match=re.escape(message)):
+            call_command(*base, *extra, stdout=io.StringIO(), stderr=io.StringIO())
+    assert not Target.objects.exists() and not SshAccess.objects.exists() and not Run.objects.exists()

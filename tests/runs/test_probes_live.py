@@ -94,6 +94,11 @@ def test_server_cpu_per_request_over_ssh_orders_the_arms_and_pins_the_host_key(o
         assert arm["cpu_s"] == pytest.approx(arm["cpu_ms_per_req"] * arm["requests"] / 1000.0, rel=1e-3)
         assert len(arm["timeline"]) >= 2 and len(arm["cpu_pct_ma15"]) == len(arm["timeline"])
         assert all(p["threads"] >= 1 for p in arm["timeline"])
+        times = [p["epoch_s"] for p in arm["timeline"]]
+        assert (
+            times == sorted(times)
+            and run.started.timestamp() <= times[0] <= times[-1] <= run.finished.timestamp()
+        )
     # The derived cost and its CI come from the same numbers.
     cpu_costs = {c["name"]: c for c in report["costs"] if c["metric"] == "server_cpu_ms_per_req"}
     assert set(cpu_costs) == {"keepalive_tls"}, report["costs"]  # handshake needs plain_new

@@ -9,11 +9,16 @@ from django.urls import reverse
 from portal.lib import secrets as vault
 from portal.targets.models import SshAccess
 from tests.runs.factories import make_run
-from workers.probes.ssh import generate_key, public_line
+from workers.probes.ssh import generate_key, known_hosts_line, load_private_key, public_line
 
 pytestmark = pytest.mark.django_db
 
-HOST_LINE = "[10.0.0.5]:2222 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
+
+@pytest.fixture(scope="module")
+def host_line() -> str:
+    """A known_hosts line for the form's server, with a host key made here."""
+    host_pem, _ = generate_key()
+    return known_hosts_line("10.0.0.5", 2222, load_private_key(host_pem))
 
 
 @pytest.fixture
@@ -32,7 +37,8 @@ def test_generate_stores_the_key_encrypted_and_shows_only_the_public_half(client
     assert response.status_code == 302
     access = SshAccess.objects.get(target=target)
     pem = vault.decrypt(access.private_key_enc)
-    assert pem.startswith("-----BEGIN OPENSSH PRIVATE KEY-----")
+    assert pem.splitlines()[0] == generate_key()[0].splitlines()[0]  # OpenSSH private key format
+    assert load_private_key(pem).get_name() == "ssh-ed25519"
     assert "PRIVATE KEY" not in access.private_key_enc
     assert access.public_key == public_line(pem)
     page = client.get(reverse("target-ssh", args=[target.code])).content.decode()
@@ -41,9 +47,9 @@ def test_generate_stores_the_key_encrypted_and_shows_only_the_public_half(client
     assert "not pinned yet" in page
 
 
-def test_pasted_key_and_pinned_host_key(client, target):
+def test_pasted_key_and_pinned_host_key(client, target, host_line):
     pem, public = generate_key()
-    response = _post(client, target, key_source="paste", private_key=pem, known_hosts=HOST_LINE)
+    response = _post(client, target, key_source="paste", private_key=pem, known_hosts=host_line)
     assert response.status_code == 302
     access = SshAccess.objects.get(target=target)
     assert vault.decrypt(access.private_key_enc).strip() == pem.strip()
@@ -51,7 +57,7 @@ def test_pasted_key_and_pinned_host_key(client, target):
     assert access.host_key_fingerprint.startswith("SHA256:") and access.pinned_at is not None
     # Keep the key, change nothing else: the stored key stays as it was.
     before = access.private_key_enc
-    assert _post(client, target, key_source="keep", known_hosts=HOST_LINE).status_code == 302
+    assert _post(client, target, key_source="keep", known_hosts=host_line).status_code == 302
     assert SshAccess.objects.get(target=target).private_key_enc == before
     # Forget the pin.
     client.post(reverse("target-ssh-forget", args=[target.code]))

@@ -20,6 +20,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed448, ed25519, rsa
 
+from workers.engine.client import make_ssl_context
+
 KEYS = (
     "protocol",
     "cipher",
@@ -192,13 +194,7 @@ def _probe_python(
 ) -> dict:
     facts = _empty()
     facts["source"] = "python ssl"
-    if verify:
-        context = ssl.create_default_context(cafile=cafile)
-    else:
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    context.set_alpn_protocols(["http/1.1"])
+    context = make_ssl_context(verify, cafile)  # the engine's own client context
     with (
         socket.create_connection((host, port), timeout=timeout_s) as raw,
         context.wrap_socket(raw, server_hostname=server_name or host) as sock,

@@ -49,7 +49,10 @@ def key_from_known_hosts(text: str, host: str, port: int) -> paramiko.PKey | Non
         line = line.strip()
         if not line or line.startswith("#"):
             continue
-        entry = paramiko.hostkeys.HostKeyEntry.from_line(line)
+        try:
+            entry = paramiko.hostkeys.HostKeyEntry.from_line(line)
+        except (paramiko.hostkeys.InvalidHostKey, paramiko.SSHException, ValueError, TypeError):
+            continue  # a malformed line pins nothing
         if entry is not None:
             for name in entry.hostnames:
                 hosts.add(name, entry.key.get_name(), entry.key)
@@ -339,7 +342,7 @@ def cpu_in_window(samples: list[Sample], hz: int, start: float, end: float) -> d
         used = sum(proc["cpu"] - a.procs.get(pid, {"cpu": 0})["cpu"] for pid, proc in b.procs.items())
         timeline.append(
             {
-                "t": round(b.t, 3),
+                "epoch_s": round(b.t, 3),
                 "cpu_pct": round(100.0 * used / hz / dt, 1),
                 "threads": sum(proc["threads"] for proc in b.procs.values()),
                 "host_cpu_pct": round(

@@ -132,6 +132,8 @@ class Command(BaseCommand):
 
         if not options.get("ssh_key") or not options.get("ssh_user"):
             raise CommandError("--ssh-host needs --ssh-user and --ssh-key")
+        host, port = options["ssh_host"], options["ssh_port"]
+        # Everything is read and checked before anything is stored: a bad option changes nothing.
         try:
             pem = Path(options["ssh_key"]).read_text()
             public = public_line(pem)
@@ -139,36 +141,25 @@ class Command(BaseCommand):
             raise CommandError(f"--ssh-key: {exc}") from None
         except ProbeError as exc:
             raise CommandError(f"--ssh-key: {exc}") from None
-        access, _ = SshAccess.objects.get_or_create(
-            target=target,
-            defaults={
-                "host": options["ssh_host"],
-                "username": options["ssh_user"],
-                "private_key_enc": "",
-                "public_key": "",
-            },
-        )
-        moved = (access.host, access.port) != (options["ssh_host"], options["ssh_port"])
-        access.host, access.port, access.username = (
-            options["ssh_host"],
-            options["ssh_port"],
-            options["ssh_user"],
-        )
+        pinned = None
+        if options.get("ssh_known_hosts"):
+            try:
+                known = Path(options["ssh_known_hosts"]).read_text()
+            except OSError as exc:
+                raise CommandError(f"--ssh-known-hosts: {exc}") from None
+            key = key_from_known_hosts(known, host, port)
+            if key is None:
+                raise CommandError(f"--ssh-known-hosts: no key for {host} port {port} in that file")
+            pinned = (known, fingerprint(key))
+        access = SshAccess.objects.filter(target=target).first() or SshAccess(target=target)
+        moved = (access.host, access.port) != (host, port)
+        access.host, access.port, access.username = host, port, options["ssh_user"]
         access.private_key_enc, access.public_key = vault.encrypt(pem), public
         if options.get("server_process"):
             access.server_process = options["server_process"]
-        if options.get("ssh_known_hosts"):
-            try:
-                text = Path(options["ssh_known_hosts"]).read_text()
-            except OSError as exc:
-                raise CommandError(f"--ssh-known-hosts: {exc}") from None
-            key = key_from_known_hosts(text, access.host, access.port)
-            if key is None:
-                raise CommandError(
-                    f"--ssh-known-hosts: no key for {access.host} port {access.port} in that file"
-                )
-            access.known_hosts = text
-            access.host_key_fingerprint, access.pinned_at = fingerprint(key), timezone.now()
+        if pinned is not None:
+            access.known_hosts, access.host_key_fingerprint = pinned
+            access.pinned_at = timezone.now()
         elif moved:
             access.known_hosts, access.host_key_fingerprint, access.pinned_at = "", "", None
         access.save()
@@ -226,11 +217,14 @@ class Command(BaseCommand):
             )
             raise CommandError(f"invalid options: {problems}")
         data = form.cleaned_data
-        target = services.get_or_create_target(
-            owner, form.target_name_or_default(), data.get("plain_url"), data.get("tls_url")
-        )
-        if options.get("ssh_host"):
-            self._store_ssh(target, options)
+        from django.db import transaction
+
+        with transaction.atomic():  # a bad --ssh-* option leaves no new target behind
+            target = services.get_or_create_target(
+                owner, form.target_name_or_default(), data.get("plain_url"), data.get("tls_url")
+            )
+            if options.get("ssh_host"):
+                self._store_ssh(target, options)
         run = services.create_run(owner, target, form.engine_config(), source="cli", secrets=form.secrets())
         per_arm_s = data["warmup_s"] + data["duration_s"]
         self.stderr.write(f"run {run.code}: {', '.join(run.arm_names)}, about {per_arm_s:.0f} s per arm")
