@@ -1,7 +1,4 @@
-# Load the Celery app with Django, so tasks sent from web processes use its broker settings
-# (without it, shared_task falls back to Celery's default app and its default broker).
-from workers.celery_app import app as celery_app
+"""Tollgate's portal: stores runs and shows them. It enqueues work through ``portal.runs.dispatch``
+and never imports the worker side (``workers.runner``, the engine, the probes)."""
 
-__version__ = "0.4.0"
-
-__all__ = ("__version__", "celery_app")
+__version__ = "0.5.0"

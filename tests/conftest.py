@@ -125,7 +125,7 @@ class Sshd:
         import getpass
         import socket
 
-        from workers.probes.ssh import generate_key
+        from portal.lib.sshkeys import generate_key
 
         self.dir = directory
         self.user = getpass.getuser()

@@ -20,8 +20,20 @@ app.conf.update(
     task_acks_late=True,
     worker_prefetch_multiplier=1,
     task_default_queue="celery",
-    task_routes={"workers.tasks.run_benchmark": {"queue": "runs"}},
-    beat_schedule={"reap-stale-runs": {"task": "workers.tasks.reap_stale_runs", "schedule": 60.0}},
+    # Runs hold a worker slot for their whole length; the reaper has its own queue (and worker) so
+    # that busy run workers can never starve it.
+    task_routes={
+        "workers.tasks.run_benchmark": {"queue": "runs"},
+        "workers.tasks.reap_stale_runs": {"queue": "maintenance"},
+    },
+    beat_schedule={
+        # Expires: a reaper that could not run in its minute is replaced by the next one.
+        "reap-stale-runs": {
+            "task": "workers.tasks.reap_stale_runs",
+            "schedule": 60.0,
+            "options": {"expires": 55},
+        }
+    },
     broker_connection_retry_on_startup=True,
 )
 app.autodiscover_tasks(["workers"])

@@ -1,12 +1,12 @@
 """A run's stored config vs. what the engine gets: secrets are sealed in one and opened for the other.
 
-``Run.config`` holds the engine config (``workers.engine.protocol.EngineConfig``) without any secret,
+``Run.config`` holds the engine config (``portal.lib.protocol.EngineConfig``) without any secret,
 plus three portal-only keys:
 
 * ``secrets``: a Fernet token (``portal.lib.secrets``) of ``{"headers": {...}, "auth": {...}}``;
 * ``auth``: ``{"type": "basic"|"bearer", "user": ...}``, the non-secret description;
 * ``header_names``: the names of the sealed headers, for the report;
-* ``probes``: which server-side probes to run (``portal.runs.probing``).
+* ``probes``: which server-side probes to run (``workers.probes.session``).
 
 The engine config with the real headers exists only in memory, on its way to the engine's stdin.
 """

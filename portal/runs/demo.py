@@ -126,6 +126,55 @@ def ensure_demo_user() -> None:
         user.save()
 
 
+def _celery(*args: str) -> list[str]:
+    return [sys.executable, "-m", "celery", "-A", "workers.celery_app", *args, "-l", "info"]
+
+
+def _start_services(host: str, web_port: int) -> dict[str, subprocess.Popen]:
+    """The portal's own processes: a run worker, a maintenance worker (the reaper's queue, which a
+    busy run worker cannot starve), beat and the web server."""
+    logs = settings.VAR_DIR / "logs"
+    named: dict[str, subprocess.Popen] = {}
+    try:
+        named["celery worker"] = _start(
+            _celery("worker", "-Q", "runs", "--concurrency", "1"), logs / "worker.log"
+        )
+        named["maintenance worker"] = _start(
+            _celery("worker", "-Q", "maintenance,celery", "--concurrency", "1", "-n", "maintenance@%h"),
+            logs / "maintenance.log",
+        )
+        beat_schedule = str(settings.VAR_DIR / "celerybeat-schedule")
+        named["celery beat"] = _start(_celery("beat", "--schedule", beat_schedule), logs / "beat.log")
+        web_log = logs / "web.log"
+        named["web"] = _start(
+            _gunicorn("portal.wsgi:application", f"{host}:{web_port}", "--workers", "2", "--threads", "4"),
+            web_log,
+        )
+        _wait_for_port(host, web_port, named["web"], web_log)
+    except BaseException:
+        stop_processes(list(named.values()))
+        raise
+    return named
+
+
+def _wait_for_stop(named: dict[str, subprocess.Popen], stdout: IO[str]) -> None:
+    """Until Ctrl-C, SIGTERM or one of the processes exits."""
+    stop = {"now": False}
+
+    def on_signal(signum, frame) -> None:
+        stop["now"] = True
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    while not stop["now"]:
+        for name, proc in named.items():
+            if proc.poll() is not None:
+                stdout.write(f"{name} exited with code {proc.returncode}; stopping the demo.\n")
+                stop["now"] = True
+                break
+        time.sleep(0.5)
+
+
 def run_demo(
     stdout: IO[str],
     *,
@@ -142,71 +191,19 @@ def run_demo(
     os.environ.setdefault("TOLLGATE_DEFAULT_LOCAL_PROCESS", PROCESS_NAME)
     call_command("migrate", "--noinput", verbosity=0)
     ensure_demo_user()
-    logs = settings.VAR_DIR / "logs"
     procs = start_demo_target(settings.VAR_DIR / "demo-target", host, plain_port, tls_port)
     named = {"demo target (http)": procs[0], "demo target (https)": procs[1]}
     try:
-        worker_log = logs / "worker.log"
-        named["celery worker"] = _start(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "workers.celery_app",
-                "worker",
-                "-Q",
-                "runs,celery",
-                "--concurrency",
-                "1",
-                "-l",
-                "info",
-            ],
-            worker_log,
-        )
-        named["celery beat"] = _start(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "workers.celery_app",
-                "beat",
-                "-l",
-                "info",
-                "--schedule",
-                str(settings.VAR_DIR / "celerybeat-schedule"),
-            ],
-            logs / "beat.log",
-        )
-        web_log = logs / "web.log"
-        named["web"] = _start(
-            _gunicorn("portal.wsgi:application", f"{host}:{web_port}", "--workers", "2", "--threads", "4"),
-            web_log,
-        )
-        _wait_for_port(host, web_port, named["web"], web_log)
+        named.update(_start_services(host, web_port))
         stdout.write(
             "\nTollgate demo is up.\n"
             f"  portal:       http://{host}:{web_port}/   login: {DEMO_USER} / {DEMO_PASSWORD}\n"
             f"  demo target:  http://{host}:{plain_port}/1k  and  https://{host}:{tls_port}/1k"
             "  (self-signed: untick 'Verify TLS certificate')\n"
-            f"  logs:         {logs}/\n"
+            f"  logs:         {settings.VAR_DIR / 'logs'}/\n"
             "Ctrl-C stops everything.\n"
         )
         stdout.flush()
-        stop = {"now": False}
-
-        def on_signal(signum, frame) -> None:
-            stop["now"] = True
-
-        signal.signal(signal.SIGTERM, on_signal)
-        signal.signal(signal.SIGINT, on_signal)
-        while not stop["now"]:
-            for name, proc in named.items():
-                if proc.poll() is not None:
-                    stdout.write(f"{name} exited with code {proc.returncode}; stopping the demo.\n")
-                    stop["now"] = True
-                    break
-            time.sleep(0.5)
+        _wait_for_stop(named, stdout)
     finally:
         stop_processes(list(named.values()))

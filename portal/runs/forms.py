@@ -7,7 +7,8 @@ from django import forms
 from django.conf import settings
 from django.core.validators import MaxValueValidator
 
-from workers.engine.protocol import ARM_SCHEMES, ARMS
+from portal.lib.protocol import ARM_SCHEMES, ARMS
+from portal.targets.validators import check_url
 
 ARM_LABELS = {
     "plain": "plain — HTTP, keep-alive (baseline)",
@@ -85,23 +86,6 @@ def parse_status(text: str) -> list[int]:
         else:
             codes.add(int(match.group(2)))
     return sorted(codes)
-
-
-def _check_url(value: str, scheme: str) -> str:
-    parts = urlsplit(value)
-    if parts.scheme != scheme:
-        raise forms.ValidationError(f"Needs an {scheme}:// URL (got {parts.scheme or 'no'} scheme).")
-    if not parts.hostname:
-        raise forms.ValidationError("The URL has no host.")
-    if parts.username or parts.password:
-        raise forms.ValidationError("Put credentials in the scenario's auth, not in the URL.")
-    if parts.fragment:
-        raise forms.ValidationError("A URL fragment is never sent to the server; remove it.")
-    try:
-        parts.port  # noqa: B018 - raises ValueError on a bad port
-    except ValueError:
-        raise forms.ValidationError("The port is not a number between 0 and 65535.") from None
-    return value
 
 
 class RunForm(forms.Form):
@@ -246,11 +230,11 @@ class RunForm(forms.Form):
 
     def clean_plain_url(self) -> str:
         value = self.cleaned_data["plain_url"]
-        return _check_url(value, "http") if value else value
+        return check_url(value, "http") if value else value
 
     def clean_tls_url(self) -> str:
         value = self.cleaned_data["tls_url"]
-        return _check_url(value, "https") if value else value
+        return check_url(value, "https") if value else value
 
     def clean_paths(self) -> list[dict]:
         return parse_paths(self.cleaned_data["paths"])
@@ -281,7 +265,7 @@ class RunForm(forms.Form):
         return data
 
     def engine_config(self) -> dict:
-        """The engine config (workers.engine.protocol.EngineConfig) for the cleaned values."""
+        """The engine config (portal.lib.protocol.EngineConfig) for the cleaned values."""
         data = self.cleaned_data
         arms = [arm for arm in ARMS if arm in data["arms"]]  # canonical order
         urls = {"http": data.get("plain_url"), "https": data.get("tls_url")}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 
 from django.conf import settings
@@ -12,6 +13,8 @@ import portal
 from portal.lib import costs, report
 from portal.runs.configs import public_config
 from portal.runs.models import ArmResult, Run, RunReport
+
+log = logging.getLogger(__name__)
 
 
 def arm_data(arm: ArmResult) -> dict:
@@ -161,7 +164,6 @@ def report_page(run: Run, request=None) -> dict:
     if page is None:
         page = materialize(run, request, key)
     # The link depends on how the page was reached; never serve a cached host.
-    # The link depends on how the page was reached; never serve a cached host.
     data = dict(page["report"])
     data["run"] = {**data["run"], "report_url": report_url(run, request)}
     return {"report": data, "charts": page["charts"]}
@@ -180,3 +182,14 @@ def summarize(run: Run) -> dict:
         "validity": {v["check"]: v["status"] for v in data["validity"]},
         "headline": data["headline"],
     }
+
+
+def store_summary(run: Run) -> None:
+    """When a run has ended (finished or reaped): compute its report once, store it with the run's
+    summary, so readers and lists find them ready."""
+    run.refresh_from_db()
+    try:
+        if run.arms.exists():
+            Run.objects.filter(pk=run.pk).update(summary=summarize(run))
+    except Exception:  # a convenience; the run's own record is already final
+        log.exception("run %s: could not summarize or store its report", run.code)

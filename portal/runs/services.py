@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from django.db import transaction
-
+from portal.lib.protocol import EngineConfig
 from portal.runs.configs import engine_dict, seal_into
-from portal.runs.execute import time_limit_s
 from portal.runs.models import Run
 from portal.targets.models import Scenario, Target
-from workers.engine.protocol import EngineConfig
 
 
 def get_or_create_target(owner, name: str, plain_url: str, tls_url: str) -> Target:
@@ -32,15 +29,3 @@ def create_run(
     config = seal_into(config, secrets or {})
     EngineConfig.from_dict(engine_dict(config))  # the engine must accept it; raises ValueError otherwise
     return Run.objects.create(owner=owner, target=target, scenario=scenario, config=config, source=source)
-
-
-def enqueue(run: Run) -> None:
-    """Send the run to the `runs` queue once the row is committed (the worker must see it)."""
-    from workers.tasks import run_benchmark
-
-    limit = time_limit_s(EngineConfig.from_dict(engine_dict(run.config)))
-    transaction.on_commit(
-        lambda: run_benchmark.apply_async(
-            args=[run.pk], queue="runs", soft_time_limit=limit + 30, time_limit=limit + 60
-        )
-    )

@@ -17,12 +17,12 @@ from django.utils import timezone
 from django.utils.dateparse import parse_date
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from portal.lib import compare, costs, report, validity
+from portal.lib import compare, costs, validity
 from portal.lib import secrets as vault
-from portal.runs import reporting, services
+from portal.runs import dispatch, exports, reporting, services
 from portal.runs.access import get_run_for_user, runs_for, scenarios_for, targets_for
-from portal.runs.execute import probing_key, progress_key
 from portal.runs.forms import RunForm
+from portal.runs.live import probing_key, progress_key
 from portal.runs.models import Run
 from portal.targets.models import Scenario
 
@@ -171,7 +171,7 @@ def runs_new(request: HttpRequest) -> HttpResponse:
                 run = services.create_run(
                     request.user, target, form.engine_config(), scenario=scenario, secrets=secrets
                 )
-                services.enqueue(run)
+                dispatch.enqueue(run)
             return redirect("runs-detail", code=run.code)
     else:
         initial = {}
@@ -250,54 +250,7 @@ def runs_report_csv(request: HttpRequest, code) -> HttpResponse:
     data = reporting.run_report(run, request)
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="tollgate-run-{run.code}.csv"'
-    writer = csv.writer(response)
-    writer.writerow(["run", "arm", "metric", "statistic", "value", "unit", "samples"])
-    for name, arm in data["arms"].items():
-        for metric in report.LATENCY_METRICS:
-            summary = arm.get(metric)
-            if not summary:
-                continue
-            for statistic in ("p50", "p90", "p95", "p99", "min", "max", "mean"):
-                writer.writerow(
-                    [run.code, name, metric, statistic, summary[statistic], "us", summary["count"]]
-                )
-        writer.writerow([run.code, name, "requests", "count", arm["requests"], "requests", arm["requests"]])
-        writer.writerow([run.code, name, "failures", "count", arm["failures"], "requests", arm["requests"]])
-        writer.writerow([run.code, name, "rps", "mean", arm["rps"], "requests/s", arm["requests"]])
-        writer.writerow([run.code, name, "duration", "measured", arm["duration_s"], "s", arm["requests"]])
-        if arm.get("server_cpu_ms_per_req") is not None:
-            writer.writerow(
-                [
-                    run.code,
-                    name,
-                    "server_cpu",
-                    "per_request",
-                    arm["server_cpu_ms_per_req"],
-                    "ms",
-                    arm["requests"],
-                ]
-            )
-    units = {"rps": "requests/s", "server_cpu_ms_per_req": "ms"}
-    for cost in data["costs"]:
-        unit = units.get(cost["metric"], "us")
-        lo, hi = cost["ci95"] or (None, None)
-        for statistic, value in (
-            ("delta", cost["delta"]),
-            ("ci95_lo", lo),
-            ("ci95_hi", hi),
-            ("delta_pct", cost["delta_pct"]),
-        ):
-            writer.writerow(
-                [
-                    run.code,
-                    f"{cost['arm']}-{cost['base']}",
-                    f"cost:{cost['name']}:{cost['metric']}",
-                    statistic,
-                    "" if value is None else value,
-                    "%" if statistic == "delta_pct" else unit,
-                    cost["samples"]["arm"],
-                ]
-            )
+    csv.writer(response).writerows(exports.csv_rows(str(run.code), data))
     return response
 
 
@@ -328,7 +281,7 @@ def progress_data(run: Run) -> dict:
         "started": run.started.isoformat() if run.started else None,
         "finished": run.finished.isoformat() if run.finished else None,
     }
-    live = cache.get(progress_key(run)) if run.status == Run.Status.RUNNING else None
+    live = cache.get(progress_key(run.code)) if run.status == Run.Status.RUNNING else None
     if live:
         planned = live.get("planned_s") or 0
         data.update(
@@ -345,8 +298,8 @@ def progress_data(run: Run) -> dict:
             rps=live["rps"],
             users=live["users"],
         )
-    if run.status == Run.Status.RUNNING and cache.get(probing_key(run)):
-        data["probing"] = cache.get(probing_key(run))
+    if run.status == Run.Status.RUNNING and cache.get(probing_key(run.code)):
+        data["probing"] = cache.get(probing_key(run.code))
     elif run.status == Run.Status.RUNNING and run.started and not live:
         data["elapsed_s"] = round((timezone.now() - run.started).total_seconds(), 1)
     return data

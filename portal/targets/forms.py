@@ -4,7 +4,8 @@ import re
 
 from django import forms
 
-from workers.probes.ssh import ProbeError, key_from_known_hosts, load_private_key
+from portal.lib.sshkeys import KeyFormatError, key_from_known_hosts, known_hosts_name, load_private_key
+from portal.targets.validators import check_url
 
 PROCESS_NAME = re.compile(r"^[A-Za-z0-9_.:+-]{1,15}$")  # what pgrep -x matches: the kernel's 15-char comm
 
@@ -68,17 +69,12 @@ class SshAccessForm(forms.Form):
             else:
                 try:
                     load_private_key(pem + "\n")
-                except ProbeError as exc:
+                except KeyFormatError as exc:
                     self.add_error("private_key", str(exc).capitalize() + ".")
         known = (data.get("known_hosts") or "").strip()
-        if known and data.get("host") and data.get("port"):
-            try:
-                found = key_from_known_hosts(known, data["host"], data["port"])
-            except Exception:  # noqa: BLE001 - any parse failure is the user's input
-                found = None
-            if found is None:
-                name = data["host"] if data["port"] == 22 else f"[{data['host']}]:{data['port']}"
-                self.add_error("known_hosts", f"No valid known_hosts line for {name}.")
+        host, port = data.get("host"), data.get("port")
+        if known and host and port and key_from_known_hosts(known, host, port) is None:
+            self.add_error("known_hosts", f"No valid known_hosts line for {known_hosts_name(host, port)}.")
         return data
 
 
@@ -90,16 +86,12 @@ class TargetForm(forms.Form):
     tls_url = forms.CharField(label="TLS URL", max_length=500, required=False)
 
     def clean_plain_url(self) -> str:
-        from portal.runs.forms import _check_url
-
         value = self.cleaned_data["plain_url"].strip()
-        return _check_url(value, "http") if value else value
+        return check_url(value, "http") if value else value
 
     def clean_tls_url(self) -> str:
-        from portal.runs.forms import _check_url
-
         value = self.cleaned_data["tls_url"].strip()
-        return _check_url(value, "https") if value else value
+        return check_url(value, "https") if value else value
 
     def clean(self) -> dict:
         data = super().clean()

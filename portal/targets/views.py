@@ -2,16 +2,18 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
 from portal.lib import secrets as vault
+from portal.lib.sshkeys import generate_key, key_from_known_hosts, public_line
+from portal.runs import services
 from portal.runs.access import targets_for
 from portal.targets.forms import SshAccessForm, TargetForm
 from portal.targets.models import SshAccess
-from workers.probes.ssh import fingerprint, generate_key, key_from_known_hosts, public_line
 
 
 @login_required
@@ -37,7 +39,7 @@ def ssh_settings(request: HttpRequest, code) -> HttpResponse:
             if known:
                 key = key_from_known_hosts(known, data["host"], data["port"])
                 access.known_hosts = known
-                access.host_key_fingerprint, access.pinned_at = fingerprint(key), timezone.now()
+                access.host_key_fingerprint, access.pinned_at = key.fingerprint, timezone.now()
             elif moved:
                 # Another server: its key is not the pinned one.
                 access.known_hosts, access.host_key_fingerprint, access.pinned_at = "", "", None
@@ -74,10 +76,6 @@ def ssh_forget_host_key(request: HttpRequest, code) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def targets_list(request: HttpRequest) -> HttpResponse:
-    from django.db.models import Count
-
-    from portal.runs import services
-
     targets = (
         targets_for(request.user).annotate(run_count=Count("runs")).select_related("ssh").order_by("name")
     )

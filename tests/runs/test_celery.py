@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from portal.runs import services
+from portal.runs import dispatch, services
 from portal.runs.models import Run
 from portal.targets.models import Target
 
@@ -20,7 +20,7 @@ def test_a_queued_run_is_measured_by_a_real_worker(celery_worker, owner, plain_s
         "verify_tls": False,
     }
     run = services.create_run(owner, target, config)
-    services.enqueue(run)  # autocommit here: on_commit sends at once
+    dispatch.enqueue(run)  # autocommit here: on_commit sends at once
     deadline = time.monotonic() + 90
     while True:
         run.refresh_from_db()

@@ -9,7 +9,8 @@ from django.core.management import CommandError, call_command
 
 from portal.runs.models import Run
 
-pytestmark = pytest.mark.django_db
+# Transactional: the executor's heartbeat thread writes the run row through its own connection.
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
@@ -205,18 +206,18 @@ def test_cli_scenario_options_rounds_and_preemptive_auth(admin, tls_cert, monkey
 
 @pytest.mark.django_db
 def test_bad_ssh_options_give_clear_errors_and_store_nothing(owner, tmp_path):
+    from portal.lib.sshkeys import generate_key
     from portal.targets.models import SshAccess, Target
-    from workers.probes.ssh import generate_key
 
     key = tmp_path / "key"
     key.write_text(generate_key()[0])
     bad_key = tmp_path / "bad"
     bad_key.write_text("not a key")
-    from workers.probes.ssh import known_hosts_line, load_private_key
+    from portal.lib.sshkeys import known_hosts_line, public_key_from_pem
 
     known = tmp_path / "known_hosts"  # a valid line for another host, and a malformed one for this
     known.write_text(
-        known_hosts_line("10.9.9.9", 22, load_private_key(generate_key()[0]))
+        known_hosts_line("10.9.9.9", 22, public_key_from_pem(generate_key()[0]))
         + "\n127.0.0.1 ssh-ed25519 AAAA-not-base64\n"
     )
     base = ["tollgate", "run", "--plain-url", "http://127.0.0.1:9/", "--arms", "plain",

@@ -5,10 +5,12 @@ from __future__ import annotations
 import pytest
 
 from portal.lib.certs import make_self_signed
-from portal.runs import execute, reporting, services
+from portal.runs import reporting, services
 from tests.servers import LocalServer
+from workers import runner
 
-pytestmark = pytest.mark.django_db
+# Transactional: the executor's heartbeat thread writes the run row through its own connection.
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def handshake_run(owner, plain: LocalServer, tls: LocalServer) -> dict:
@@ -21,7 +23,7 @@ def handshake_run(owner, plain: LocalServer, tls: LocalServer) -> dict:
         "duration_s": 5.0,
         "verify_tls": False,
     }
-    run = execute.execute_run(services.create_run(owner, target, config).pk)
+    run = runner.execute_run(services.create_run(owner, target, config).pk)
     return reporting.run_report(run)
 
 

@@ -10,11 +10,11 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from portal.runs import execute, services
+from portal.runs import services
 from portal.runs.models import ArmResult, Run
 from portal.targets.models import Target
 from tests.servers import closed_port
-from workers import tasks
+from workers import runner, tasks
 
 
 def new_run(owner, arms: list[tuple[str, str]], duration_s: float = 1.5) -> Run:
@@ -30,7 +30,7 @@ def new_run(owner, arms: list[tuple[str, str]], duration_s: float = 1.5) -> Run:
     return services.create_run(owner, target, config)
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)
 def test_task_runs_three_arms_and_stores_each(owner, plain_server, tls_server):
     run = new_run(
         owner, [("plain", plain_server.url()), ("tls", tls_server.url()), ("tls_new", tls_server.url())]
@@ -51,7 +51,7 @@ def test_task_runs_three_arms_and_stores_each(owner, plain_server, tls_server):
     assert ArmResult.objects.filter(run=run).count() == 3
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)
 def test_a_failing_later_arm_keeps_the_earlier_ones(owner, plain_server):
     run = new_run(owner, [("plain", plain_server.url()), ("tls", f"https://127.0.0.1:{closed_port()}/1k")])
     tasks.run_benchmark(run.pk)
@@ -61,10 +61,10 @@ def test_a_failing_later_arm_keeps_the_earlier_ones(owner, plain_server):
     assert [a.arm for a in run.arms.all()] == ["plain"]
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)
 def test_timeout_stops_the_engine_and_says_so(owner, plain_server, monkeypatch):
     run = new_run(owner, [("plain", plain_server.url())], duration_s=60)
-    monkeypatch.setattr(execute, "time_limit_s", lambda config: 4.0)
+    monkeypatch.setattr(runner, "engine_limit_s", lambda config: 4.0)
     started = time.monotonic()
     tasks.run_benchmark(run.pk)
     assert time.monotonic() - started < 30
@@ -78,7 +78,7 @@ def test_cancel_keeps_what_was_measured(owner, plain_server):
 
     def work() -> None:
         try:
-            execute.execute_run(run.pk)
+            runner.execute_run(run.pk)
         finally:
             connection.close()  # the thread's own connection; the test database is dropped later
 

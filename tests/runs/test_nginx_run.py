@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from portal.runs import execute, reporting, services
+from portal.runs import reporting, services
 from portal.runs.models import Run, RunReport
+from workers import runner
 
-pytestmark = pytest.mark.django_db
+# Transactional: the executor's heartbeat thread writes the run row through its own connection.
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_five_arms_against_nginx_give_split_costs_tls_facts_and_validity(owner):
@@ -28,7 +30,7 @@ def test_five_arms_against_nginx_give_split_costs_tls_facts_and_validity(owner):
             "rounds": 3,
             "verify_tls": False,
         }
-        run = execute.execute_run(services.create_run(owner, target, config).pk)
+        run = runner.execute_run(services.create_run(owner, target, config).pk)
     assert run.status == Run.Status.SUCCEEDED, run.error
     assert run.arms.count() == 15
     assert RunReport.objects.filter(run=run).exists()  # computed once, by the worker, at the end

@@ -15,18 +15,15 @@ import pytest
 from django.core.management import call_command
 
 from portal.lib import secrets as vault
-from portal.runs import execute, reporting, services
+from portal.lib.sshkeys import generate_key
+from portal.runs import reporting, services
 from portal.runs.models import Run
 from portal.targets.models import SshAccess
-from workers.probes.ssh import (
-    CpuSampler,
-    SshSession,
-    SshTarget,
-    cpu_in_window,
-    generate_key,
-)
+from workers import runner
+from workers.probes.ssh import CpuSampler, SshSession, SshTarget, cpu_in_window
 
-pytestmark = pytest.mark.django_db
+# Transactional: the executor's heartbeat thread writes the run row through its own connection.
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _host_fingerprint(sshd) -> str:
@@ -69,7 +66,7 @@ def test_server_cpu_per_request_over_ssh_orders_the_arms_and_pins_the_host_key(o
         target = services.get_or_create_target(owner, "nginx", nginx.plain_url("/1k"), nginx.tls_url("/1k"))
         _access(target, sshd)
         config = _config(nginx.plain_url("/1k"), nginx.tls_url("/1k"), ["plain", "tls", "tls_new"], 3.0)
-        run = execute.execute_run(services.create_run(owner, target, config).pk)
+        run = runner.execute_run(services.create_run(owner, target, config).pk)
     assert run.status == Run.Status.SUCCEEDED, run.error
     assert run.probes["errors"] == []
     # Trust on first use: the key sshd offered is pinned, with OpenSSH's own fingerprint.
@@ -140,14 +137,14 @@ def test_sampler_accounting_matches_the_kernel_for_the_same_pid(sshd):
 
 
 def test_a_changed_host_key_stops_the_probe_and_the_run_still_completes(owner, sshd, plain_server):
-    from workers.probes.ssh import known_hosts_line, load_private_key
+    from portal.lib.sshkeys import known_hosts_line, public_key_from_pem
 
     other_pem, _ = generate_key()
-    wrong = known_hosts_line("127.0.0.1", sshd.port, load_private_key(other_pem))
+    wrong = known_hosts_line("127.0.0.1", sshd.port, public_key_from_pem(other_pem))
     target = services.get_or_create_target(owner, "changed", plain_server.url("/1k"), "")
     _access(target, sshd, known_hosts=wrong + "\n", process="python3")
     config = _config(plain_server.url("/1k"), "", ["plain"], 1.0, openssl_speed=True)
-    run = execute.execute_run(services.create_run(owner, target, config).pk)
+    run = runner.execute_run(services.create_run(owner, target, config).pk)
     assert run.status == Run.Status.SUCCEEDED, run.error
     (error,) = run.probes["errors"]
     assert f"host key of [127.0.0.1]:{sshd.port} changed" in error and _host_fingerprint(sshd) in error
@@ -178,7 +175,7 @@ def test_bad_credentials_give_a_clear_message_and_the_run_completes(
         access = _access(target, sshd, process="python3")
         access.port = free_port()
         access.save()
-    run = execute.execute_run(
+    run = runner.execute_run(
         services.create_run(owner, target, _config(plain_server.url("/1k"), "", ["plain"], 1.0)).pk
     )
     assert run.status == Run.Status.SUCCEEDED, run.error
@@ -191,7 +188,7 @@ def test_bad_credentials_give_a_clear_message_and_the_run_completes(
 def test_a_process_name_that_matches_nothing_is_reported(owner, sshd, plain_server):
     target = services.get_or_create_target(owner, "nothing", plain_server.url("/1k"), "")
     _access(target, sshd, process="no-such-proc")
-    run = execute.execute_run(
+    run = runner.execute_run(
         services.create_run(owner, target, _config(plain_server.url("/1k"), "", ["plain"], 1.0)).pk
     )
     assert run.status == Run.Status.SUCCEEDED
@@ -244,7 +241,7 @@ def test_local_process_is_sampled_on_the_generator_host_without_ssh(owner, plain
     target = services.get_or_create_target(owner, "local", plain_server.url("/1k"), "")
     config = _config(plain_server.url("/1k"), "", ["plain"], 1.5)
     config["probes"] = {"local_process": comm}
-    run = execute.execute_run(services.create_run(owner, target, config).pk)
+    run = runner.execute_run(services.create_run(owner, target, config).pk)
     assert run.status == Run.Status.SUCCEEDED, run.error
     assert run.probes["errors"] == []
     report = reporting.run_report(run)
@@ -266,7 +263,7 @@ def test_a_server_without_openssl_gives_a_clear_error_and_the_run_completes(owne
         target = services.get_or_create_target(owner, "bare", plain_server.url("/1k"), "")
         _access(target, bare, process="python3")
         config = _config(plain_server.url("/1k"), "", ["plain"], 1.0, openssl_speed=True)
-        run = execute.execute_run(services.create_run(owner, target, config).pk)
+        run = runner.execute_run(services.create_run(owner, target, config).pk)
     finally:
         bare.stop()
     assert run.status == Run.Status.SUCCEEDED, run.error

@@ -7,9 +7,9 @@ import pytest
 from django.urls import reverse
 
 from portal.lib import secrets as vault
+from portal.lib.sshkeys import generate_key, known_hosts_line, public_key_from_pem, public_line
 from portal.targets.models import SshAccess
 from tests.runs.factories import make_run
-from workers.probes.ssh import generate_key, known_hosts_line, load_private_key, public_line
 
 pytestmark = pytest.mark.django_db
 
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db
 def host_line() -> str:
     """A known_hosts line for the form's server, with a host key made here."""
     host_pem, _ = generate_key()
-    return known_hosts_line("10.0.0.5", 2222, load_private_key(host_pem))
+    return known_hosts_line("10.0.0.5", 2222, public_key_from_pem(host_pem))
 
 
 @pytest.fixture
@@ -38,7 +38,7 @@ def test_generate_stores_the_key_encrypted_and_shows_only_the_public_half(client
     access = SshAccess.objects.get(target=target)
     pem = vault.decrypt(access.private_key_enc)
     assert pem.splitlines()[0] == generate_key()[0].splitlines()[0]  # OpenSSH private key format
-    assert load_private_key(pem).get_name() == "ssh-ed25519"
+    assert public_key_from_pem(pem).key_type == "ssh-ed25519"
     assert "PRIVATE KEY" not in access.private_key_enc
     assert access.public_key == public_line(pem)
     page = client.get(reverse("target-ssh", args=[target.code])).content.decode()

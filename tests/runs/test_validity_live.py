@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from portal.runs import execute, reporting, services
+from portal.runs import reporting, services
 from portal.runs.models import Run
 from portal.targets.models import Target
 from tests.servers import (
@@ -23,8 +23,10 @@ from tests.servers import (
     sized_pages,
     varying_pages,
 )
+from workers import runner
 
-pytestmark = pytest.mark.django_db
+# Transactional: the executor's heartbeat thread writes the run row through its own connection.
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def measure(owner, arms, *, secrets: dict | None = None, **options) -> tuple[Run, dict]:
@@ -39,7 +41,7 @@ def measure(owner, arms, *, secrets: dict | None = None, **options) -> tuple[Run
         **options,
     }
     run = services.create_run(owner, target, config, secrets=secrets)
-    run = execute.execute_run(run.pk)
+    run = runner.execute_run(run.pk)
     return run, reporting.run_report(run)
 
 

@@ -9,7 +9,7 @@ import redis
 from django.core.cache import cache
 from django.urls import reverse
 
-from portal.runs.execute import progress_key
+from portal.runs.live import progress_key
 from portal.runs.models import Run
 from tests.runs.factories import make_run
 
@@ -132,7 +132,7 @@ def test_report_json_schema(client, owner):
 def test_progress_json_reports_live_state(client, owner):
     run = make_run(owner, status=Run.Status.RUNNING, arms={"plain": [400]})
     cache.set(
-        progress_key(run),
+        progress_key(run.code),
         {
             "arm": "tls",
             "phase": "measure",
@@ -147,7 +147,7 @@ def test_progress_json_reports_live_state(client, owner):
     data = client.get(reverse("runs-progress", args=[run.code])).json()
     assert data["status"] == "running" and data["terminal"] is False
     assert data["arm"] == "tls" and data["fraction"] == 0.75 and data["remaining_s"] == 2.0
-    cache.delete(progress_key(run))
+    cache.delete(progress_key(run.code))
 
 
 def test_cancel_a_queued_run(client, owner):

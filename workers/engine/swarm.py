@@ -23,6 +23,7 @@ from locust import User, constant, task
 from locust.env import Environment
 from locust.event import Events
 
+from portal.lib.protocol import EXIT_ARM_ERROR, EXIT_OK, ArmSpec, EngineConfig, emit
 from workers.engine.client import (
     ARM_POLICIES,
     Endpoint,
@@ -32,7 +33,6 @@ from workers.engine.client import (
     origin_of,
     split_target,
 )
-from workers.engine.protocol import EXIT_ARM_ERROR, EXIT_OK, ArmSpec, EngineConfig, emit
 from workers.engine.recorder import ArmRecorder, CpuMeter
 
 TICK_S = 1.0

@@ -7,8 +7,6 @@ a second over one exec channel, and one-shot commands (``openssl speed``, ``cryp
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import io
 import shlex
 import subprocess
@@ -18,6 +16,7 @@ from dataclasses import dataclass, field
 
 import paramiko
 
+from portal.lib.sshkeys import PublicKey, key_from_known_hosts, known_hosts_line
 from workers.probes.parsers import parse_proc_pid_stat, parse_proc_stat_cpu
 
 CONNECT_TIMEOUT_S = 10.0
@@ -31,51 +30,13 @@ class HostKeyChanged(ProbeError):
     pass
 
 
+def public_key(key: paramiko.PKey) -> PublicKey:
+    return PublicKey(key.get_name(), key.asbytes())
+
+
 def fingerprint(key: paramiko.PKey) -> str:
-    """OpenSSH's SHA256 fingerprint (``ssh-keygen -lf``): base64 of the key blob's SHA-256, no padding."""
-    digest = hashlib.sha256(key.asbytes()).digest()
-    return "SHA256:" + base64.b64encode(digest).decode("ascii").rstrip("=")
-
-
-def known_hosts_line(host: str, port: int, key: paramiko.PKey) -> str:
-    name = host if port == 22 else f"[{host}]:{port}"
-    return f"{name} {key.get_name()} {key.get_base64()}"
-
-
-def key_from_known_hosts(text: str, host: str, port: int) -> paramiko.PKey | None:
-    """The pinned key for host:port from OpenSSH known_hosts text (plain or hashed entries)."""
-    hosts = paramiko.HostKeys()
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        try:
-            entry = paramiko.hostkeys.HostKeyEntry.from_line(line)
-        except (paramiko.hostkeys.InvalidHostKey, paramiko.SSHException, ValueError, TypeError):
-            continue  # a malformed line pins nothing
-        if entry is not None:
-            for name in entry.hostnames:
-                hosts.add(name, entry.key.get_name(), entry.key)
-    name = host if port == 22 else f"[{host}]:{port}"
-    found = hosts.lookup(name)
-    if not found:
-        return None
-    return next(iter(found.values()))
-
-
-def generate_key() -> tuple[str, str]:
-    """A new Ed25519 key pair: (OpenSSH private key PEM, public key line)."""
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric import ed25519
-
-    private = ed25519.Ed25519PrivateKey.generate()
-    pem = private.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
-    ).decode("ascii")
-    public = private.public_key().public_bytes(
-        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
-    )
-    return pem, public.decode("ascii") + " tollgate"
+    """OpenSSH's SHA256 fingerprint of a key the server offered."""
+    return public_key(key).fingerprint
 
 
 def load_private_key(pem: str) -> paramiko.PKey:
@@ -88,25 +49,18 @@ def load_private_key(pem: str) -> paramiko.PKey:
     raise ProbeError("the private key is not an unencrypted OpenSSH/PEM Ed25519, ECDSA or RSA key")
 
 
-def public_line(pem: str) -> str:
-    key = load_private_key(pem)
-    return f"{key.get_name()} {key.get_base64()} tollgate"
-
-
 class _Pin(paramiko.MissingHostKeyPolicy):
     """Accept the server's key only if it matches the pinned one; with no pin, remember it (TOFU)."""
 
-    def __init__(self, pinned: paramiko.PKey | None) -> None:
+    def __init__(self, pinned: PublicKey | None) -> None:
         self.pinned = pinned
         self.seen: paramiko.PKey | None = None
 
     def missing_host_key(self, client, hostname, key) -> None:
         self.seen = key
-        if self.pinned is not None and (
-            self.pinned.get_name() != key.get_name() or self.pinned.asbytes() != key.asbytes()
-        ):
+        if self.pinned is not None and self.pinned != public_key(key):
             raise HostKeyChanged(
-                f"the host key of {hostname} changed: pinned {fingerprint(self.pinned)}, offered "
+                f"the host key of {hostname} changed: pinned {self.pinned.fingerprint}, offered "
                 f"{fingerprint(key)} — the probe stopped. If the server was re-installed, forget the "
                 "pinned key on the target's SSH settings and pin again."
             )
@@ -162,8 +116,12 @@ class SshSession:
         return self
 
     @property
+    def host_public(self) -> PublicKey:
+        return public_key(self.host_key)
+
+    @property
     def host_key_line(self) -> str:
-        return known_hosts_line(self.target.host, self.target.port, self.host_key)
+        return known_hosts_line(self.target.host, self.target.port, self.host_public)
 
     def run(self, command: list[str], timeout_s: float = 300.0) -> tuple[int, str]:
         """Run one command; (exit status, stdout + stderr)."""
@@ -201,7 +159,7 @@ def sampler_script(process: str, interval_s: float = 1.0) -> str:
     name = shlex.quote(process)
     return (
         "echo HZ $(getconf CLK_TCK); while :; do echo T $(cut -d' ' -f1 /proc/uptime); "
-        f"head -n1 /proc/stat; for p in $(pgrep -x {name}); do cat /proc/$p/stat 2>/dev/null; done; "
+        f"head -n1 /proc/stat; for p in $(pgrep -x -- {name}); do cat /proc/$p/stat 2>/dev/null; done; "
         f"echo E; sleep {interval_s}; done"
     )
 

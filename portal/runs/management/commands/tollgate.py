@@ -3,17 +3,29 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import time
+from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import transaction
+from django.utils import timezone
 
-from portal.runs import execute, reporting, services
+from portal.lib import secrets as vault
+from portal.lib.sshkeys import KeyFormatError, key_from_known_hosts, public_line
+from portal.runs import reporting, services
+from portal.runs.demo import run_demo, start_demo_target, stop_processes
 from portal.runs.forms import RunForm
 from portal.runs.models import Run
+from portal.targets.models import Scenario, SshAccess
+
+# The CLI is an entry point like the Celery worker: `tollgate run` executes the run in this process
+# (Ctrl-C cancels it), so it imports the worker side; the web process never does.
+from workers import runner
 
 EXIT_RUN_FAILED = 1
 
@@ -24,64 +36,15 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)
         run = sub.add_parser("run", help="benchmark through the engine, store the run, print the report")
-        run.add_argument("--plain-url", default="")
-        run.add_argument("--tls-url", default="")
-        run.add_argument("--arms", default="plain,tls,tls_new", help="comma-separated arm names")
-        run.add_argument("--users", type=int, default=4)
-        run.add_argument("--spawn-rate", type=float, default=4.0)
-        run.add_argument("--warmup", type=float, default=2.0, help="warm-up seconds per arm (not measured)")
-        run.add_argument("--duration", type=float, default=10.0, help="measured seconds per arm")
-        run.add_argument("--insecure", action="store_true", help="do not verify the TLS certificate")
-        run.add_argument(
-            "--path",
-            action="append",
-            default=[],
-            metavar="'PATH [WEIGHT]'",
-            help="request target sent to each arm's host, repeatable: --path /1k --path '/4k 2'",
-        )
-        run.add_argument("--header", action="append", default=[], metavar="'NAME: VALUE'", help="repeatable")
-        run.add_argument(
-            "--basic-auth-env",
-            metavar="VAR",
-            help="environment variable holding USER:PASSWORD for pre-emptive Basic auth (kept out of argv)",
-        )
-        run.add_argument("--bearer-env", metavar="VAR", help="environment variable holding a bearer token")
-        run.add_argument(
-            "--expect", default="", help="expected status codes, e.g. 200,204 or 2xx (default 2xx)"
-        )
-        run.add_argument("--think-time", type=float, default=0.0, help="seconds each user pauses per request")
-        run.add_argument("--arrival-rate", type=float, help="open loop: total requests/s on a fixed schedule")
-        run.add_argument(
-            "--rounds", type=int, default=1, help="interleaved rounds of all arms (A B C A B C …)"
-        )
-        run.add_argument("--no-follow-redirects", action="store_true", help="measure redirects as answered")
-        probe = run.add_argument_group("server probes over SSH")
-        probe.add_argument("--ssh-host", help="the server to probe (stored, key encrypted, on the target)")
-        probe.add_argument("--ssh-port", type=int, default=22)
-        probe.add_argument("--ssh-user", default="")
-        probe.add_argument("--ssh-key", metavar="FILE", help="private key file (unencrypted OpenSSH/PEM)")
-        probe.add_argument(
-            "--ssh-known-hosts", metavar="FILE", help="OpenSSH known_hosts file pinning the host key"
-        )
-        probe.add_argument("--server-process", default="", help="process name to sample, e.g. nginx")
-        probe.add_argument("--openssl-speed", action="store_true", help="run openssl speed on the server")
-        probe.add_argument("--cryptsetup", action="store_true", help="run cryptsetup benchmark on the server")
-        probe.add_argument(
-            "--local-process", default="", help="also sample this process on the generator host"
-        )
-        run.add_argument("--owner", default="", help="username owning the run (default: first superuser)")
-        run.add_argument("--name", default="", help="target name (default: the host)")
-        run.add_argument("--json", action="store_true", help="print the report JSON on stdout")
-
+        _add_run_arguments(run)
+        _add_probe_arguments(run.add_argument_group("server probes over SSH"))
         sub.add_parser(
             "rotate-secrets", help="re-encrypt every stored secret with the first key of TOLLGATE_SECRET_KEYS"
         )
-
         target = sub.add_parser("demo-target", help="serve the demo site over HTTP and HTTPS (Gunicorn)")
         target.add_argument("--host", default="127.0.0.1")
         target.add_argument("--plain-port", type=int, default=8081)
         target.add_argument("--tls-port", type=int, default=8443)
-
         demo = sub.add_parser("demo", help="migrate, create the demo login, start web + worker + demo target")
         demo.add_argument("--host", default="127.0.0.1")
         demo.add_argument("--port", type=int, default=8000)
@@ -97,8 +60,6 @@ class Command(BaseCommand):
         elif action == "rotate-secrets":
             self.handle_rotate_secrets()
         elif action == "demo":
-            from portal.runs.demo import run_demo
-
             run_demo(
                 self.stdout,
                 web_port=options["port"],
@@ -122,14 +83,6 @@ class Command(BaseCommand):
     @staticmethod
     def _store_ssh(target, options: dict) -> None:
         """--ssh-* flags: the target's SSH access, key encrypted, host key pinned from --ssh-known-hosts."""
-        from pathlib import Path
-
-        from django.utils import timezone
-
-        from portal.lib import secrets as vault
-        from portal.targets.models import SshAccess
-        from workers.probes.ssh import ProbeError, fingerprint, key_from_known_hosts, public_line
-
         if not options.get("ssh_key") or not options.get("ssh_user"):
             raise CommandError("--ssh-host needs --ssh-user and --ssh-key")
         host, port = options["ssh_host"], options["ssh_port"]
@@ -139,7 +92,7 @@ class Command(BaseCommand):
             public = public_line(pem)
         except OSError as exc:
             raise CommandError(f"--ssh-key: {exc}") from None
-        except ProbeError as exc:
+        except KeyFormatError as exc:
             raise CommandError(f"--ssh-key: {exc}") from None
         pinned = None
         if options.get("ssh_known_hosts"):
@@ -150,7 +103,7 @@ class Command(BaseCommand):
             key = key_from_known_hosts(known, host, port)
             if key is None:
                 raise CommandError(f"--ssh-known-hosts: no key for {host} port {port} in that file")
-            pinned = (known, fingerprint(key))
+            pinned = (known, key.fingerprint)
         access = SshAccess.objects.filter(target=target).first() or SshAccess(target=target)
         moved = (access.host, access.port) != (host, port)
         access.host, access.port, access.username = host, port, options["ssh_user"]
@@ -167,8 +120,6 @@ class Command(BaseCommand):
     @staticmethod
     def _auth(options: dict) -> dict:
         """Credentials come from the environment, never from argv (visible in ps and shell history)."""
-        import os
-
         if options.get("basic_auth_env"):
             value = os.environ.get(options["basic_auth_env"])
             if not value or ":" not in value:
@@ -182,9 +133,9 @@ class Command(BaseCommand):
             return {"auth_type": "bearer", "auth_secret": value}
         return {"auth_type": "none"}
 
-    def handle_run(self, options: dict) -> None:
-        owner = self._owner(options["owner"])
-        # The same form as the web page validates the CLI's values: one set of rules.
+    def _run_form(self, options: dict) -> RunForm:
+        """The same form as the web page validates the CLI's values: one set of rules."""
+        arrival = options["arrival_rate"]
         form = RunForm(
             data={
                 "target_name": options["name"],
@@ -200,7 +151,7 @@ class Command(BaseCommand):
                 "headers": "\n".join(options["header"]),
                 "expected_status": options["expect"],
                 "think_time_s": options["think_time"],
-                "arrival_rate": options["arrival_rate"] if options["arrival_rate"] is not None else "",
+                "arrival_rate": arrival if arrival is not None else "",
                 "rounds": options["rounds"],
                 "follow_redirects": not options["no_follow_redirects"],
                 "probe_server": bool(options.get("ssh_host")),
@@ -216,18 +167,22 @@ class Command(BaseCommand):
                 for name, errors in form.errors.items()
             )
             raise CommandError(f"invalid options: {problems}")
-        data = form.cleaned_data
-        from django.db import transaction
+        return form
 
-        with transaction.atomic():  # a bad --ssh-* option leaves no new target behind
+    def _create_run(self, owner, form: RunForm, options: dict) -> Run:
+        data = form.cleaned_data
+        # One transaction: a bad --ssh-* option or a refused value leaves no target or run behind.
+        with transaction.atomic():
             target = services.get_or_create_target(
                 owner, form.target_name_or_default(), data.get("plain_url"), data.get("tls_url")
             )
             if options.get("ssh_host"):
                 self._store_ssh(target, options)
-        run = services.create_run(owner, target, form.engine_config(), source="cli", secrets=form.secrets())
-        per_arm_s = data["warmup_s"] + data["duration_s"]
-        self.stderr.write(f"run {run.code}: {', '.join(run.arm_names)}, about {per_arm_s:.0f} s per arm")
+            return services.create_run(
+                owner, target, form.engine_config(), source="cli", secrets=form.secrets()
+            )
+
+    def _execute(self, run: Run) -> Run:
         previous = signal.getsignal(signal.SIGINT)
 
         def interrupt(signum, frame) -> None:
@@ -235,33 +190,38 @@ class Command(BaseCommand):
             Run.objects.filter(pk=run.pk).update(cancel_requested=True)
 
         signal.signal(signal.SIGINT, interrupt)
-        started = time.monotonic()
         try:
-            run = execute.execute_run(run.pk)
+            return runner.execute_run(run.pk)
         finally:
             signal.signal(signal.SIGINT, previous)
-        report = reporting.run_report(run)
-        if options["json"]:
+
+    def _print_report(self, report: dict, as_json: bool) -> None:
+        if as_json:
             self.stdout.write(json.dumps(report, indent=2))
-        else:
-            for name, arm in report["arms"].items():
-                ttlb = arm["ttlb_us"] or {}
-                self.stdout.write(
-                    f"{name:12} {arm['requests']:>9} req {arm['rps']:>10.1f} req/s  "
-                    f"TTLB p50 {ttlb.get('p50', 0) / 1000:8.2f} ms  p95 {ttlb.get('p95', 0) / 1000:8.2f} ms"
-                )
-            self.stdout.write(f"report: {report['run']['report_url']}")
+            return
+        for name, arm in report["arms"].items():
+            ttlb = arm["ttlb_us"] or {}
+            self.stdout.write(
+                f"{name:12} {arm['requests']:>9} req {arm['rps']:>10.1f} req/s  "
+                f"TTLB p50 {ttlb.get('p50', 0) / 1000:8.2f} ms  p95 {ttlb.get('p95', 0) / 1000:8.2f} ms"
+            )
+        self.stdout.write(f"report: {report['run']['report_url']}")
+
+    def handle_run(self, options: dict) -> None:
+        owner = self._owner(options["owner"])
+        form = self._run_form(options)
+        run = self._create_run(owner, form, options)
+        per_arm_s = form.cleaned_data["warmup_s"] + form.cleaned_data["duration_s"]
+        self.stderr.write(f"run {run.code}: {', '.join(run.arm_names)}, about {per_arm_s:.0f} s per arm")
+        started = time.monotonic()
+        run = self._execute(run)
+        self._print_report(reporting.run_report(run), options["json"])
         self.stderr.write(f"run {run.code} {run.status} in {time.monotonic() - started:.1f} s")
         if run.status != Run.Status.SUCCEEDED:
             self.stderr.write(f"error: {run.error}")
             sys.exit(EXIT_RUN_FAILED)
 
     def handle_rotate_secrets(self) -> None:
-        from django.db import transaction
-
-        from portal.lib import secrets as vault
-        from portal.targets.models import Scenario
-
         counts = {"runs": 0, "scenarios": 0}
         with transaction.atomic():
             for model, label in ((Run, "runs"), (Scenario, "scenarios")):
@@ -277,8 +237,6 @@ class Command(BaseCommand):
                         raise CommandError(f"{label[:-1]} {obj.pk}: {exc}; nothing was changed") from None
                     model.objects.filter(pk=obj.pk).update(config=obj.config)
                     counts[label] += 1
-            from portal.targets.models import SshAccess
-
             counts["ssh_keys"] = 0
             for access in SshAccess.objects.select_for_update().only("pk", "private_key_enc"):
                 try:
@@ -295,8 +253,6 @@ class Command(BaseCommand):
         )
 
     def handle_demo_target(self, options: dict) -> None:
-        from portal.runs.demo import start_demo_target, stop_processes
-
         procs = start_demo_target(
             settings.VAR_DIR / "demo-target",
             host=options["host"],
@@ -314,3 +270,50 @@ class Command(BaseCommand):
             pass
         finally:
             stop_processes(procs)
+
+
+def _add_run_arguments(run: CommandParser) -> None:
+    run.add_argument("--plain-url", default="")
+    run.add_argument("--tls-url", default="")
+    run.add_argument("--arms", default="plain,tls,tls_new", help="comma-separated arm names")
+    run.add_argument("--users", type=int, default=4)
+    run.add_argument("--spawn-rate", type=float, default=4.0)
+    run.add_argument("--warmup", type=float, default=2.0, help="warm-up seconds per arm (not measured)")
+    run.add_argument("--duration", type=float, default=10.0, help="measured seconds per arm")
+    run.add_argument("--insecure", action="store_true", help="do not verify the TLS certificate")
+    run.add_argument(
+        "--path",
+        action="append",
+        default=[],
+        metavar="'PATH [WEIGHT]'",
+        help="request target sent to each arm's host, repeatable: --path /1k --path '/4k 2'",
+    )
+    run.add_argument("--header", action="append", default=[], metavar="'NAME: VALUE'", help="repeatable")
+    run.add_argument(
+        "--basic-auth-env",
+        metavar="VAR",
+        help="environment variable holding USER:PASSWORD for pre-emptive Basic auth (kept out of argv)",
+    )
+    run.add_argument("--bearer-env", metavar="VAR", help="environment variable holding a bearer token")
+    run.add_argument("--expect", default="", help="expected status codes, e.g. 200,204 or 2xx (default 2xx)")
+    run.add_argument("--think-time", type=float, default=0.0, help="seconds each user pauses per request")
+    run.add_argument("--arrival-rate", type=float, help="open loop: total requests/s on a fixed schedule")
+    run.add_argument("--rounds", type=int, default=1, help="interleaved rounds of all arms (A B C A B C …)")
+    run.add_argument("--no-follow-redirects", action="store_true", help="measure redirects as answered")
+    run.add_argument("--owner", default="", help="username owning the run (default: first superuser)")
+    run.add_argument("--name", default="", help="target name (default: the host)")
+    run.add_argument("--json", action="store_true", help="print the report JSON on stdout")
+
+
+def _add_probe_arguments(probe) -> None:
+    probe.add_argument("--ssh-host", help="the server to probe (stored, key encrypted, on the target)")
+    probe.add_argument("--ssh-port", type=int, default=22)
+    probe.add_argument("--ssh-user", default="")
+    probe.add_argument("--ssh-key", metavar="FILE", help="private key file (unencrypted OpenSSH/PEM)")
+    probe.add_argument(
+        "--ssh-known-hosts", metavar="FILE", help="OpenSSH known_hosts file pinning the host key"
+    )
+    probe.add_argument("--server-process", default="", help="process name to sample, e.g. nginx")
+    probe.add_argument("--openssl-speed", action="store_true", help="run openssl speed on the server")
+    probe.add_argument("--cryptsetup", action="store_true", help="run cryptsetup benchmark on the server")
+    probe.add_argument("--local-process", default="", help="also sample this process on the generator host")

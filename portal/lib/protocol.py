@@ -102,6 +102,42 @@ class EngineConfig:
         return config
 
 
+# Time for the engine to start (import Locust), preflight each arm and stop each swarm.
+STARTUP_ALLOWANCE_S = 30.0
+PER_ARM_ALLOWANCE_S = 15.0
+# Probes run outside the engine: an SSH connection before the load, one-shot benchmarks after it.
+PROBE_CONNECT_ALLOWANCE_S = 30.0
+PROBE_FINISH_ALLOWANCE_S = 15.0
+OPENSSL_SPEED_ALLOWANCE_S = 240.0
+CRYPTSETUP_ALLOWANCE_S = 200.0
+
+
+def engine_limit_s(config: EngineConfig) -> float:
+    """How long the engine subprocess may take before its watchdog stops it."""
+    arms = len(config.arms) * config.rounds
+    return config.planned_s() + STARTUP_ALLOWANCE_S + PER_ARM_ALLOWANCE_S * arms
+
+
+def probe_allowance_s(probes: dict | None) -> float:
+    """Time the run's probes may add around the engine (``Run.config["probes"]``)."""
+    probes = probes or {}
+    if not probes:
+        return 0.0
+    total = PROBE_CONNECT_ALLOWANCE_S + PROBE_FINISH_ALLOWANCE_S
+    if probes.get("openssl_speed"):
+        total += OPENSSL_SPEED_ALLOWANCE_S
+    if probes.get("openssl_speed_local"):
+        total += OPENSSL_SPEED_ALLOWANCE_S
+    if probes.get("cryptsetup"):
+        total += CRYPTSETUP_ALLOWANCE_S
+    return total
+
+
+def run_limit_s(config: EngineConfig, probes: dict | None = None) -> float:
+    """The whole run: the engine plus its probes. The task's time limits and the reaper use it."""
+    return engine_limit_s(config) + probe_allowance_s(probes)
+
+
 def emit(stream: IO[str], message_type: str, **payload: object) -> None:
     stream.write(json.dumps({"type": message_type, **payload}, separators=(",", ":")) + "\n")
     stream.flush()

@@ -1,5 +1,6 @@
-"""Server-side probes during a run: connect over SSH, sample the server's CPU while the engine runs,
-then run ``openssl speed`` (and ``cryptsetup benchmark``) once the load is over.
+"""Server-side probes during a run (the worker side of ``Run.config["probes"]``): connect over SSH,
+sample the server's CPU while the engine runs, attribute it to each arm as the arm ends, then run
+``openssl speed`` (and ``cryptsetup benchmark``) once the load is over.
 
 A probe failure never fails the load run: every error lands in ``Run.probes["errors"]`` and the
 report shows it. The private key is decrypted only here, in memory.
@@ -9,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import shutil
+import socket
+import subprocess
 import time
 
 from django.utils import timezone
@@ -23,7 +26,6 @@ from workers.probes.ssh import (
     SshSession,
     SshTarget,
     cpu_in_window,
-    fingerprint,
     moving_average,
 )
 
@@ -31,6 +33,8 @@ log = logging.getLogger(__name__)
 
 OPENSSL_SIGS = ["rsa2048", "rsa3072", "rsa4096", "ecdsap256", "ed25519"]
 OPENSSL_EVP = ["aes-128-gcm", "aes-256-gcm", "chacha20-poly1305"]
+# How long an arm's end waits for the sample that brackets its window (the sampler ticks each second).
+ARM_SAMPLE_WAIT_S = 3.0
 
 
 def wanted(run: Run) -> dict:
@@ -48,6 +52,7 @@ class ProbeSession:
         self.sampler: CpuSampler | None = None
         self.local_sampler: CpuSampler | None = None
         self.result: dict = {}
+        self.attributed: set[int] = set()  # arms whose CPU is stored already
 
     def start(self) -> ProbeSession:
         if self.options.get("ssh"):
@@ -76,7 +81,7 @@ class ProbeSession:
             raise ProbeError(f"the SSH key cannot be decrypted: {exc}") from None
         target = SshTarget(access.host, access.port, access.username, key, access.known_hosts)
         self.ssh = SshSession(target).connect()
-        fp = fingerprint(self.ssh.host_key)
+        fp = self.ssh.host_public.fingerprint
         self.result["host_key"] = {"fingerprint": fp, "pinned": bool(access.known_hosts)}
         if not access.known_hosts:
             # Trust on first use: pin what we saw, show its fingerprint.
@@ -95,19 +100,31 @@ class ProbeSession:
             steps.append("running cryptsetup benchmark on the server")
         return "Load finished; " + ", then ".join(steps) + "…"
 
+    def samplers(self) -> list[tuple[str, CpuSampler]]:
+        pairs = (("server", self.sampler), ("generator", self.local_sampler))
+        return [(name, sampler) for name, sampler in pairs if sampler is not None]
+
+    def attribute_arm(self, arm: ArmResult) -> None:
+        """As each arm is stored: attribute the sampled CPU to its window and store it at once, so a
+        run that fails or is reaped later keeps the server CPU of its finished arms."""
+        for name, sampler in self.samplers():
+            if arm.window_ended:
+                sampler.wait_past(arm.window_ended, timeout_s=ARM_SAMPLE_WAIT_S)
+            self._attribute(name, sampler, arm)
+        self.attributed.add(arm.pk)
+
     def finish(self) -> dict:
-        """Stop sampling, attribute CPU to the stored arms, run the one-shot probes, store it all."""
-        for name, sampler in (("server", self.sampler), ("generator", self.local_sampler)):
-            if sampler is None:
-                continue
-            ends = ArmResult.objects.filter(run=self.run).values_list("window_ended", flat=True)
-            last_end = max((t for t in ends if t), default=None)
+        """Stop sampling, attribute CPU to arms not yet attributed, run the one-shot probes, store it all."""
+        for name, sampler in self.samplers():
+            pending = list(ArmResult.objects.filter(run=self.run).exclude(pk__in=self.attributed))
+            last_end = max((arm.window_ended for arm in pending if arm.window_ended), default=None)
             if last_end is not None:
                 sampler.wait_past(last_end)
             sampler.stop()
             if sampler.error:
                 self.errors.append(f"{name} CPU sampler: {sampler.error}")
-            self._attribute(name, sampler)
+            for arm in pending:
+                self._attribute(name, sampler, arm)
         steps = []
         if self.ssh is not None:
             if self.options.get("openssl_speed"):
@@ -128,31 +145,25 @@ class ProbeSession:
         Run.objects.filter(pk=self.run.pk).update(probes=self.result)
         return self.result
 
-    def _attribute(self, name: str, sampler: CpuSampler) -> None:
+    def _attribute(self, name: str, sampler: CpuSampler, arm: ArmResult) -> None:
         key = "server_cpu" if name == "server" else "generator_cpu"
         process = self.options.get("server_process" if name == "server" else "local_process")
-        for arm in ArmResult.objects.filter(run=self.run):
-            if not arm.window_started or not arm.window_ended:
-                continue
-            window = cpu_in_window(sampler.samples, sampler.hz, arm.window_started, arm.window_ended)
-            if window is None:
-                self.errors.append(
-                    f"{name} CPU: no samples around the window of {arm.arm} (round {arm.round})"
-                )
-                continue
-            if window["processes"] == 0:
-                missing = f"{name} CPU: no process named {process!r} was running"
-                if missing not in self.errors:
-                    self.errors.append(missing)
-                continue
-            window["cpu_ms_per_req"] = (
-                round(1000.0 * window["cpu_s"] / arm.requests, 6) if arm.requests else None
-            )
-            window["cpu_pct_ma15"] = moving_average([p["cpu_pct"] for p in window["timeline"]], 15)
-            window["process"] = process
-            data = dict(arm.server_cpu or {})
-            data[key] = window
-            ArmResult.objects.filter(pk=arm.pk).update(server_cpu=data)
+        if not arm.window_started or not arm.window_ended:
+            return
+        window = cpu_in_window(sampler.samples, sampler.hz, arm.window_started, arm.window_ended)
+        if window is None:
+            self.errors.append(f"{name} CPU: no samples around the window of {arm.arm} (round {arm.round})")
+            return
+        if window["processes"] == 0:
+            missing = f"{name} CPU: no process named {process!r} was running"
+            if missing not in self.errors:
+                self.errors.append(missing)
+            return
+        window["cpu_ms_per_req"] = round(1000.0 * window["cpu_s"] / arm.requests, 6) if arm.requests else None
+        window["cpu_pct_ma15"] = moving_average([p["cpu_pct"] for p in window["timeline"]], 15)
+        window["process"] = process
+        arm.server_cpu = {**(arm.server_cpu or {}), key: window}
+        ArmResult.objects.filter(pk=arm.pk).update(server_cpu=arm.server_cpu)
 
     def _openssl_speed(self) -> None:
         seconds = int(self.options.get("openssl_seconds") or 1)
@@ -171,9 +182,6 @@ class ProbeSession:
             self.errors.append(f"openssl speed: {exc}")
 
     def _openssl_speed_local(self) -> None:
-        import socket
-        import subprocess
-
         seconds = int(self.options.get("openssl_seconds") or 1)
         outputs = [subprocess.run(["openssl", "version"], capture_output=True, text=True, check=False).stdout]
         for command in parsers.openssl_speed_command(OPENSSL_SIGS, OPENSSL_EVP, seconds):

@@ -1,0 +1,57 @@
+"""The report as CSV rows: one row per arm × metric × statistic, one per cost statistic."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from portal.lib import report
+
+HEADER = ["run", "arm", "metric", "statistic", "value", "unit", "samples"]
+LATENCY_STATISTICS = ("p50", "p90", "p95", "p99", "min", "max", "mean")
+COST_UNITS = {"rps": "requests/s", "server_cpu_ms_per_req": "ms"}
+
+
+def csv_rows(run_id: str, data: dict) -> Iterator[list]:
+    yield HEADER
+    for name, arm in data["arms"].items():
+        yield from _arm_rows(run_id, name, arm)
+    for cost in data["costs"]:
+        yield from _cost_rows(run_id, cost)
+
+
+def _arm_rows(run_id: str, name: str, arm: dict) -> Iterator[list]:
+    for metric in report.LATENCY_METRICS:
+        summary = arm.get(metric)
+        if summary:
+            for statistic in LATENCY_STATISTICS:
+                yield [run_id, name, metric, statistic, summary[statistic], "us", summary["count"]]
+    requests = arm["requests"]
+    yield [run_id, name, "requests", "count", requests, "requests", requests]
+    yield [run_id, name, "failures", "count", arm["failures"], "requests", requests]
+    yield [run_id, name, "rps", "mean", arm["rps"], "requests/s", requests]
+    yield [run_id, name, "duration", "measured", arm["duration_s"], "s", requests]
+    if arm.get("server_cpu_ms_per_req") is not None:
+        yield [run_id, name, "server_cpu", "per_request", arm["server_cpu_ms_per_req"], "ms", requests]
+
+
+def _cost_rows(run_id: str, cost: dict) -> Iterator[list]:
+    unit = COST_UNITS.get(cost["metric"], "us")
+    lo, hi = cost["ci95"] or (None, None)
+    pair = f"{cost['arm']}-{cost['base']}"
+    metric = f"cost:{cost['name']}:{cost['metric']}"
+    for statistic, value in (
+        ("delta", cost["delta"]),
+        ("ci95_lo", lo),
+        ("ci95_hi", hi),
+        ("delta_pct", cost["delta_pct"]),
+    ):
+        shown = "" if value is None else value
+        yield [
+            run_id,
+            pair,
+            metric,
+            statistic,
+            shown,
+            "%" if statistic == "delta_pct" else unit,
+            cost["samples"]["arm"],
+        ]

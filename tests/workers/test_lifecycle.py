@@ -1,0 +1,163 @@
+"""A run's lifecycle without races: the executor's own heartbeat, compare-and-set finishing, a
+reaper that stops what it reaps, probe time in the limits, CPU stored as each arm ends."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from portal.lib import secrets as vault
+from portal.runs import dispatch, services
+from portal.runs.models import ArmResult, Run
+from portal.targets.models import SshAccess
+from workers import runner
+from workers.celery_app import app
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _config(url: str, *, duration_s: float = 1.0, rounds: int = 1, probes: dict | None = None) -> dict:
+    config = {
+        "arms": [{"name": "plain", "url": url}],
+        "users": 1,
+        "spawn_rate": 10,
+        "warmup_s": 0.3,
+        "duration_s": duration_s,
+        "rounds": rounds,
+        "verify_tls": False,
+    }
+    return {**config, "probes": probes} if probes else config
+
+
+def _in_thread(run_id: int) -> threading.Thread:
+    def work() -> None:
+        try:
+            runner.execute_run(run_id)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    return thread
+
+
+def test_a_probe_slower_than_the_reapers_window_does_not_look_dead(owner, plain_server, tmp_path):
+    """`openssl version` on this server takes 8 s; a reaper allowing 5 s of silence runs meanwhile.
+    Heartbeats came only with engine output before, so this run used to be reaped mid-probe."""
+    from tests.conftest import Sshd
+
+    bin_dir = tmp_path / "slow-bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "openssl"
+    fake.write_text('#!/bin/sh\nif [ "$1" = version ]; then sleep 8; echo "OpenSSL 3.0.0 (slow)"; fi\n')
+    fake.chmod(0o755)
+    sshd = Sshd(tmp_path, extra_config=f"SetEnv PATH={bin_dir}:/usr/bin:/bin\n").start()
+    try:
+        target = services.get_or_create_target(owner, "slow", plain_server.url("/1k"), "")
+        SshAccess.objects.create(
+            target=target,
+            host="127.0.0.1",
+            port=sshd.port,
+            username=sshd.user,
+            private_key_enc=vault.encrypt(sshd.private_key),
+            known_hosts=sshd.known_hosts,
+            server_process="sshd",
+        )
+        run = services.create_run(
+            owner, target, _config(plain_server.url("/1k"), probes={"ssh": True, "openssl_speed": True})
+        )
+        thread = _in_thread(run.pk)
+        reaped = 0
+        while thread.is_alive():
+            reaped += runner.reap_stale_runs(max_silence_s=5)
+            time.sleep(0.5)
+    finally:
+        sshd.stop()
+    run.refresh_from_db()
+    assert reaped == 0
+    assert run.status == Run.Status.SUCCEEDED, run.error
+    assert (run.finished - run.started).total_seconds() > 8  # the probe really was that slow
+
+
+def test_a_reaped_run_stays_failed_its_engine_stops_and_it_keeps_a_summary(owner, plain_server):
+    run = services.create_run(owner, *_target_and_config(owner, plain_server, duration_s=2.0, rounds=8))
+    thread = _in_thread(run.pk)
+    deadline = time.monotonic() + 30
+    while not ArmResult.objects.filter(run=run).exists():
+        assert time.monotonic() < deadline and thread.is_alive()
+        time.sleep(0.2)
+    # As if the worker had been silent: the reaper takes the run.
+    Run.objects.filter(pk=run.pk).update(heartbeat=timezone.now() - timedelta(minutes=10))
+    assert runner.reap_stale_runs(max_silence_s=60) == 1
+    reaped_at = time.monotonic()
+    thread.join(timeout=30)
+    assert not thread.is_alive()
+    # Its executor saw the run lost within a heartbeat or two and killed the engine, long before
+    # the 8 rounds of 2.3 s it had left.
+    assert time.monotonic() - reaped_at < 8
+    run.refresh_from_db()
+    assert run.status == Run.Status.FAILED and "stopped reporting" in run.error
+    assert run.summary["requests"] > 0 and run.summary["arms"] == ["plain"]
+    assert run.arms.count() < 8
+
+
+def _target_and_config(owner, server, **kwargs):
+    target = services.get_or_create_target(owner, "local", server.url("/1k"), "")
+    return target, _config(server.url("/1k"), **kwargs)
+
+
+def test_finishing_is_a_compare_and_set_from_running(owner, plain_server):
+    run = services.create_run(owner, *_target_and_config(owner, plain_server))
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.FAILED, error="reaped first")
+    assert runner.finish(run, Run.Status.SUCCEEDED) is False
+    run.refresh_from_db()
+    assert run.status == Run.Status.FAILED and run.error == "reaped first"
+    # The reaper never touches a finished run, however old its heartbeat.
+    Run.objects.filter(pk=run.pk).update(
+        status=Run.Status.SUCCEEDED, heartbeat=timezone.now() - timedelta(days=1)
+    )
+    assert runner.reap_stale_runs() == 0
+    assert Run.objects.get(pk=run.pk).status == Run.Status.SUCCEEDED
+
+
+def test_generator_cpu_is_stored_as_each_arm_ends_not_at_the_end_of_the_run(owner, plain_server):
+    comm = Path(f"/proc/{os.getpid()}/comm").read_text().strip()
+    target, config = _target_and_config(owner, plain_server, duration_s=1.5, rounds=3)
+    run = services.create_run(owner, target, {**config, "probes": {"local_process": comm}})
+    thread = _in_thread(run.pk)
+    seen_mid_run = False
+    while thread.is_alive():
+        first = ArmResult.objects.filter(run=run, round=0).first()
+        running = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).exists()
+        if first is not None and running and "generator_cpu" in (first.server_cpu or {}):
+            seen_mid_run = True
+        time.sleep(0.1)
+    run.refresh_from_db()
+    assert run.status == Run.Status.SUCCEEDED, run.error
+    assert seen_mid_run
+    assert all("generator_cpu" in arm.server_cpu for arm in run.arms.all())
+
+
+def test_time_limits_include_probe_time(owner, plain_server):
+    target, config = _target_and_config(owner, plain_server, duration_s=10)
+    bare = services.create_run(owner, target, config)
+    probed = services.create_run(
+        owner, target, {**config, "probes": {"ssh": True, "openssl_speed": True, "cryptsetup": True}}
+    )
+    (soft, hard), (psoft, phard) = dispatch.task_limits(bare), dispatch.task_limits(probed)
+    assert soft > 10.3 and hard > soft
+    # openssl speed (about 30 s, up to 4 min on a slow host) and cryptsetup run after the load.
+    assert psoft - soft >= 400 and phard - hard >= 400
+
+
+def test_the_reaper_has_its_own_queue():
+    router = app.amqp.router
+    assert router.route({}, "workers.tasks.reap_stale_runs")["queue"].name == "maintenance"
+    assert router.route({}, "workers.tasks.run_benchmark")["queue"].name == "runs"

@@ -1,0 +1,116 @@
+"""Drive one run: claim it, start its probes and engine, store arms as they arrive, finish once.
+
+Shared by the Celery task (``workers.tasks.run_benchmark``) and the CLI (``manage.py tollgate run``).
+Every state change of a run is a compare-and-set on its status: a run is claimed only from
+``queued`` and finished only from ``running``, so a reaped run is never rewritten to ``succeeded``
+and a finished one never to ``failed``, whoever comes second.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.core.cache import cache
+from django.utils import timezone
+
+from portal.lib.protocol import EngineConfig, engine_limit_s
+from portal.lib.secrets import SecretError
+from portal.runs.configs import engine_dict
+from portal.runs.live import PROGRESS_TTL_S, probing_key, progress_key
+from portal.runs.models import Run
+from portal.runs.reporting import store_summary
+from workers.driver import EngineProcess, Heartbeat
+from workers.probes import session as probing
+
+log = logging.getLogger(__name__)
+
+# The reaper fails a run whose heartbeat (every 2 s) has been silent this long.
+REAP_AFTER_SILENCE_S = 120.0
+
+
+def claim(run_id: int) -> bool:
+    """Atomically move a queued run to running; False if someone else has it (redelivery)."""
+    now = timezone.now()
+    claimed = Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(
+        status=Run.Status.RUNNING, started=now, heartbeat=now
+    )
+    return claimed == 1
+
+
+def execute_run(run_id: int) -> Run | None:
+    """Run a queued run to a terminal state. Returns None when the run was not ours to take."""
+    if not claim(run_id):
+        log.info("run %s is not queued any more; skipping", run_id)
+        return None
+    run = Run.objects.get(pk=run_id)
+    try:
+        _drive(run)
+    except BaseException as exc:
+        # Never leave a run "running" behind: record why, then let the error propagate.
+        finish(run, Run.Status.FAILED, f"internal error: {type(exc).__name__}: {exc}")
+        raise
+    run.refresh_from_db()
+    return run
+
+
+def finish(run: Run, status: str, error: str = "") -> bool:
+    """Move the run from running to its terminal state; False (and nothing written) when it is not
+    running any more (reaped or cancelled meanwhile: the first verdict stands)."""
+    ended = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(
+        status=status, error=error, finished=timezone.now()
+    )
+    cache.delete(progress_key(run.code))
+    cache.delete(probing_key(run.code))
+    if not ended:
+        log.warning("run %s was ended elsewhere; keeping that verdict over %s", run.code, status)
+        return False
+    store_summary(run)
+    return True
+
+
+def _drive(run: Run) -> None:
+    try:
+        config = EngineConfig.from_dict(engine_dict(run.config, with_secrets=True))
+    except SecretError as exc:
+        finish(run, Run.Status.FAILED, f"{exc}: re-enter the credentials (were the keys rotated?).")
+        return
+    engine = EngineProcess(run, config, engine_limit_s(config))
+    with Heartbeat(run) as heart:
+        heart.on_cancel = engine.cancel
+        heart.on_lost = lambda: engine.kill("reaped")
+        # Server-side probes connect and start sampling before the load; they never fail the run.
+        probes = probing.started(run)
+        if probes is not None:
+            engine.on_arm = probes.attribute_arm
+        try:
+            engine.run_to_end()
+        finally:
+            if probes is not None:
+                # Before the run is final: its summary and stored report include what the probes found.
+                cache.set(probing_key(run.code), probes.finishing_note(), PROGRESS_TTL_S)
+                try:
+                    probes.finish()
+                except Exception:
+                    log.exception("run %s: probes could not finish", run.code)
+    finish(run, *engine.verdict())
+
+
+def reap_stale_runs(max_silence_s: float = REAP_AFTER_SILENCE_S) -> int:
+    """Fail runs whose executor stopped sending heartbeats (crashed host, killed worker). Each one
+    is a compare-and-set from running, gets its summary (lists and trends show it) and, if its
+    executor is alive after all, that executor sees the run lost and stops its engine."""
+    cutoff = timezone.now() - timezone.timedelta(seconds=max_silence_s)
+    error = (
+        f"The worker stopped reporting for more than {max_silence_s:.0f} s (crashed or killed); "
+        "finished arms are kept."
+    )
+    reaped = 0
+    stale = Run.objects.filter(status=Run.Status.RUNNING, heartbeat__lt=cutoff).values_list("pk", flat=True)
+    for pk in list(stale):
+        ended = Run.objects.filter(pk=pk, status=Run.Status.RUNNING, heartbeat__lt=cutoff).update(
+            status=Run.Status.FAILED, finished=timezone.now(), error=error
+        )
+        if ended:
+            reaped += 1
+            store_summary(Run.objects.get(pk=pk))
+    return reaped
