@@ -11,6 +11,10 @@ export CHROMIUM ?= /usr/bin/chromium
 
 .PHONY: demo test lint pytest venv node bench clean
 
+# Demo and test mode: the only mode in which the settings may generate SECRET_KEY into var/secret_key
+# and derive the Fernet key from it; everywhere else real secrets are required (README, Production).
+demo test lint pytest: export TOLLGATE_DEMO = 1
+
 venv: $(VENV)/.installed
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)

@@ -23,9 +23,9 @@ from django.conf import settings
 from django.core.cache import cache
 from django.utils import timezone
 
-from portal.lib.secrets import SecretError
 from portal.runs.configs import engine_dict
 from portal.runs.models import ArmResult, Run
+from portal.vault import SecretError
 from workers.engine.protocol import EngineConfig
 
 log = logging.getLogger(__name__)

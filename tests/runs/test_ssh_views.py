@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from portal.lib import secrets as vault
+from portal import vault
 from portal.targets.models import SshAccess
 from tests.runs.factories import make_run
 from workers.probes.ssh import generate_key, known_hosts_line, load_private_key, public_line

@@ -126,7 +126,7 @@ class Command(BaseCommand):
 
         from django.utils import timezone
 
-        from portal.lib import secrets as vault
+        from portal import vault
         from portal.targets.models import SshAccess
         from workers.probes.ssh import ProbeError, fingerprint, key_from_known_hosts, public_line
 
@@ -259,7 +259,7 @@ class Command(BaseCommand):
     def handle_rotate_secrets(self) -> None:
         from django.db import transaction
 
-        from portal.lib import secrets as vault
+        from portal import vault
         from portal.targets.models import Scenario
 
         counts = {"runs": 0, "scenarios": 0}
