@@ -120,6 +120,23 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
+# HTTPS: TOLLGATE_HTTPS=1 when users reach the portal over https:// (directly or through a proxy).
+TOLLGATE_HTTPS = envbool("TOLLGATE_HTTPS", "false")
+SECURE_SSL_REDIRECT = TOLLGATE_HTTPS
+SESSION_COOKIE_SECURE = TOLLGATE_HTTPS
+CSRF_COOKIE_SECURE = TOLLGATE_HTTPS
+SECURE_HSTS_SECONDS = 31536000 if TOLLGATE_HTTPS else 0
+SECURE_HSTS_INCLUDE_SUBDOMAINS = TOLLGATE_HTTPS
+SECURE_HSTS_PRELOAD = TOLLGATE_HTTPS
+# Behind a proxy that terminates TLS and sets X-Forwarded-Proto (overwriting what clients send):
+# without this, every request looks like plain HTTP and SECURE_SSL_REDIRECT loops.
+if envbool("TOLLGATE_PROXY_SSL_HEADER", "false"):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SESSION_COOKIE_HTTPONLY = True
+X_FRAME_OPTIONS = "DENY"
+
 ROOT_URLCONF = "portal.urls"
 WSGI_APPLICATION = "portal.wsgi.application"
 

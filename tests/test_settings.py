@@ -132,3 +132,49 @@ def test_secrets_dir_generates_the_secrets_once_and_processes_starting_together_
     new = generate_key()
     (secrets_dir / "fernet_keys").write_text(f"{new}\n{shown[0]['TOLLGATE_SECRET_KEYS'][0]}\n")
     assert loaded(load_settings(env))["TOLLGATE_SECRET_KEYS"] == [new, shown[0]["TOLLGATE_SECRET_KEYS"][0]]
+
+
+def production_env(tmp_path: Path, **env: str) -> dict[str, str]:
+    return clean_env(
+        tmp_path,
+        DEBUG="0",
+        TOLLGATE_HTTPS="1",
+        SECRET_KEY=generate_secret_key(),
+        TOLLGATE_SECRET_KEYS=generate_key(),
+        ALLOWED_HOSTS="tollgate.example",
+        **env,
+    )
+
+
+def check_deploy(env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_production_settings_pass_check_deploy(tmp_path):
+    proc = check_deploy(production_env(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "System check identified no issues" in proc.stdout
+
+    # TOLLGATE_HTTPS is what switches the secure cookies, the redirect and HSTS on.
+    env = production_env(tmp_path)
+    del env["TOLLGATE_HTTPS"]
+    proc = check_deploy(env)
+    assert proc.returncode != 0
+    for warning in ("security.W004", "security.W008", "security.W012", "security.W016"):
+        assert warning in proc.stderr + proc.stdout
+
+
+def test_https_settings_and_the_proxy_header_switch(tmp_path):
+    shown = loaded(load_settings(production_env(tmp_path)))
+    assert shown["SECURE_SSL_REDIRECT"] and shown["SESSION_COOKIE_SECURE"] and shown["CSRF_COOKIE_SECURE"]
+    assert shown["SECURE_HSTS_SECONDS"] == 31536000
+    assert shown["SECURE_PROXY_SSL_HEADER"] is None  # a client must not be able to claim https
+    shown = loaded(load_settings(production_env(tmp_path, TOLLGATE_PROXY_SSL_HEADER="1")))
+    assert shown["SECURE_PROXY_SSL_HEADER"] == ["HTTP_X_FORWARDED_PROTO", "https"]
