@@ -32,10 +32,11 @@ static/vendor/.installed: package.json package-lock.json $(VENV)/.installed
 demo: venv node
 	env -u DATABASE_URL -u CELERY_BROKER_URL $(PY) manage.py tollgate demo
 
+# makemigrations runs on an in-memory SQLite database: it needs none, and a fresh machine has no `tollgate`.
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(PY) manage.py makemigrations --check --dry-run
+	DATABASE_URL=sqlite://:memory: $(PY) manage.py makemigrations --check --dry-run
 
 pytest: venv node
 	$(PY) -m pytest
