@@ -11,6 +11,10 @@ export CHROMIUM ?= /usr/bin/chromium
 
 .PHONY: demo test lint pytest venv node bench clean
 
+# Demo and test mode: the only mode in which the settings may generate SECRET_KEY into var/secret_key
+# and derive the Fernet key from it; everywhere else real secrets are required (README, Production).
+demo test lint pytest: export TOLLGATE_DEMO = 1
+
 venv: $(VENV)/.installed
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,10 +32,11 @@ static/vendor/.installed: package.json package-lock.json $(VENV)/.installed
 demo: venv node
 	env -u DATABASE_URL -u CELERY_BROKER_URL $(PY) manage.py tollgate demo
 
+# makemigrations runs on an in-memory SQLite database: it needs none, and a fresh machine has no `tollgate`.
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(PY) manage.py makemigrations --check --dry-run
+	DATABASE_URL=sqlite://:memory: $(PY) manage.py makemigrations --check --dry-run
 
 pytest: venv node
 	$(PY) -m pytest

@@ -1,16 +1,21 @@
 """Tollgate settings: one file, driven by environment variables.
 
-With nothing set it runs the demo: SQLite in var/, kombu's filesystem broker in var/broker,
-a file cache for live progress. Set DATABASE_URL and CELERY_BROKER_URL (redis://) for production.
+With TOLLGATE_DEMO=1 and nothing else set it runs the demo: SQLite in var/, kombu's filesystem
+broker in var/broker, a file cache for live progress, a SECRET_KEY generated into var/secret_key.
+Set DATABASE_URL and CELERY_BROKER_URL (redis://) for production. Secrets fail closed: outside
+demo mode SECRET_KEY and TOLLGATE_SECRET_KEYS must be set (or kept in TOLLGATE_SECRETS_DIR).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+
+from portal.lib import secrets as secretlib
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("TOLLGATE_VAR_DIR", BASE_DIR / "var"))
@@ -39,13 +44,57 @@ def envlist(name: str, default: str) -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
 
+def secret_file(path: Path, make: Callable[[], str]) -> str:
+    """The secret kept in ``path``, generated there (0600) on first start; see portal/lib/secrets.py."""
+    try:
+        return secretlib.read_or_create(path, make)
+    except (OSError, ValueError) as exc:
+        raise ImproperlyConfigured(f"cannot read or create the secret file {path}: {exc}") from None
+
+
 DEBUG = envbool("DEBUG", "false")
+# Demo and test mode (set by `make demo` / `make test`, by tests/demo_mode.py for pytest): the only
+# mode in which the secrets below may be generated into var/ or derived instead of configured.
+TOLLGATE_DEMO = envbool("TOLLGATE_DEMO", "false")
+# A private directory (a volume in docker-compose.yml) where missing secrets are generated on first
+# start and kept: `secret_key` and `fernet_keys` (one Fernet key per line, newest first).
+TOLLGATE_SECRETS_DIR = os.environ.get("TOLLGATE_SECRETS_DIR", "").strip()
+
 SECRET_KEY = os.environ.get("SECRET_KEY", "")
-if not SECRET_KEY:
-    if not DEBUG and envbool("TOLLGATE_REQUIRE_SECRET_KEY", "false"):
-        raise ImproperlyConfigured("SECRET_KEY must be set")
-    # Demo and tests only; docker-compose and production set SECRET_KEY.
-    SECRET_KEY = "tollgate-insecure-demo-key-change-me-0123456789abcdef"  # noqa: S105
+if not SECRET_KEY.strip():
+    if TOLLGATE_SECRETS_DIR:
+        SECRET_KEY = secret_file(Path(TOLLGATE_SECRETS_DIR) / "secret_key", secretlib.generate_secret_key)
+    elif TOLLGATE_DEMO:
+        SECRET_KEY = secret_file(VAR_DIR / "secret_key", secretlib.generate_secret_key)
+    else:
+        raise ImproperlyConfigured(
+            'SECRET_KEY is not set: set it to a long random string (python -c "import secrets; '
+            'print(secrets.token_urlsafe(50))"), or set TOLLGATE_SECRETS_DIR to a private directory '
+            "where Tollgate generates and keeps its secrets (TOLLGATE_DEMO=1 is for the demo and tests only)"
+        )
+
+# Fernet keys for secrets at rest (auth, headers, SSH keys), newest first; see portal/vault.py.
+TOLLGATE_SECRET_KEYS = envlist("TOLLGATE_SECRET_KEYS", "")
+_keys_source = "TOLLGATE_SECRET_KEYS"
+if not TOLLGATE_SECRET_KEYS:
+    if TOLLGATE_SECRETS_DIR:
+        _keys_source = str(Path(TOLLGATE_SECRETS_DIR) / "fernet_keys")
+        TOLLGATE_SECRET_KEYS = (
+            secret_file(Path(_keys_source), secretlib.generate_key).replace(",", " ").split()
+        )
+    elif TOLLGATE_DEMO:
+        TOLLGATE_SECRET_KEYS = [secretlib.derive_key(SECRET_KEY)]
+    else:
+        raise ImproperlyConfigured(
+            "TOLLGATE_SECRET_KEYS is not set: it holds the Fernet keys that encrypt stored credentials "
+            "and SSH keys (comma-separated, newest first); generate one with: "
+            f"{secretlib.KEY_HELP} (or set TOLLGATE_SECRETS_DIR to have one generated and kept there)"
+        )
+try:
+    secretlib.Vault(TOLLGATE_SECRET_KEYS)
+except secretlib.InvalidKeyError as exc:
+    raise ImproperlyConfigured(f"{_keys_source}: {exc}") from None
+
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", "")
 
@@ -70,6 +119,23 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
+
+# HTTPS: TOLLGATE_HTTPS=1 when users reach the portal over https:// (directly or through a proxy).
+TOLLGATE_HTTPS = envbool("TOLLGATE_HTTPS", "false")
+SECURE_SSL_REDIRECT = TOLLGATE_HTTPS
+SESSION_COOKIE_SECURE = TOLLGATE_HTTPS
+CSRF_COOKIE_SECURE = TOLLGATE_HTTPS
+SECURE_HSTS_SECONDS = 31536000 if TOLLGATE_HTTPS else 0
+SECURE_HSTS_INCLUDE_SUBDOMAINS = TOLLGATE_HTTPS
+SECURE_HSTS_PRELOAD = TOLLGATE_HTTPS
+# Behind a proxy that terminates TLS and sets X-Forwarded-Proto (overwriting what clients send):
+# without this, every request looks like plain HTTP and SECURE_SSL_REDIRECT loops.
+if envbool("TOLLGATE_PROXY_SSL_HEADER", "false"):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SESSION_COOKIE_HTTPONLY = True
+X_FRAME_OPTIONS = "DENY"
 
 ROOT_URLCONF = "portal.urls"
 WSGI_APPLICATION = "portal.wsgi.application"
@@ -153,8 +219,6 @@ TOLLGATE_MAX_DURATION_S = envint("TOLLGATE_MAX_DURATION_S", "3600")
 TOLLGATE_MAX_WARMUP_S = envint("TOLLGATE_MAX_WARMUP_S", "600")
 TOLLGATE_MAX_ROUNDS = envint("TOLLGATE_MAX_ROUNDS", "20")
 TOLLGATE_MAX_ARRIVAL_RATE = envint("TOLLGATE_MAX_ARRIVAL_RATE", "100000")
-# Fernet keys for secrets at rest (auth, headers, SSH keys), newest first; see portal/lib/secrets.py.
-TOLLGATE_SECRET_KEYS = envlist("TOLLGATE_SECRET_KEYS", "")
 # Pre-filled values of the run form (the demo points them at its own target).
 TOLLGATE_DEFAULT_PLAIN_URL = os.environ.get("TOLLGATE_DEFAULT_PLAIN_URL", "")
 TOLLGATE_DEFAULT_TLS_URL = os.environ.get("TOLLGATE_DEFAULT_TLS_URL", "")

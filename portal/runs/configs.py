@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import base64
 
-from portal.lib import secrets as vault
+from portal import vault
 
 SECRET_KEYS = ("secrets", "auth", "header_names")
 PORTAL_ONLY_KEYS = (*SECRET_KEYS, "probes")

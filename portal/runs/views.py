@@ -17,8 +17,8 @@ from django.utils import timezone
 from django.utils.dateparse import parse_date
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from portal import vault
 from portal.lib import compare, costs, validity
-from portal.lib import secrets as vault
 from portal.runs import dispatch, exports, reporting, services
 from portal.runs.access import get_run_for_user, runs_for, scenarios_for, targets_for
 from portal.runs.forms import RunForm

@@ -8,7 +8,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
-from portal.lib import secrets as vault
+from portal import vault
 from portal.lib.sshkeys import generate_key, key_from_known_hosts, public_line
 from portal.runs import services
 from portal.runs.access import targets_for

@@ -92,7 +92,7 @@ def test_cli_rejects_bad_options(admin):
 
 @pytest.mark.django_db
 def test_rotate_secrets_re_encrypts_runs_scenarios_and_ssh_keys(owner, settings):
-    from portal.lib import secrets as vault
+    from portal import vault
     from portal.runs import services
     from portal.targets.models import Scenario, Target
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from portal.lib import secrets as vault
+from portal import vault
 from portal.lib.sshkeys import generate_key
 from portal.runs import reporting, services
 from portal.runs.models import Run

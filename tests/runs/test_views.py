@@ -217,7 +217,7 @@ def test_report_json_has_costs_validity_and_no_secrets(client, owner):
 def test_scenario_secrets_are_sealed_never_rendered_and_kept_when_left_blank(
     client, owner, django_capture_on_commit_callbacks, broker
 ):
-    from portal.lib import secrets as vault
+    from portal import vault
 
     client.force_login(owner)
     with django_capture_on_commit_callbacks(execute=True):

@@ -13,7 +13,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from portal.lib import secrets as vault
+from portal import vault
 from portal.runs import dispatch, services
 from portal.runs.models import ArmResult, Run
 from portal.targets.models import SshAccess

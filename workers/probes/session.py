@@ -16,7 +16,7 @@ import time
 
 from django.utils import timezone
 
-from portal.lib import secrets as vault
+from portal import vault
 from portal.runs.models import ArmResult, Run
 from portal.targets.models import SshAccess
 from workers.probes import parsers

@@ -15,7 +15,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 from django.utils import timezone
 
-from portal.lib import secrets as vault
+from portal import vault
 from portal.lib.sshkeys import KeyFormatError, key_from_known_hosts, public_line
 from portal.runs import reporting, services
 from portal.runs.demo import run_demo, start_demo_target, stop_processes

@@ -1,0 +1,43 @@
+"""Secrets at rest for the portal: ``portal.lib.secrets.Vault`` with the keys of the settings.
+
+``settings.TOLLGATE_SECRET_KEYS`` (Fernet keys, newest first; ``portal/settings.py`` decides where
+they come from and refuses to start without them) is read on every call, so an overridden setting
+takes effect at once.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+from portal.lib.secrets import InvalidKeyError, SecretError, Vault, generate_key
+
+__all__ = ["SecretError", "decrypt", "encrypt", "generate_key", "rotate", "seal", "unseal"]
+
+
+def _vault() -> Vault:
+    try:
+        return Vault(settings.TOLLGATE_SECRET_KEYS)
+    except InvalidKeyError as exc:
+        raise ImproperlyConfigured(f"TOLLGATE_SECRET_KEYS: {exc}") from None
+
+
+def encrypt(plaintext: str) -> str:
+    return _vault().encrypt(plaintext)
+
+
+def decrypt(token: str) -> str:
+    return _vault().decrypt(token)
+
+
+def rotate(token: str) -> str:
+    """Re-encrypt a token with the first (newest) key."""
+    return _vault().rotate(token)
+
+
+def seal(data: dict) -> str:
+    return _vault().seal(data)
+
+
+def unseal(token: str) -> dict:
+    return _vault().unseal(token)
