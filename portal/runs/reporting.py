@@ -1,4 +1,5 @@
-"""Adapter from models to the pure report functions in portal.lib.report."""
+"""Adapter from models to the pure report functions in portal.lib.report (and its chart data,
+portal.lib.charts)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from django.core.cache import cache
 from django.urls import reverse
 
 import portal
-from portal.lib import costs, report
+from portal.lib import costs, hdr, report
+from portal.lib.charts import histogram_overlay, percentile_curve
 from portal.runs.configs import public_config
 from portal.runs.models import ArmResult, Run, RunReport
 
@@ -107,10 +109,10 @@ def _build_page(run: Run, request=None) -> dict:
     charts = {}
     if rows:
         charts = {
-            "ttlb": report.histogram_overlay(rows, "ttlb_us"),
-            "ttfb": report.histogram_overlay(rows, "ttfb_us"),
+            "ttlb": histogram_overlay(rows, "ttlb_us"),
+            "ttfb": histogram_overlay(rows, "ttfb_us"),
             "curve": {
-                name: report.percentile_curve(report.hdr.decode(section["hdr"]["ttlb_us"]))
+                name: percentile_curve(hdr.decode(section["hdr"]["ttlb_us"]))
                 for name, section in data["arms"].items()
             },
             "series": {

@@ -221,7 +221,7 @@
     });
   }
 
-  // Extra cores = peak req/s × ((1 − f) × Δkeep-alive + f × Δnew) / 1000 (portal.lib.report.project_cores).
+  // Extra cores = peak req/s × ((1 − f) × Δkeep-alive + f × Δnew) / 1000 (portal.lib.projection.project_cores).
   function projection(data) {
     var form = document.getElementById("projection-form");
     if (!form || !data.projection) { return; }

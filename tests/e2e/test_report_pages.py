@@ -99,7 +99,7 @@ def test_compare_and_trend_pages(page, live_server, django_user_model):
 def test_probed_run_shows_server_cpu_openssl_speed_and_projects_cores(page, live_server, django_user_model):
     from pathlib import Path
 
-    from portal.lib import report as report_lib
+    from portal.lib import projection
     from workers.probes.parsers import parse_openssl_speed
 
     user = login(page, live_server, django_user_model)
@@ -128,8 +128,8 @@ def test_probed_run_shows_server_cpu_openssl_speed_and_projects_cores(page, live
     page.fill("#proj-new", "10")
     page.wait_for_function("document.getElementById('projection-result').dataset.cores !== undefined")
     cores = float(page.get_attribute("#projection-result", "data-cores"))
-    expected = report_lib.project_cores(
-        report_lib.projection_inputs({k: {"server_cpu_ms_per_req": v} for k, v in per_req.items()}),
+    expected = projection.project_cores(
+        projection.projection_inputs({k: {"server_cpu_ms_per_req": v} for k, v in per_req.items()}),
         5000,
         0.10,
     )

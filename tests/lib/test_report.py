@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hdrh.histogram import HdrHistogram
 
-from portal.lib import hdr, report
+from portal.lib import charts, hdr, headline, projection, report, rounds
 
 
 def encoded(values: list[int]) -> str:
@@ -71,7 +71,7 @@ def test_no_plain_arm_means_no_deltas():
 
 
 def test_histogram_overlay_bins_cover_all_counts():
-    overlay = report.histogram_overlay([arm("plain", [100, 150, 1000], 1.0), arm("tls", [5000, 20000], 1.0)])
+    overlay = charts.histogram_overlay([arm("plain", [100, 150, 1000], 1.0), arm("tls", [5000, 20000], 1.0)])
     edges = overlay["edges_us"]
     assert edges[0] <= 100 and edges[-1] >= 20000
     assert all(len(row) == len(edges) - 1 for row in overlay["counts"].values())
@@ -82,12 +82,12 @@ def test_histogram_overlay_bins_cover_all_counts():
 
 
 def test_percentile_curve_runs_from_min_to_max():
-    curve = report.percentile_curve(HdrHistogram.decode(encoded(list(range(1, 1001)))))
+    curve = charts.percentile_curve(HdrHistogram.decode(encoded(list(range(1, 1001)))))
     as_dict = dict((level, value) for level, value in curve)
     assert as_dict[0] == 1 and as_dict[50] == 500 and as_dict[99] == 990 and as_dict[99.9] == 999
     assert as_dict[100] == 1000
-    assert [level for level, _ in curve] == list(report.CURVE_LEVELS)
-    assert report.percentile_curve(None) is None
+    assert [level for level, _ in curve] == list(charts.CURVE_LEVELS)
+    assert charts.percentile_curve(None) is None
 
 
 def test_breakdown_uses_means_that_add_up():
@@ -143,18 +143,18 @@ def test_headline_sentence_from_costs():
             "verdict": "significant",
         },
     ]
-    assert report.headline(costs) == (
+    assert headline.headline(costs) == (
         "TLS on warm (keep-alive) connections adds +0.40 ms median time to last byte (noticeable, +9%, "
         "95% CI +0.30 … +0.51 ms); a full TLS handshake per request adds +1.20 ms median time to last byte "
         "(significant, +130%); session resumption saves 0.70 ms per new connection (significant)."
     )
-    assert report.headline([]) is None
+    assert headline.headline([]) is None
 
 
 def test_rounds_merge_exactly():
     one = arm("tls", [100, 200, 300], rps=3.0) | {"round": 0, "duration_s": 1.0, "series": [{"p50_us": 200}]}
     two = arm("tls", [400, 500], rps=2.0) | {"round": 1, "duration_s": 1.0, "series": [{"p50_us": 450}]}
-    (merged,) = report.merge_rounds([one, two])
+    (merged,) = rounds.merge_rounds([one, two])
     assert merged["requests"] == 5 and merged["duration_s"] == 2.0 and merged["rps"] == 2.5
     assert hdr.summary(hdr.decode(merged["hist"]["ttlb_us"]))["p50"] == 300
     assert [p["round"] for p in merged["series"]] == [0, 1]
@@ -176,19 +176,19 @@ def test_projection_inputs_and_cores_by_hand():
         "plain_new": {"server_cpu_ms_per_req": 0.050},
         "tls_new": {"server_cpu_ms_per_req": 0.650},
     }
-    p = report.projection_inputs(arms)
+    p = projection.projection_inputs(arms)
     assert p["keepalive_ms_per_req"] == 0.01 and p["new_ms_per_req"] == 0.6 and p["new_base"] == "plain_new"
     # 5000 req/s, 10% new: 5000 × (0.9 × 0.01 + 0.1 × 0.6) / 1000 = 5000 × 0.069 / 1000 = 0.345 cores.
-    assert abs(report.project_cores(p, 5000, 0.10) - 0.345) < 1e-12
-    assert report.project_cores(p, 5000, 0.0) == 5000 * 0.01 / 1000
-    assert abs(report.project_cores(p, 2000, 1.0) - 1.2) < 1e-12
+    assert abs(projection.project_cores(p, 5000, 0.10) - 0.345) < 1e-12
+    assert projection.project_cores(p, 5000, 0.0) == 5000 * 0.01 / 1000
+    assert abs(projection.project_cores(p, 2000, 1.0) - 1.2) < 1e-12
     # Without the plain_new control the new-connection delta is against plain, and says so.
     del arms["plain_new"]
-    p = report.projection_inputs(arms)
+    p = projection.projection_inputs(arms)
     assert p["new_base"] == "plain" and p["new_ms_per_req"] == 0.63
     # Without server CPU there is nothing to project.
     arms["tls"] = {"server_cpu_ms_per_req": None}
-    assert report.projection_inputs(arms) is None
+    assert projection.projection_inputs(arms) is None
 
 
 def test_project_cores_rejects_impossible_inputs():
@@ -197,7 +197,7 @@ def test_project_cores_rejects_impossible_inputs():
     p = {"keepalive_ms_per_req": 0.01, "new_ms_per_req": 0.6}
     for rps, share in ((-1, 0.1), (100, 1.5), (100, -0.1)):
         with pytest.raises(ValueError):
-            report.project_cores(p, rps, share)
+            projection.project_cores(p, rps, share)
 
 
 def test_headline_adds_server_cpu_when_probed():
@@ -207,7 +207,7 @@ def test_headline_adds_server_cpu_when_probed():
         {"name": "handshake", "metric": "server_cpu_ms_per_req", "delta": 0.6, "delta_pct": 1200.0,
          "ci95": None, "verdict": "significant"},
     ]  # fmt: skip
-    assert report.headline(costs) == (
+    assert headline.headline(costs) == (
         "A full TLS handshake per request adds +1.20 ms median time to last byte and +0.600 server CPU-ms "
         "per request (significant, +130%)."
     )
@@ -216,7 +216,7 @@ def test_headline_adds_server_cpu_when_probed():
 def test_headline_of_a_negative_cost_reads_as_a_change():
     costs = [{"name": "keepalive_tls", "metric": "ttlb_p50_us", "delta": -10, "delta_pct": -2.0, "ci95": None,
               "verdict": "negligible"}]  # fmt: skip
-    assert report.headline(costs) == (
+    assert headline.headline(costs) == (
         "TLS on warm (keep-alive) connections changes the median time to last byte by -0.01 ms "
         "(negligible, -2%)."
     )

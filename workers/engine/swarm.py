@@ -259,38 +259,68 @@ class Swarm:
         window_started_at: float | None = None  # wall clock, for server-side samplers
         try:
             self._warm_up(index, arm, runner, recorder, arm_t0)
-            cpu.sample()
-            recorder.start_window()
-            window_t0 = time.monotonic()
-            window_started_at = time.time()
-            second = 0
-            while not self.cancelled:
-                second += 1
-                target = window_t0 + second * TICK_S
-                if second * TICK_S > cfg.duration_s:
-                    break
-                gevent.sleep(max(0.0, target - time.monotonic()))
-                # How late the loop woke up: a saturated generator shows lag here.
-                lag_ms = max(0.0, (time.monotonic() - target) * 1000)
-                point = recorder.roll_second()
-                cpu_pct, runq_pct = cpu.sample()
-                point.update(
-                    t_s=second,
-                    users=runner.user_count,
-                    gen_cpu_pct=cpu_pct,
-                    gen_runq_pct=runq_pct,
-                    loop_lag_ms=round(lag_ms, 3),
-                )
-                series.append(point)
-                self._progress(index, arm, "measure", time.monotonic() - arm_t0, point["requests"], runner)
-            # A fractional last second (duration not a whole number of seconds).
-            remaining = cfg.duration_s - (time.monotonic() - window_t0)
-            if remaining > 0 and not self.cancelled:
-                gevent.sleep(remaining)
+            window_started_at = self._measure(index, arm, runner, recorder, cpu, arm_t0, series)
         finally:
             recorder.close_window()
             window_ended_at = time.time()
             runner.quit()
+        return self._arm_result(recorder, ready, series, started_at, window_started_at, window_ended_at)
+
+    def _measure(
+        self,
+        index: int,
+        arm: ArmSpec,
+        runner,
+        recorder: ArmRecorder,
+        cpu: CpuMeter,
+        arm_t0: float,
+        series: list[dict],
+    ) -> float:
+        """The measurement window, right after the warm-up: one point per second appended to
+        ``series``, until the duration is over or the run is cancelled. Returns the window's start
+        (wall clock)."""
+        cfg = self.config
+        cpu.sample()
+        recorder.start_window()
+        window_t0 = time.monotonic()
+        window_started_at = time.time()
+        second = 0
+        while not self.cancelled:
+            second += 1
+            target = window_t0 + second * TICK_S
+            if second * TICK_S > cfg.duration_s:
+                break
+            gevent.sleep(max(0.0, target - time.monotonic()))
+            # How late the loop woke up: a saturated generator shows lag here.
+            lag_ms = max(0.0, (time.monotonic() - target) * 1000)
+            point = recorder.roll_second()
+            cpu_pct, runq_pct = cpu.sample()
+            point.update(
+                t_s=second,
+                users=runner.user_count,
+                gen_cpu_pct=cpu_pct,
+                gen_runq_pct=runq_pct,
+                loop_lag_ms=round(lag_ms, 3),
+            )
+            series.append(point)
+            self._progress(index, arm, "measure", time.monotonic() - arm_t0, point["requests"], runner)
+        # A fractional last second (duration not a whole number of seconds).
+        remaining = cfg.duration_s - (time.monotonic() - window_t0)
+        if remaining > 0 and not self.cancelled:
+            gevent.sleep(remaining)
+        return window_started_at
+
+    def _arm_result(
+        self,
+        recorder: ArmRecorder,
+        ready: Prepared,
+        series: list[dict],
+        started_at: float,
+        window_started_at: float | None,
+        window_ended_at: float,
+    ) -> dict:
+        """The arm's ``result`` for the ``arm`` event: the recorder's figures and how they were taken."""
+        cfg = self.config
         result = recorder.result()
         result.update(
             started_at=started_at,

@@ -1,0 +1,54 @@
+"""Validity checks: would an auditor accept these numbers? Each check says pass, warn or fail and why.
+
+Pure functions over the report's arm sections (``portal.lib.report.arm_section``) and the run's
+config, recomputed on every read, so a threshold change re-judges old runs too. Each result is
+``{"check", "status": "pass"|"warn"|"fail", "detail", "evidence"}`` (``verdict.result``); ``detail``
+is one or two plain sentences, ``evidence`` the numbers behind them (per arm). Thresholds are
+constants of the module that holds their check and are documented in docs/report-schema.md.
+
+* ``answers``: what the server answered (status codes, errors, body sizes, redirects, auth, TLS
+  sessions);
+* ``measurement``: the measurement itself (generator saturation, arrival rate, sample size, drift,
+  SYN retransmissions).
+"""
+
+from __future__ import annotations
+
+from portal.lib.validity.answers import (
+    check_auth,
+    check_content_length,
+    check_errors,
+    check_redirect,
+    check_status_codes,
+    check_tls_sessions,
+    expected_label,
+)
+from portal.lib.validity.measurement import (
+    check_drift,
+    check_generator,
+    check_sample_size,
+    check_schedule,
+    check_syn_retransmit,
+)
+
+# ``expected_label`` is re-exported for the run page (``portal.runs.views``).
+__all__ = ["check_all", "expected_label"]
+
+
+def check_all(config: dict, arms: dict[str, dict], tls_info: dict | None = None) -> list[dict]:
+    if not arms:
+        return []
+    checks = [
+        check_status_codes(config, arms),
+        check_errors(arms),
+        check_content_length(arms),
+        check_generator(config, arms),
+        check_schedule(config, arms),
+        check_sample_size(arms),
+        check_drift(arms),
+        check_syn_retransmit(arms),
+        check_redirect(config, arms),
+        check_auth(config, arms),
+        check_tls_sessions(arms),
+    ]
+    return [check for check in checks if check is not None]
