@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import statistics
 
-from portal.lib import hdr
+from portal.lib import costs, hdr, validity
 from portal.lib.headline import headline
 from portal.lib.projection import projection_inputs
 from portal.lib.rounds import LATENCY_METRICS, merge_rounds
@@ -144,8 +144,6 @@ def build_report(
 ) -> dict:
     """The whole report. ``arms``: stored rows (one per arm and round) in run order; missing arms
     (failed or not reached) are absent. Costs and validity are derived here, on every read."""
-    from portal.lib import costs, validity
-
     merged = merge_rounds(arms)
     arm_sections = {arm["arm"]: arm_section(arm) for arm in merged}
     cost_inputs = {
