@@ -34,6 +34,7 @@ from workers.engine.client import (
     split_target,
 )
 from workers.engine.recorder import ArmRecorder, CpuMeter
+from workers.engine.tlsinfo import probe_tls
 
 TICK_S = 1.0
 MAX_REDIRECTS = 5
@@ -149,8 +150,6 @@ class Swarm:
 
     def _tls_facts(self, arm: ArmSpec, prepared: Prepared) -> None:
         try:
-            from workers.engine.tlsinfo import probe_tls
-
             endpoint = prepared.endpoint
             info = probe_tls(
                 endpoint.address,
