@@ -99,6 +99,13 @@ class Swarm:
         self.tls_facts_sent = False
         self.headers = dict(config.headers)
 
+    def headers_for(self, arm: ArmSpec) -> dict[str, str]:
+        """The configured headers (credentials included) travel over TLS; over plain HTTP only when
+        the config says the user allowed it."""
+        if ARM_POLICIES[arm.name][0] == "https" or self.config.headers_over_http:
+            return self.headers
+        return {}
+
     def cancel(self) -> None:
         self.cancelled = True
 
@@ -121,7 +128,8 @@ class Swarm:
         origin = origin_of(arm.url)
         targets: list[dict] = []
         redirects: list[dict] = []
-        client = TimedClient(endpoint, policy, context, timeout_s=self.config.timeout_s, headers=self.headers)
+        headers = self.headers_for(arm)
+        client = TimedClient(endpoint, policy, context, timeout_s=self.config.timeout_s, headers=headers)
         try:
             for path, weight in wanted:
                 current = path
@@ -205,7 +213,7 @@ class Swarm:
         cum_weights = list(itertools.accumulate(target["weight"] for target in ready.targets))
         cfg = self.config
         timeout_s = cfg.timeout_s
-        headers = self.headers
+        headers = self.headers_for(arm)
         expected = self._expected
         endpoint, context = ready.endpoint, ready.context
         # Open loop: each user sends on its own fixed schedule, rate / users per second.
@@ -291,22 +299,21 @@ class Swarm:
             recorder.close_window()
             window_ended_at = time.time()
             runner.quit()
-        result = recorder.result()
-        result.update(
-            started_at=started_at,
-            finished_at=time.time(),
-            users=cfg.users,
-            warmup_s=cfg.warmup_s,
-            warmup_requests=recorder.warmup_requests,
-            complete=not self.cancelled,
-            series=series,
-            address=ready.endpoint.address,
-            window_started_at=window_started_at,
-            window_ended_at=window_ended_at,
-            arrival_rate=cfg.arrival_rate,
-            think_time_s=cfg.think_time_s,
-        )
-        return result
+        return {
+            **recorder.result(),
+            "started_at": started_at,
+            "finished_at": time.time(),
+            "users": cfg.users,
+            "warmup_s": cfg.warmup_s,
+            "warmup_requests": recorder.warmup_requests,
+            "complete": not self.cancelled,
+            "series": series,
+            "address": ready.endpoint.address,
+            "window_started_at": window_started_at,
+            "window_ended_at": window_ended_at,
+            "arrival_rate": cfg.arrival_rate,
+            "think_time_s": cfg.think_time_s,
+        }
 
     def _warm_up(self, index: int, arm: ArmSpec, runner, recorder: ArmRecorder, arm_t0: float) -> None:
         deadline = arm_t0 + self.config.warmup_s
