@@ -9,3 +9,6 @@ urlpatterns = [
     path("targets/", include("portal.targets.urls")),
     path("admin/", admin.site.urls),
 ]
+
+# Django's default reads the request body again and fails on the body that caused the 400.
+handler400 = "portal.errors.bad_request"

@@ -173,6 +173,23 @@ class AuthPages:
         return pages_handler(request)
 
 
+class HeaderLog:
+    """Pages that remember the request headers of every request, as the server received them."""
+
+    def __init__(self) -> None:
+        self.seen: list[dict[str, str]] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, request: BaseHTTPRequestHandler) -> tuple[int, dict[str, str], bytes]:
+        with self.lock:
+            self.seen.append({name.lower(): value for name, value in request.headers.items()})
+        return pages_handler(request)
+
+    def with_header(self, name: str) -> int:
+        with self.lock:
+            return sum(1 for headers in self.seen if name.lower() in headers)
+
+
 def varying_pages(request: BaseHTTPRequestHandler) -> tuple[int, dict[str, str], bytes]:
     """A 'dynamic' page: every answer has another length (900–1100 bytes)."""
     import random

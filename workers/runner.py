@@ -14,11 +14,11 @@ from django.core.cache import cache
 from django.utils import timezone
 
 from portal.lib.protocol import EngineConfig, engine_limit_s
-from portal.lib.secrets import SecretError
 from portal.runs.configs import engine_dict
 from portal.runs.live import PROGRESS_TTL_S, probing_key, progress_key
 from portal.runs.models import Run
 from portal.runs.reporting import store_summary
+from portal.vault import SecretError
 from workers.driver import EngineProcess, Heartbeat
 from workers.probes import session as probing
 

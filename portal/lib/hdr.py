@@ -6,12 +6,18 @@ Django-free: the report is computed from stored histograms by pure functions.
 from __future__ import annotations
 
 import math
+import threading
 from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from itertools import accumulate, compress
 
 from hdrh.histogram import HdrHistogram
+
+# The hdrhistogram release whose internals (``counts`` as a C array of 64-bit words, ``counts_len``,
+# ``_hdr_median_equiv_value``) the fast readers below use. tests/lib/test_hdr.py fails when the
+# installed release differs, and compares every fast reader with hdrh's own API.
+HDRH_VERSION = "0.10.8"
 
 HIST_MIN_US = 1
 HIST_MAX_US = 60_000_000
@@ -24,26 +30,37 @@ def new_histogram() -> HdrHistogram:
 
 
 # Decoded histograms by their encoding (a report reads each one many times), least recent first.
+# Shared by the web server's threads: every access holds the lock (an OrderedDict's move_to_end
+# and popitem are not safe against each other); decoding itself runs outside it.
 _DECODED: OrderedDict[str, HdrHistogram] = OrderedDict()
 _DECODED_MAX = 256
+_DECODED_LOCK = threading.Lock()
 
 
 def _keep(text: str, hist: HdrHistogram) -> HdrHistogram:
-    _DECODED[text] = hist
-    _DECODED.move_to_end(text)
-    while len(_DECODED) > _DECODED_MAX:
-        _DECODED.popitem(last=False)
+    with _DECODED_LOCK:
+        _DECODED[text] = hist
+        _DECODED.move_to_end(text)
+        while len(_DECODED) > _DECODED_MAX:
+            _DECODED.popitem(last=False)
     return hist
 
 
+def _cached(text: str) -> HdrHistogram | None:
+    with _DECODED_LOCK:
+        found = _DECODED.get(text)
+        if found is not None:
+            _DECODED.move_to_end(text)
+        return found
+
+
 def decode(encoded: str | None) -> HdrHistogram | None:
-    """The histogram of an encoded string. Decoded histograms are shared between callers: read
-    them, never record into them (``merge`` makes a new one)."""
+    """The histogram of an encoded string. Decoded histograms are shared between callers (and
+    threads): read them, never record into them (``merge`` makes a new one)."""
     if not encoded:
         return None
-    found = _DECODED.get(encoded)
+    found = _cached(encoded)
     if found is not None:
-        _DECODED.move_to_end(encoded)
         return found
     return _keep(encoded, HdrHistogram.decode(encoded))
 

@@ -55,8 +55,10 @@ class EngineConfig:
     expected_status: list[int] = field(default_factory=list)  # empty: any 2xx
     # Weighted request targets (path + query), the same for every arm; empty: each arm's URL path.
     paths: list[PathSpec] = field(default_factory=list)
-    # Sent on every request, so credentials go out pre-emptively (no 401 round trip).
+    # Sent on every request, so credentials go out pre-emptively (no 401 round trip): on the https
+    # arms only, unless headers_over_http says the user allowed them over plain HTTP too.
     headers: dict[str, str] = field(default_factory=dict)
+    headers_over_http: bool = False
     think_time_s: float = 0.0
     # Open loop: total requests/s spread over the users, latency measured from the intended start
     # (no coordinated omission). None: closed loop.

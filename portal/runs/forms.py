@@ -1,14 +1,16 @@
 from __future__ import annotations
 
-import re
 from urllib.parse import urlsplit
 
 from django import forms
 from django.conf import settings
 from django.core.validators import MaxValueValidator
 
+from portal.lib.names import PROCESS_NAME_MAX
 from portal.lib.protocol import ARM_SCHEMES, ARMS
-from portal.targets.validators import check_url
+from portal.runs.inputs import MAX_HEADERS_FIELD, MAX_PATHS_FIELD, parse_headers, parse_paths, parse_status
+from portal.runs.scenarios import SavedSecrets, arm_origins, http_arms
+from portal.targets.validators import check_url, non_ascii, validate_process_name, validate_text
 
 ARM_LABELS = {
     "plain": "plain — HTTP, keep-alive (baseline)",
@@ -18,79 +20,16 @@ ARM_LABELS = {
     "tls_resumed": "tls_resumed — HTTPS, new connection per request, session resumption",
 }
 DEFAULT_ARMS = ["plain", "tls", "tls_new"]
-# The client owns these: they define connection handling and framing, which the arms control.
-RESERVED_HEADERS = {"host", "connection", "content-length", "transfer-encoding", "keep-alive", "upgrade"}
-HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
-STATUS_ITEM = re.compile(r"^([1-5])xx$|^([1-5][0-9][0-9])$")
-
-
-def parse_paths(text: str) -> list[dict]:
-    """``/path [weight]`` per line → [{"path", "weight"}]; blank lines and ``#`` comments skipped."""
-    out = []
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        path, _, weight_text = line.partition(" ")
-        if not path.startswith("/"):
-            raise forms.ValidationError(f"Line {number}: a path must start with / (got {path!r}).")
-        if any(ch.isspace() or ord(ch) < 32 for ch in path) or "#" in path:
-            raise forms.ValidationError(f"Line {number}: the path has spaces, control characters or a #.")
-        weight_text = weight_text.strip()
-        try:
-            weight = float(weight_text) if weight_text else 1.0
-        except ValueError:
-            message = f"Line {number}: the weight {weight_text!r} is not a number."
-            raise forms.ValidationError(message) from None
-        if not 0 < weight <= 1000:
-            raise forms.ValidationError(f"Line {number}: the weight must be above 0 and at most 1000.")
-        out.append({"path": path, "weight": weight})
-    if len(out) > 50:
-        raise forms.ValidationError("At most 50 paths.")
-    return out
-
-
-def parse_headers(text: str) -> dict[str, str]:
-    """``Name: value`` per line → dict; reserved and malformed headers are field errors."""
-    out: dict[str, str] = {}
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line:
-            continue
-        name, sep, value = line.partition(":")
-        name, value = name.strip(), value.strip()
-        if not sep or not HEADER_NAME.match(name):
-            raise forms.ValidationError(f"Line {number}: expected 'Name: value'.")
-        if name.lower() in RESERVED_HEADERS:
-            raise forms.ValidationError(f"Line {number}: {name} is set by Tollgate for each arm.")
-        if name.lower() == "authorization":
-            raise forms.ValidationError(f"Line {number}: use the Authentication fields for Authorization.")
-        if any(ord(ch) < 32 and ch != "\t" for ch in value):
-            raise forms.ValidationError(f"Line {number}: control characters in the value.")
-        out[name] = value
-    return out
-
-
-def parse_status(text: str) -> list[int]:
-    """``200, 204, 3xx`` → sorted codes; empty → [] (meaning any 2xx)."""
-    codes: set[int] = set()
-    for item in re.split(r"[,\s]+", text.strip()):
-        if not item:
-            continue
-        match = STATUS_ITEM.match(item.lower())
-        if not match:
-            raise forms.ValidationError(f"{item!r} is not a status code (e.g. 200) or class (e.g. 2xx).")
-        if match.group(1):
-            first = int(match.group(1)) * 100
-            codes.update(range(first, first + 100))
-        else:
-            codes.add(int(match.group(2)))
-    return sorted(codes)
+# Fields that decide where the headers and credentials go: checked once these are clean.
+SECRET_INPUTS = ("arms", "plain_url", "tls_url", "headers", "auth_secret")
 
 
 class RunForm(forms.Form):
     target_name = forms.CharField(
-        max_length=200, required=False, help_text="Optional; defaults to the host name."
+        max_length=200,
+        required=False,
+        validators=[validate_text],
+        help_text="Optional; defaults to the host name.",
     )
     plain_url = forms.URLField(
         label="Plain URL",
@@ -120,6 +59,7 @@ class RunForm(forms.Form):
     paths = forms.CharField(
         label="Paths and weights",
         required=False,
+        max_length=MAX_PATHS_FIELD,
         widget=forms.Textarea(attrs={"rows": 4, "placeholder": "/1k 1\n/2k 2\n/4k 1\n/logo.png 1"}),
         help_text="Optional. One request target per line with an optional weight; sent to each arm's host. "
         "Empty: the path of the URLs above.",
@@ -127,8 +67,10 @@ class RunForm(forms.Form):
     headers = forms.CharField(
         label="Request headers",
         required=False,
+        max_length=MAX_HEADERS_FIELD,
         widget=forms.Textarea(attrs={"rows": 2, "placeholder": "Accept-Language: en\nX-Client: 100"}),
-        help_text="Optional, 'Name: value' per line. Stored encrypted; never shown again.",
+        help_text="Optional, 'Name: value' per line, ASCII values of at most 8 KiB. Stored encrypted; "
+        "never shown again.",
     )
     auth_type = forms.ChoiceField(
         label="Authentication",
@@ -137,14 +79,21 @@ class RunForm(forms.Form):
         initial="none",
         help_text="Sent pre-emptively with every request: no 401 round trip is measured.",
     )
-    auth_user = forms.CharField(label="User", max_length=200, required=False)
+    auth_user = forms.CharField(label="User", max_length=200, required=False, validators=[validate_text])
     auth_secret = forms.CharField(
         label="Password or token",
         max_length=4000,
         required=False,
         strip=False,
+        validators=[validate_text],
         widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
         help_text="Stored encrypted; never shown again.",
+    )
+    send_credentials_over_http = forms.BooleanField(
+        label="Send the headers and credentials over plain HTTP too",
+        required=False,
+        help_text="Off: the plain arms (plain, plain_new) cannot run with headers or credentials, which "
+        "would travel unencrypted. Tick it only for a test server whose credentials may leak.",
     )
     expected_status = forms.CharField(
         label="Expected status",
@@ -192,8 +141,9 @@ class RunForm(forms.Form):
     )
     local_process = forms.CharField(
         label="Sample a local process",
-        max_length=15,
         required=False,
+        validators=[validate_process_name],
+        widget=forms.TextInput(attrs={"maxlength": PROCESS_NAME_MAX}),
         help_text="Optional: a process on the generator's own host to sample like the server (no SSH), "
         "e.g. tollgate-demo, the demo target's workers (15 characters at most, as pgrep -x sees them).",
     )
@@ -207,12 +157,15 @@ class RunForm(forms.Form):
         label="Save as scenario",
         max_length=200,
         required=False,
+        validators=[validate_text],
         help_text="Optional name to reuse these settings later.",
     )
 
-    def __init__(self, *args, keep_secret: bool = False, **kwargs) -> None:
-        # keep_secret: a saved scenario holds an encrypted secret that a blank field keeps.
-        self.keep_secret = keep_secret
+    def __init__(self, *args, saved: SavedSecrets | None = None, **kwargs) -> None:
+        # saved: the sealed headers and credentials of the scenario the run starts from; a blank
+        # field keeps them (they are never rendered back), for the origins they were saved for only.
+        self.saved = saved
+        self._secrets: dict = {}
         super().__init__(*args, **kwargs)
         # Limits come from settings so operators can change them without a code change.
         limits = {
@@ -247,30 +200,78 @@ class RunForm(forms.Form):
 
     def clean(self) -> dict:
         data = super().clean()
+        self._clean_auth(data)
+        arms = data.get("arms") or []
+        for scheme, field in (("http", "plain_url"), ("https", "tls_url")):
+            needing = [arm for arm in arms if ARM_SCHEMES[arm] == scheme]
+            if needing and not data.get(field) and field not in self.errors:
+                self.add_error(field, f"Required for the arm(s) {', '.join(needing)}.")
+        if not any(name in self.errors for name in SECRET_INPUTS):
+            self._clean_secrets(data)
+        return data
+
+    def _clean_auth(self, data: dict) -> None:
         auth = data.get("auth_type") or "none"
         if auth == "basic":
             if not data.get("auth_user"):
                 self.add_error("auth_user", "Basic authentication needs a user.")
             elif ":" in data["auth_user"]:
                 self.add_error("auth_user", "A Basic user name cannot contain ':'.")
-        if auth in ("basic", "bearer") and not data.get("auth_secret") and not self.keep_secret:
+        saved_auth = bool(self.saved and self.saved.secrets.get("auth"))
+        if auth in ("basic", "bearer") and not data.get("auth_secret") and not saved_auth:
             self.add_error("auth_secret", "Enter the password or token (it is never shown again).")
-        if auth == "bearer" and any(ch.isspace() for ch in data.get("auth_secret") or ""):
-            self.add_error("auth_secret", "A bearer token cannot contain spaces.")
-        arms = data.get("arms") or []
-        for scheme, field in (("http", "plain_url"), ("https", "tls_url")):
-            needing = [arm for arm in arms if ARM_SCHEMES[arm] == scheme]
-            if needing and not data.get(field) and field not in self.errors:
-                self.add_error(field, f"Required for the arm(s) {', '.join(needing)}.")
-        return data
+        if auth == "bearer" and non_ascii(data.get("auth_secret") or ""):
+            self.add_error("auth_secret", "A bearer token is printable ASCII without spaces.")
+
+    def _kept(self, data: dict) -> dict:
+        """The saved secrets that blank fields keep."""
+        saved = self.saved.secrets if self.saved else {}
+        kept = {}
+        if saved.get("headers") and not data.get("headers"):
+            kept["headers"] = saved["headers"]
+        if saved.get("auth") and (data.get("auth_type") or "none") != "none" and not data.get("auth_secret"):
+            kept["auth"] = saved["auth"]
+        return kept
+
+    def _clean_secrets(self, data: dict) -> None:
+        """Saved secrets go only to the origins they were saved for; no secret goes over plain HTTP
+        unless the user said so."""
+        kept = self._kept(data)
+        foreign = self.saved.foreign(arm_origins({"arms": self._arms(data)})) if kept else []
+        if foreign:
+            labels = {"headers": ("headers", "headers"), "auth": ("auth_secret", "credentials")}
+            for key in kept:
+                field, what = labels[key]
+                self.add_error(
+                    field,
+                    f"The saved {what} belong to {', '.join(self.saved.origins)}; enter them again for "
+                    f"{', '.join(foreign)} (or start from an empty form).",
+                )
+            return
+        headers = data.get("headers") or kept.get("headers")
+        self._secrets = {"headers": headers} if headers else {}
+        auth = data.get("auth_type") or "none"
+        secret = data.get("auth_secret") or kept.get("auth", {}).get("secret")
+        if auth != "none" and secret:
+            self._secrets["auth"] = {"type": auth, "user": data.get("auth_user") or "", "secret": secret}
+        plain = http_arms(data.get("arms") or [])
+        if self._secrets and plain and not data.get("send_credentials_over_http"):
+            self.add_error(
+                "send_credentials_over_http",
+                f"The arm(s) {', '.join(plain)} would send the headers and credentials unencrypted: tick "
+                "this to allow it, or choose TLS arms only.",
+            )
+
+    def _arms(self, data: dict) -> list[dict]:
+        """The arms in canonical order, each with the URL of its scheme."""
+        urls = {"http": data.get("plain_url"), "https": data.get("tls_url")}
+        return [{"name": arm, "url": urls[ARM_SCHEMES[arm]]} for arm in ARMS if arm in data["arms"]]
 
     def engine_config(self) -> dict:
         """The engine config (portal.lib.protocol.EngineConfig) for the cleaned values."""
         data = self.cleaned_data
-        arms = [arm for arm in ARMS if arm in data["arms"]]  # canonical order
-        urls = {"http": data.get("plain_url"), "https": data.get("tls_url")}
         return {
-            "arms": [{"name": arm, "url": urls[ARM_SCHEMES[arm]]} for arm in arms],
+            "arms": self._arms(data),
             "users": data["users"],
             "spawn_rate": data["spawn_rate"],
             "warmup_s": data["warmup_s"],
@@ -282,6 +283,7 @@ class RunForm(forms.Form):
             "arrival_rate": data.get("arrival_rate"),
             "rounds": data.get("rounds") or 1,
             "follow_redirects": bool(data.get("follow_redirects")),
+            "headers_over_http": bool(data.get("send_credentials_over_http")),
             **self.probe_config(),
         }
 
@@ -298,24 +300,10 @@ class RunForm(forms.Form):
             probes["local_process"] = data["local_process"]
         return {"probes": probes} if probes else {}
 
-    def clean_local_process(self) -> str:
-        value = (self.cleaned_data.get("local_process") or "").strip()
-        if value and not re.match(r"^[A-Za-z0-9_.:+-]{1,15}$", value):
-            raise forms.ValidationError(
-                "A process name: letters, digits and ._:+- only, at most 15 characters."
-            )
-        return value
-
     def secrets(self) -> dict:
-        """Headers and credentials: sealed (encrypted) by the caller, never stored in clear."""
-        data = self.cleaned_data
-        out: dict = {}
-        if data.get("headers"):
-            out["headers"] = data["headers"]
-        auth = data.get("auth_type") or "none"
-        if auth != "none" and data.get("auth_secret"):
-            out["auth"] = {"type": auth, "user": data.get("auth_user") or "", "secret": data["auth_secret"]}
-        return out
+        """Headers and credentials, typed or kept from the saved scenario: ``{"headers": {...},
+        "auth": {"type", "user", "secret"}}``, sealed (encrypted) by the caller, never stored in clear."""
+        return self._secrets
 
     def target_name_or_default(self) -> str:
         data = self.cleaned_data

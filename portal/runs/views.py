@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import csv
-import json
+from datetime import date
 
 from django.conf import settings
 from django.contrib import messages
@@ -17,13 +17,19 @@ from django.utils import timezone
 from django.utils.dateparse import parse_date
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from portal import vault
 from portal.lib import compare, costs, validity
 from portal.runs import dispatch, exports, reporting, services
 from portal.runs.access import get_run_for_user, runs_for, scenarios_for, targets_for
 from portal.runs.forms import RunForm
 from portal.runs.live import probing_key, progress_key
 from portal.runs.models import Run
+from portal.runs.scenarios import (
+    SCENARIO_ONLY_KEYS,
+    SavedSecrets,
+    find_scenario,
+    scenario_config,
+    secret_origins,
+)
 from portal.targets.models import Scenario
 
 SORTS = {
@@ -52,7 +58,7 @@ def runs_list(request: HttpRequest) -> HttpResponse:
         runs = runs.filter(status=chosen["status"])
     for key, lookup in (("since", "created__date__gte"), ("until", "created__date__lte")):
         if chosen[key]:
-            day = parse_date(chosen[key]) if len(chosen[key]) == 10 else None
+            day = _date(chosen[key])
             if day is None:
                 errors.append(f"'{chosen[key]}' is not a date (YYYY-MM-DD).")
             else:
@@ -73,6 +79,14 @@ def runs_list(request: HttpRequest) -> HttpResponse:
         "cost_labels": COST_LABELS,
     }
     return render(request, "runs/list.html", ctx)
+
+
+def _date(text: str) -> date | None:
+    """A YYYY-MM-DD date, or None: parse_date raises for a well-formed impossible date (2024-13-45)."""
+    try:
+        return parse_date(text) if len(text) == 10 else None
+    except ValueError:
+        return None
 
 
 def _codes(request: HttpRequest) -> list[str]:
@@ -147,46 +161,50 @@ def runs_new(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         # A run started from a saved scenario keeps the scenario's sealed secrets when the secret
         # fields are left blank (they are never rendered back into the form).
-        base = scenarios.filter(code=request.POST.get("scenario") or None).first()
-        kept = vault.unseal(base.config["secrets"]) if base and base.config.get("secrets") else {}
-        form = RunForm(request.POST, keep_secret=bool(kept.get("auth")))
+        code = request.POST.get("scenario")
+        base = find_scenario(scenarios, code)
+        form = RunForm(request.POST, saved=SavedSecrets.of(base))
+        if code and base is None:
+            form.add_error(None, "The saved scenario was not found (deleted, or not yours): start again.")
         if form.is_valid():
-            data = form.cleaned_data
-            secrets = {**kept, **form.secrets()}
-            if (data.get("auth_type") or "none") == "none":
-                secrets.pop("auth", None)
-            elif secrets.get("auth"):
-                secrets["auth"] = {**secrets["auth"], "type": data["auth_type"], "user": data["auth_user"]}
-            with transaction.atomic():
-                target = services.get_or_create_target(
-                    request.user, form.target_name_or_default(), data.get("plain_url"), data.get("tls_url")
-                )
-                scenario = base
-                if data.get("save_as"):
-                    scenario, _ = Scenario.objects.update_or_create(
-                        owner=request.user,
-                        name=data["save_as"],
-                        defaults={"target": target, "config": _scenario_fields(form, secrets)},
-                    )
-                run = services.create_run(
-                    request.user, target, form.engine_config(), scenario=scenario, secrets=secrets
-                )
-                dispatch.enqueue(run)
+            run = _start_run(request, form, base)
             return redirect("runs-detail", code=run.code)
     else:
         initial = {}
-        base = None
+        base = find_scenario(scenarios, request.GET.get("scenario"))
         if request.GET.get("scenario"):
-            base = get_object_or_404(scenarios, code=request.GET["scenario"])
-            initial = {key: value for key, value in base.config.items() if key != "secrets"}
+            if base is None:
+                raise Http404("no such scenario")
+            initial = {key: value for key, value in base.config.items() if key not in SCENARIO_ONLY_KEYS}
         form = RunForm(initial=initial or _default_initial())
     ctx = {
         "form": form,
         "scenarios": scenarios,
         "base": base,
         "base_has_secrets": bool(base and base.config.get("secrets")),
+        "base_secret_origins": secret_origins(base),
     }
     return render(request, "runs/new.html", ctx)
+
+
+def _start_run(request: HttpRequest, form: RunForm, base: Scenario | None) -> Run:
+    """Target, scenario (when saved) and run in one transaction; queued once it commits."""
+    data = form.cleaned_data
+    secrets, config = form.secrets(), form.engine_config()
+    with transaction.atomic():
+        target = services.get_or_create_target(
+            request.user, form.target_name_or_default(), data.get("plain_url"), data.get("tls_url")
+        )
+        scenario = base
+        if data.get("save_as"):
+            scenario, _ = Scenario.objects.update_or_create(
+                owner=request.user,
+                name=data["save_as"],
+                defaults={"target": target, "config": scenario_config(data, form.data, config, secrets)},
+            )
+        run = services.create_run(request.user, target, config, scenario=scenario, secrets=secrets)
+        dispatch.enqueue(run)
+    return run
 
 
 def _default_initial() -> dict:
@@ -196,21 +214,6 @@ def _default_initial() -> dict:
         "verify_tls": settings.TOLLGATE_DEFAULT_VERIFY_TLS,
         "local_process": settings.TOLLGATE_DEFAULT_LOCAL_PROCESS,
     }
-
-
-# Kept as typed by the user (the parsed forms are for the engine).
-RAW_SCENARIO_FIELDS = ("paths", "expected_status")
-SECRET_FIELDS = ("headers", "auth_secret")
-
-
-def _scenario_fields(form: RunForm, secrets: dict) -> dict:
-    """A scenario stores the form's values for reuse; secrets only sealed (encrypted)."""
-    data = {k: v for k, v in form.cleaned_data.items() if k not in ("save_as", *SECRET_FIELDS)}
-    for name in RAW_SCENARIO_FIELDS:
-        data[name] = form.data.get(name, "")
-    if secrets:
-        data["secrets"] = vault.seal(secrets)
-    return json.loads(json.dumps(data, default=str))
 
 
 MAX_COMPARE = 10

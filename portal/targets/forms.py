@@ -1,13 +1,10 @@
 from __future__ import annotations
 
-import re
-
 from django import forms
 
+from portal.lib.names import PROCESS_NAME_MAX
 from portal.lib.sshkeys import KeyFormatError, key_from_known_hosts, known_hosts_name, load_private_key
-from portal.targets.validators import check_url
-
-PROCESS_NAME = re.compile(r"^[A-Za-z0-9_.:+-]{1,15}$")  # what pgrep -x matches: the kernel's 15-char comm
+from portal.targets.validators import check_url, non_ascii, validate_process_name, validate_text
 
 
 class SshAccessForm(forms.Form):
@@ -41,7 +38,8 @@ class SshAccessForm(forms.Form):
     )
     server_process = forms.CharField(
         label="Server process name",
-        max_length=15,
+        validators=[validate_process_name],
+        widget=forms.TextInput(attrs={"maxlength": PROCESS_NAME_MAX}),
         initial="nginx",
         help_text="Processes sampled for CPU in every arm (exact name, as pgrep -x sees it): nginx, icman…",
     )
@@ -52,12 +50,21 @@ class SshAccessForm(forms.Form):
         if not has_key:
             self.fields["key_source"].choices = self.fields["key_source"].choices[1:]
 
-    def clean_server_process(self) -> str:
-        value = self.cleaned_data["server_process"].strip()
-        if not PROCESS_NAME.match(value):
+    def clean_host(self) -> str:
+        value = self.cleaned_data["host"]
+        bad = non_ascii(value)
+        if bad or value.startswith("-"):
+            # Passed to paramiko as is; an international name goes in its xn-- form.
+            shown = f" ({bad})" if bad else ""
             raise forms.ValidationError(
-                "A process name: letters, digits and ._:+- only, at most 15 characters."
+                f"A host name or address: ASCII without spaces{shown}, not starting with -."
             )
+        return value
+
+    def clean_username(self) -> str:
+        value = self.cleaned_data["username"]
+        if non_ascii(value) or value.startswith("-"):
+            raise forms.ValidationError("A user name: ASCII without spaces, not starting with -.")
         return value
 
     def clean(self) -> dict:
@@ -81,7 +88,7 @@ class SshAccessForm(forms.Form):
 class TargetForm(forms.Form):
     """A target set up before its first run (e.g. to give it SSH access first)."""
 
-    name = forms.CharField(max_length=200)
+    name = forms.CharField(max_length=200, validators=[validate_text])
     plain_url = forms.CharField(label="Plain URL", max_length=500, required=False)
     tls_url = forms.CharField(label="TLS URL", max_length=500, required=False)
 

@@ -12,6 +12,8 @@ from uuid import uuid4
 from django.conf import settings
 from django.db import models
 
+from portal.targets.validators import validate_process_name
+
 
 class Target(models.Model):
     code = models.UUIDField(default=uuid4, unique=True, editable=False)
@@ -69,7 +71,8 @@ class SshAccess(models.Model):
     known_hosts = models.TextField(blank=True)  # the pinned host key, OpenSSH known_hosts format
     host_key_fingerprint = models.CharField(max_length=100, blank=True)
     pinned_at = models.DateTimeField(null=True, blank=True)
-    server_process = models.CharField(max_length=64, default="nginx")
+    # Sampled with pgrep -x; the same rule as the forms (portal.lib.names).
+    server_process = models.CharField(max_length=64, default="nginx", validators=[validate_process_name])
     updated = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:

@@ -1,4 +1,5 @@
-"""Checks of what users type about a target, shared by every form (runs, targets) and the CLI."""
+"""Checks of what users type about a target, shared by every form (runs, targets), the models and
+the CLI (which fills the same forms)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,42 @@ from urllib.parse import urlsplit
 
 from django.core.exceptions import ValidationError
 
+from portal.lib.names import process_name_problem
+
+
+def validate_process_name(value: str) -> None:
+    """The one rule for a sampled process name (``portal.lib.names``), as a Django validator."""
+    problem = process_name_problem(value)
+    if problem:
+        raise ValidationError(problem, code="process_name")
+
+
+def validate_text(value: str) -> None:
+    """Free text that must be storable: no lone surrogates (a CLI argument that was not UTF-8, e.g.
+    ``$'\\xff'``, arrives so), which PostgreSQL refuses with a DataError."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        message = "Not valid UTF-8 text (check the terminal's encoding)."
+        raise ValidationError(message, code="encoding") from None
+
+
+def non_ascii(value: str) -> str:
+    """The first character outside printable ASCII, shown so a user can find it; "" if none."""
+    for ch in value:
+        if not 32 < ord(ch) < 127:
+            return ch if ch.isprintable() and not ch.isspace() else repr(ch)
+    return ""
+
 
 def check_url(value: str, scheme: str) -> str:
     """A target URL of the given scheme: a host, a valid port, no credentials, no fragment."""
+    bad = non_ascii(value)
+    if bad:
+        raise ValidationError(
+            f"The URL has a space, control or non-ASCII character ({bad}): percent-encode the path "
+            "(é is %C3%A9) and write an international host name in its xn-- form."
+        )
     try:
         parts = urlsplit(value)
         port_ok = True

@@ -157,6 +157,7 @@ def test_cli_scenario_options_rounds_and_preemptive_auth(admin, tls_cert, monkey
             "X-Trace: cli",
             "--basic-auth-env",
             "TOLLGATE_TEST_AUTH",
+            "--send-credentials-over-http",  # the plain arm too: both servers check them
             "--rounds",
             "3",
             "--users",
@@ -225,8 +226,8 @@ def test_bad_ssh_options_give_clear_errors_and_store_nothing(owner, tmp_path):
     cases = [
         ([], "--ssh-host needs --ssh-user and --ssh-key"),
         (["--ssh-key", str(tmp_path / "missing")], "--ssh-key: [Errno 2]"),
-        (["--ssh-key", str(bad_key)], "--ssh-key: the private key is not"),
-        (["--ssh-key", str(key), "--ssh-known-hosts", str(known)], "no key for 127.0.0.1 port 22"),
+        (["--ssh-key", str(bad_key)], "--ssh-key: The private key is not"),
+        (["--ssh-key", str(key), "--ssh-known-hosts", str(known)], "No valid known_hosts line for 127.0.0.1"),
     ]
     for extra, message in cases:
         with pytest.raises(CommandError, match=re.escape(message)):

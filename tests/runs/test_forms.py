@@ -73,10 +73,12 @@ def test_scenario_options_become_engine_config_and_sealed_secrets():
             rounds=3,
             arrival_rate="",
             follow_redirects="on",
+            send_credentials_over_http="on",  # the plain arm gets them too, as the user said
         )
     )
     assert form.is_valid(), form.errors
     config = form.engine_config()
+    assert config["headers_over_http"] is True
     assert config["paths"] == [
         {"path": "/1k", "weight": 1.0},
         {"path": "/2k", "weight": 2.0},

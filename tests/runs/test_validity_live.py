@@ -108,7 +108,8 @@ def test_preemptive_basic_auth_passes_without_a_single_401(owner, server_with):
     guarded = AuthPages("Basic " + base64.b64encode(b"auditor:s3cret").decode())
     server = server_with(app=guarded)
     secrets = {"auth": {"type": "basic", "user": "auditor", "secret": "s3cret"}}
-    run, report = measure(owner, [("plain", server.url())], secrets=secrets)
+    # headers_over_http: a plain arm gets credentials only when the user allowed it.
+    run, report = measure(owner, [("plain", server.url())], secrets=secrets, headers_over_http=True)
     found = checks(report)
     assert found["auth"]["status"] == "pass" and found["status_codes"]["status"] == "pass"
     assert report["arms"]["plain"]["status_codes"] == {"200": report["arms"]["plain"]["requests"]}
@@ -123,7 +124,10 @@ def test_preemptive_basic_auth_passes_without_a_single_401(owner, server_with):
 def test_wrong_credentials_are_reported_as_rejected(owner, server_with):
     server = server_with(app=AuthPages("Bearer right-token"))
     run, report = measure(
-        owner, [("plain", server.url())], secrets={"auth": {"type": "bearer", "user": "", "secret": "wrong"}}
+        owner,
+        [("plain", server.url())],
+        secrets={"auth": {"type": "bearer", "user": "", "secret": "wrong"}},
+        headers_over_http=True,
     )
     found = checks(report)
     assert found["auth"]["status"] == "fail" and "were rejected" in found["auth"]["detail"]

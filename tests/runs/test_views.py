@@ -2,10 +2,8 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 
 import pytest
-import redis
 from django.core.cache import cache
 from django.urls import reverse
 
@@ -24,17 +22,6 @@ FORM = {
     "warmup_s": "1",
     "duration_s": "3",
 }
-
-
-@pytest.fixture
-def broker():
-    url = os.environ.get("CELERY_BROKER_URL", "")
-    if not url.startswith("redis"):
-        pytest.fail("the tests need CELERY_BROKER_URL=redis://… (make test sets it)")
-    client = redis.Redis.from_url(url)
-    client.delete("runs")
-    yield client
-    client.delete("runs")
 
 
 def queued_run_ids(client) -> list[int]:
@@ -231,6 +218,7 @@ def test_scenario_secrets_are_sealed_never_rendered_and_kept_when_left_blank(
                 "auth_type": "basic",
                 "auth_user": "auditor",
                 "auth_secret": "pw-5e1d",
+                "send_credentials_over_http": "on",  # FORM has a plain arm
             },
         )
     first = Run.objects.get()
@@ -254,6 +242,7 @@ def test_scenario_secrets_are_sealed_never_rendered_and_kept_when_left_blank(
                 "auth_type": "basic",
                 "auth_user": "auditor",
                 "paths": "/1k",
+                "send_credentials_over_http": "on",
             },
         )
     assert response.status_code == 302, response.content.decode()[:2000]

@@ -100,6 +100,13 @@ class Swarm:
         self.tls_facts_sent = False
         self.headers = dict(config.headers)
 
+    def headers_for(self, arm: ArmSpec) -> dict[str, str]:
+        """The configured headers (credentials included) travel over TLS; over plain HTTP only when
+        the config says the user allowed it."""
+        if ARM_POLICIES[arm.name][0] == "https" or self.config.headers_over_http:
+            return self.headers
+        return {}
+
     def cancel(self) -> None:
         self.cancelled = True
 
@@ -122,7 +129,8 @@ class Swarm:
         origin = origin_of(arm.url)
         targets: list[dict] = []
         redirects: list[dict] = []
-        client = TimedClient(endpoint, policy, context, timeout_s=self.config.timeout_s, headers=self.headers)
+        headers = self.headers_for(arm)
+        client = TimedClient(endpoint, policy, context, timeout_s=self.config.timeout_s, headers=headers)
         try:
             for path, weight in wanted:
                 current = path
@@ -204,7 +212,7 @@ class Swarm:
         cum_weights = list(itertools.accumulate(target["weight"] for target in ready.targets))
         cfg = self.config
         timeout_s = cfg.timeout_s
-        headers = self.headers
+        headers = self.headers_for(arm)
         expected = self._expected
         endpoint, context = ready.endpoint, ready.context
         # Open loop: each user sends on its own fixed schedule, rate / users per second.

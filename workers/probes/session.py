@@ -67,7 +67,10 @@ class ProbeSession:
                 log.exception("run %s: probe start failed", self.run.code)
                 self.errors.append(f"server probe: {type(exc).__name__}: {exc}")
         if self.options.get("local_process"):
-            self.local_sampler = CpuSampler.local(self.options["local_process"])
+            try:
+                self.local_sampler = CpuSampler.local(self.options["local_process"])
+            except ProbeError as exc:
+                self.errors.append(f"local probe: {exc}")
         return self
 
     def _connect(self) -> SshAccess:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import paramiko
 
+from portal.lib.names import process_name_problem
 from portal.lib.sshkeys import PublicKey, key_from_known_hosts, known_hosts_line
 from workers.probes.parsers import parse_proc_pid_stat, parse_proc_stat_cpu
 
@@ -155,7 +156,11 @@ class SshSession:
 
 def sampler_script(process: str, interval_s: float = 1.0) -> str:
     """Shell that prints, every interval: ``T <uptime>``, the cpu line of /proc/stat, the stat line of
-    every process named ``process``, then ``E``. POSIX sh and procps' pgrep only."""
+    every process named ``process``, then ``E``. POSIX sh and procps' pgrep only. The name is checked
+    once more here (the forms, the model and the CLI check it first): a bad one is a ProbeError."""
+    problem = process_name_problem(process)
+    if problem:
+        raise ProbeError(f"refused to sample {process!r}. {problem}")
     name = shlex.quote(process)
     return (
         "echo HZ $(getconf CLK_TCK); while :; do echo T $(cut -d' ' -f1 /proc/uptime); "

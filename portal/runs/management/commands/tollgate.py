@@ -11,23 +11,59 @@ from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 from django.utils import timezone
 
 from portal import vault
-from portal.lib.sshkeys import KeyFormatError, key_from_known_hosts, public_line
+from portal.lib.sshkeys import key_from_known_hosts, public_line
 from portal.runs import reporting, services
 from portal.runs.demo import run_demo, start_demo_target, stop_processes
 from portal.runs.forms import RunForm
 from portal.runs.models import Run
+from portal.targets.forms import SshAccessForm
 from portal.targets.models import Scenario, SshAccess
+from portal.targets.validators import validate_text
 
 # The CLI is an entry point like the Celery worker: `tollgate run` executes the run in this process
 # (Ctrl-C cancels it), so it imports the worker side; the web process never does.
 from workers import runner
 
 EXIT_RUN_FAILED = 1
+# Form fields → the options that fill them, so an error names what the user typed.
+RUN_OPTIONS = {
+    "target_name": "--name",
+    "warmup_s": "--warmup",
+    "duration_s": "--duration",
+    "verify_tls": "--insecure",
+    "paths": "--path",
+    "headers": "--header",
+    "auth_type": "--basic-auth-env/--bearer-env",
+    "auth_user": "--basic-auth-env",
+    "auth_secret": "--basic-auth-env/--bearer-env",
+    "expected_status": "--expect",
+    "think_time_s": "--think-time",
+    "follow_redirects": "--no-follow-redirects",
+    "probe_server": "--ssh-host",
+    "__all__": "options",
+}
+SSH_OPTIONS = {
+    "host": "--ssh-host",
+    "port": "--ssh-port",
+    "username": "--ssh-user",
+    "private_key": "--ssh-key",
+    "known_hosts": "--ssh-known-hosts",
+    "__all__": "--ssh-*",
+}
+
+
+def _problems(form, names: dict[str, str]) -> str:
+    """A form's errors in one line, each under the option that filled the field."""
+    return "; ".join(
+        f"{names.get(field, '--' + field.replace('_', '-'))}: {' '.join(errors)}"
+        for field, errors in form.errors.items()
+    )
 
 
 class Command(BaseCommand):
@@ -72,8 +108,9 @@ class Command(BaseCommand):
         users = get_user_model().objects
         if username:
             try:
+                validate_text(username)
                 return users.get(username=username)
-            except users.model.DoesNotExist:
+            except (users.model.DoesNotExist, ValidationError):
                 raise CommandError(f"no user named {username!r}") from None
         owner = users.filter(is_superuser=True, is_active=True).order_by("pk").first()
         if owner is None:
@@ -81,40 +118,58 @@ class Command(BaseCommand):
         return owner
 
     @staticmethod
-    def _store_ssh(target, options: dict) -> None:
-        """--ssh-* flags: the target's SSH access, key encrypted, host key pinned from --ssh-known-hosts."""
+    def _ssh_form(options: dict) -> SshAccessForm | None:
+        """--ssh-* flags, read and checked by the target's SSH form before anything is stored."""
+        if not options.get("ssh_host"):
+            if options.get("server_process"):
+                raise CommandError("--server-process needs --ssh-host (use --local-process for this host)")
+            return None
         if not options.get("ssh_key") or not options.get("ssh_user"):
             raise CommandError("--ssh-host needs --ssh-user and --ssh-key")
-        host, port = options["ssh_host"], options["ssh_port"]
-        # Everything is read and checked before anything is stored: a bad option changes nothing.
-        try:
-            pem = Path(options["ssh_key"]).read_text()
-            public = public_line(pem)
-        except OSError as exc:
-            raise CommandError(f"--ssh-key: {exc}") from None
-        except KeyFormatError as exc:
-            raise CommandError(f"--ssh-key: {exc}") from None
-        pinned = None
-        if options.get("ssh_known_hosts"):
+        files = {}
+        for name in ("ssh_key", "ssh_known_hosts"):
             try:
-                known = Path(options["ssh_known_hosts"]).read_text()
-            except OSError as exc:
-                raise CommandError(f"--ssh-known-hosts: {exc}") from None
-            key = key_from_known_hosts(known, host, port)
-            if key is None:
-                raise CommandError(f"--ssh-known-hosts: no key for {host} port {port} in that file")
-            pinned = (known, key.fingerprint)
+                files[name] = Path(options[name]).read_text() if options.get(name) else ""
+            except (OSError, UnicodeDecodeError) as exc:
+                raise CommandError(f"--{name.replace('_', '-')}: {exc}") from None
+        form = SshAccessForm(
+            data={
+                "host": options["ssh_host"],
+                "port": options["ssh_port"],
+                "username": options["ssh_user"],
+                "key_source": "paste",
+                "private_key": files["ssh_key"],
+                "known_hosts": files["ssh_known_hosts"],
+                # Checked here; stored only when given (else the stored one, or nginx, is kept).
+                "server_process": options.get("server_process") or "nginx",
+            }
+        )
+        if not form.is_valid():
+            raise CommandError(f"invalid options: {_problems(form, SSH_OPTIONS)}")
+        return form
+
+    @staticmethod
+    def _store_ssh(target, form: SshAccessForm, server_process: str) -> None:
+        """The target's SSH access from the checked form: key encrypted, host key pinned if given."""
+        data = form.cleaned_data
+        host, port, pem = data["host"], data["port"], data["private_key"]
         access = SshAccess.objects.filter(target=target).first() or SshAccess(target=target)
         moved = (access.host, access.port) != (host, port)
-        access.host, access.port, access.username = host, port, options["ssh_user"]
-        access.private_key_enc, access.public_key = vault.encrypt(pem), public
-        if options.get("server_process"):
-            access.server_process = options["server_process"]
-        if pinned is not None:
-            access.known_hosts, access.host_key_fingerprint = pinned
+        access.host, access.port, access.username = host, port, data["username"]
+        access.private_key_enc, access.public_key = vault.encrypt(pem), public_line(pem)
+        if server_process:
+            access.server_process = data["server_process"]
+        known = data["known_hosts"].strip()
+        if known:
+            key = key_from_known_hosts(known, host, port)
+            access.known_hosts, access.host_key_fingerprint = known, key.fingerprint
             access.pinned_at = timezone.now()
         elif moved:
             access.known_hosts, access.host_key_fingerprint, access.pinned_at = "", "", None
+        try:
+            access.full_clean(exclude=["target"])  # the model's own rules, once more
+        except ValidationError as exc:
+            raise CommandError(f"invalid options: {'; '.join(exc.messages)}") from None
         access.save()
 
     @staticmethod
@@ -158,26 +213,24 @@ class Command(BaseCommand):
                 "openssl_speed": options.get("openssl_speed", False),
                 "cryptsetup": options.get("cryptsetup", False),
                 "local_process": options.get("local_process") or "",
+                "send_credentials_over_http": options["send_credentials_over_http"],
                 **self._auth(options),
             }
         )
         if not form.is_valid():
-            problems = "; ".join(
-                f"{'--' + name.replace('_', '-') if name != '__all__' else 'options'}: {' '.join(errors)}"
-                for name, errors in form.errors.items()
-            )
-            raise CommandError(f"invalid options: {problems}")
+            raise CommandError(f"invalid options: {_problems(form, RUN_OPTIONS)}")
         return form
 
-    def _create_run(self, owner, form: RunForm, options: dict) -> Run:
+    def _create_run(self, owner, form: RunForm, ssh: SshAccessForm | None, options: dict) -> Run:
         data = form.cleaned_data
-        # One transaction: a bad --ssh-* option or a refused value leaves no target or run behind.
+        # Every option was checked by the forms before this; one transaction all the same, so nothing
+        # half-created stays behind whatever fails.
         with transaction.atomic():
             target = services.get_or_create_target(
                 owner, form.target_name_or_default(), data.get("plain_url"), data.get("tls_url")
             )
-            if options.get("ssh_host"):
-                self._store_ssh(target, options)
+            if ssh is not None:
+                self._store_ssh(target, ssh, options.get("server_process") or "")
             return services.create_run(
                 owner, target, form.engine_config(), source="cli", secrets=form.secrets()
             )
@@ -210,7 +263,8 @@ class Command(BaseCommand):
     def handle_run(self, options: dict) -> None:
         owner = self._owner(options["owner"])
         form = self._run_form(options)
-        run = self._create_run(owner, form, options)
+        ssh = self._ssh_form(options)
+        run = self._create_run(owner, form, ssh, options)
         per_arm_s = form.cleaned_data["warmup_s"] + form.cleaned_data["duration_s"]
         self.stderr.write(f"run {run.code}: {', '.join(run.arm_names)}, about {per_arm_s:.0f} s per arm")
         started = time.monotonic()
@@ -295,6 +349,11 @@ def _add_run_arguments(run: CommandParser) -> None:
         help="environment variable holding USER:PASSWORD for pre-emptive Basic auth (kept out of argv)",
     )
     run.add_argument("--bearer-env", metavar="VAR", help="environment variable holding a bearer token")
+    run.add_argument(
+        "--send-credentials-over-http",
+        action="store_true",
+        help="also send the headers and credentials on the plain (http) arms, unencrypted",
+    )
     run.add_argument("--expect", default="", help="expected status codes, e.g. 200,204 or 2xx (default 2xx)")
     run.add_argument("--think-time", type=float, default=0.0, help="seconds each user pauses per request")
     run.add_argument("--arrival-rate", type=float, help="open loop: total requests/s on a fixed schedule")
