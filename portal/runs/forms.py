@@ -1,12 +1,12 @@
 from __future__ import annotations
 
 import re
-from urllib.parse import urlsplit
 
 from django import forms
 from django.conf import settings
 from django.core.validators import MaxValueValidator
 
+from portal.lib import targetnames
 from portal.lib.protocol import ARM_SCHEMES, ARMS
 from portal.targets.validators import check_url
 
@@ -90,7 +90,9 @@ def parse_status(text: str) -> list[int]:
 
 class RunForm(forms.Form):
     target_name = forms.CharField(
-        max_length=200, required=False, help_text="Optional; defaults to the host name."
+        max_length=200,
+        required=False,
+        help_text="Optional; defaults to the host, with the port and path when not the defaults.",
     )
     plain_url = forms.URLField(
         label="Plain URL",
@@ -321,5 +323,4 @@ class RunForm(forms.Form):
         data = self.cleaned_data
         if data.get("target_name"):
             return data["target_name"]
-        url = data.get("tls_url") or data.get("plain_url")
-        return urlsplit(url).hostname or url
+        return targetnames.default_name(data.get("plain_url"), data.get("tls_url"))
