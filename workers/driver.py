@@ -28,7 +28,7 @@ from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from portal.lib.protocol import EngineConfig
-from portal.runs.live import PROGRESS_TTL_S, progress_key
+from portal.runs.live import PROGRESS_TTL_S, progress_key, with_point
 from portal.runs.models import ArmResult, Run
 
 log = logging.getLogger(__name__)
@@ -145,6 +145,18 @@ def store_arm(run: Run, position: int, message: dict) -> ArmResult:
     )
 
 
+def kept_arms(run: Run) -> str:
+    """`` Kept 2 finished arm(s) and 1 arm(s) cut short (tls_new).``: an arm a cancel cut short is
+    never called finished."""
+    rows = list(ArmResult.objects.filter(run=run).order_by("position").values_list("arm", "complete"))
+    finished = sum(1 for _, complete in rows if complete)
+    short = [arm for arm, complete in rows if not complete]
+    parts = [f"{finished} finished arm(s)"] if finished else []
+    if short:
+        parts.append(f"{len(short)} arm(s) cut short ({', '.join(short)})")
+    return f" Kept {' and '.join(parts)}." if parts else ""
+
+
 def _die_with_parent() -> None:
     """In the engine child: be killed when the executor dies (a ``kill -9`` of the worker must not
     leave an orphaned swarm hammering the target)."""
@@ -166,6 +178,7 @@ class EngineProcess:
         self.outcome: dict = {"done": None, "arm_error": None, "arm_error_arm": None}
         self.stderr_tail = ""
         self.returncode: int | None = None
+        self.live: dict | None = None  # the last progress message, with its arm's seconds so far
 
     def signal(self, sig: int) -> None:
         if self.proc is not None:
@@ -245,12 +258,12 @@ class EngineProcess:
         elif kind == "progress":
             message["arms_done"] = arms_done
             message["updated"] = time.time()
-            cache.set(progress_key(run.code), message, PROGRESS_TTL_S)
+            self.live = with_point(message, self.live)
+            cache.set(progress_key(run.code), self.live, PROGRESS_TTL_S)
 
     def verdict(self) -> tuple[str, str]:
         """The run's terminal (status, error) from how the engine ended."""
-        arms_kept = ArmResult.objects.filter(run=self.run).count()
-        kept = f" Kept {arms_kept} finished arm(s)." if arms_kept else ""
+        kept = kept_arms(self.run)
         if self.timed_out.is_set():
             return Run.Status.FAILED, f"Timed out after {self.limit_s:.0f} s; the engine was stopped.{kept}"
         if self.outcome["arm_error"]:

@@ -5,7 +5,9 @@ Django or Locust. Documented in docs/engine-protocol.md.
 
 stdout messages, one JSON object per line, each with a "type":
   hello     {"engine": {versions, host facts}}
-  progress  {"arm", "arm_index", "arms_total", "phase": "warmup"|"measure", "elapsed_s", "rps", "users"}
+  progress  {"arm", "arm_index", "arms_total", "phase": "warmup"|"measure", "elapsed_s", "rps", "users",
+             "second": {"t_s", "requests", "p50_us", "p95_us"} | null}   second: the measured second just
+                                                                          closed (null in the warm-up)
   tls_info  {"arm", "info": {...}}                     TLS facts from one handshake (first TLS arm)
   arm       {"arm", "round", "url", "result": {...}}  one per finished (or cut-short) arm and round
   arm_error {"arm", "error"}                            the arm could not run; the engine stops

@@ -160,6 +160,7 @@ def build_report(
     cost_list = costs.compute_costs(cost_inputs)
     for section in arm_sections.values():
         section["breakdown"] = breakdown(section)
+    probed = probes_section(probes, merged)
     return {
         "schema": SCHEMA,
         "run": run,
@@ -169,8 +170,8 @@ def build_report(
         "costs": cost_list,
         "validity": validity.check_all(run.get("config") or {}, arm_sections, tls_info or {}),
         "tls_info": tls_info or None,
-        "probes": probes_section(probes, merged),
-        "projection": projection_inputs(arm_sections),
+        "probes": probed,
+        "projection": projection_inputs(arm_sections, probed),
     }
 
 

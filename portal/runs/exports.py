@@ -1,7 +1,9 @@
-"""The report as CSV rows: one row per arm × metric × statistic, one per cost statistic."""
+"""The report as CSV rows: one row per arm × metric × statistic, one per cost statistic (verdict and
+interval method included), one per validity check field. Documented in docs/report-schema.md."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 from portal.lib import report
@@ -13,10 +15,16 @@ COST_UNITS = {"rps": "requests/s", "server_cpu_ms_per_req": "ms"}
 
 def csv_rows(run_id: str, data: dict) -> Iterator[list]:
     yield HEADER
+    run = data["run"]
+    yield [run_id, "", "run", "status", run["status"], "", ""]
+    if run.get("error"):
+        yield [run_id, "", "run", "error", run["error"], "", ""]
     for name, arm in data["arms"].items():
         yield from _arm_rows(run_id, name, arm)
     for cost in data["costs"]:
         yield from _cost_rows(run_id, cost)
+    for check in data["validity"]:
+        yield from _check_rows(run_id, check)
 
 
 def _arm_rows(run_id: str, name: str, arm: dict) -> Iterator[list]:
@@ -30,6 +38,8 @@ def _arm_rows(run_id: str, name: str, arm: dict) -> Iterator[list]:
     yield [run_id, name, "failures", "count", arm["failures"], "requests", requests]
     yield [run_id, name, "rps", "mean", arm["rps"], "requests/s", requests]
     yield [run_id, name, "duration", "measured", arm["duration_s"], "s", requests]
+    # false: a cancel cut the arm short; its figures cover the seconds it ran.
+    yield [run_id, name, "complete", "flag", "true" if arm.get("complete", True) else "false", "", requests]
     if arm.get("server_cpu_ms_per_req") is not None:
         yield [run_id, name, "server_cpu", "per_request", arm["server_cpu_ms_per_req"], "ms", requests]
 
@@ -55,3 +65,16 @@ def _cost_rows(run_id: str, cost: dict) -> Iterator[list]:
             "%" if statistic == "delta_pct" else unit,
             cost["samples"]["arm"],
         ]
+    samples = f"{cost['samples']['arm']}/{cost['samples']['base']}"
+    yield [run_id, pair, metric, "ci_method", cost.get("ci_method") or "none", "", samples]
+    yield [run_id, pair, metric, "verdict", cost.get("verdict") or "", "", samples]
+
+
+def _check_rows(run_id: str, check: dict) -> Iterator[list]:
+    """A validity check: its status (pass, warn, fail or skip), its sentence and its evidence (JSON)."""
+    metric = f"check:{check['check']}"
+    yield [run_id, "", metric, "status", check["status"], "", ""]
+    yield [run_id, "", metric, "detail", check.get("detail") or "", "", ""]
+    evidence = check.get("evidence")
+    if evidence:
+        yield [run_id, "", metric, "evidence", json.dumps(evidence, sort_keys=True, default=str), "json", ""]

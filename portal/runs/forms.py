@@ -1,11 +1,10 @@
 from __future__ import annotations
 
-from urllib.parse import urlsplit
-
 from django import forms
 from django.conf import settings
 from django.core.validators import MaxValueValidator
 
+from portal.lib import targetnames
 from portal.lib.names import PROCESS_NAME_MAX
 from portal.lib.protocol import ARM_SCHEMES, ARMS
 from portal.runs.inputs import MAX_HEADERS_FIELD, MAX_PATHS_FIELD, parse_headers, parse_paths, parse_status
@@ -29,7 +28,7 @@ class RunForm(forms.Form):
         max_length=200,
         required=False,
         validators=[validate_text],
-        help_text="Optional; defaults to the host name.",
+        help_text="Optional; defaults to the host, with the port and path when not the defaults.",
     )
     plain_url = forms.URLField(
         label="Plain URL",
@@ -309,5 +308,4 @@ class RunForm(forms.Form):
         data = self.cleaned_data
         if data.get("target_name"):
             return data["target_name"]
-        url = data.get("tls_url") or data.get("plain_url")
-        return urlsplit(url).hostname or url
+        return targetnames.default_name(data.get("plain_url"), data.get("tls_url"))

@@ -93,7 +93,7 @@ def run_report(run: Run, request=None, arms: list[dict] | None = None) -> dict:
 
 
 # Bump when the report's computation changes, so cached reports of finished runs are rebuilt.
-REPORT_CACHE_VERSION = f"{portal.__version__}:{report.SCHEMA}:4"
+REPORT_CACHE_VERSION = f"{portal.__version__}:{report.SCHEMA}:5"
 REPORT_CACHE_TTL_S = 7 * 24 * 3600
 
 

@@ -6,7 +6,6 @@ from datetime import date
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.db import transaction
@@ -21,7 +20,7 @@ from portal.lib import compare, costs, validity
 from portal.runs import dispatch, exports, reporting, services
 from portal.runs.access import get_run_for_user, runs_for, scenarios_for, targets_for
 from portal.runs.forms import RunForm
-from portal.runs.live import probing_key, progress_key
+from portal.runs.live import progress_data
 from portal.runs.models import Run
 from portal.runs.scenarios import (
     SCENARIO_ONLY_KEYS,
@@ -31,6 +30,7 @@ from portal.runs.scenarios import (
     secret_origins,
 )
 from portal.targets.models import Scenario
+from portal.targets.naming import labels_of, target_labels
 
 SORTS = {
     "-created": ("-created", "newest first"),
@@ -46,7 +46,7 @@ def runs_list(request: HttpRequest) -> HttpResponse:
     # Queries: the page of runs with their targets (1), the count for the paginator (1), the
     # targets for the filter (1).
     runs = runs_for(request.user).select_related("target")
-    targets = targets_for(request.user).order_by("name")
+    targets = list(targets_for(request.user).order_by("name"))
     chosen = {key: request.GET.get(key, "") for key in ("target", "status", "since", "until", "sort")}
     errors = []
     if chosen["target"]:
@@ -77,6 +77,7 @@ def runs_list(request: HttpRequest) -> HttpResponse:
         "errors": errors,
         "query": query.urlencode(),
         "cost_labels": COST_LABELS,
+        "target_labels": labels_of(targets),
     }
     return render(request, "runs/list.html", ctx)
 
@@ -96,13 +97,29 @@ def _codes(request: HttpRequest) -> list[str]:
     return list(dict.fromkeys(codes))  # keep order, drop repeats
 
 
+def _baseline_first(user, codes: list[str]) -> list[str]:
+    """The list's checkboxes without JavaScript send the runs in the table's order, not the order
+    ticked: then a pinned baseline among them is the reference (else the first in the table)."""
+    try:
+        pinned = {
+            str(code)
+            for code in runs_for(user)
+            .filter(code__in=codes, baseline_of__isnull=False)
+            .values_list("code", flat=True)
+        }
+    except ValidationError:
+        return codes
+    return [code for code in codes if code in pinned] + [code for code in codes if code not in pinned]
+
+
 @login_required
 @require_GET
 def runs_compare(request: HttpRequest) -> HttpResponse:
     codes = _codes(request)
-    # Canonical, bookmarkable form: ?runs=a,b,c (the list's checkboxes send runs=a&runs=b).
+    # Canonical, bookmarkable form: ?runs=a,b,c, in the order given (the list's script sends the
+    # order ticked, a pinned baseline first); the list's plain form sends runs=a&runs=b.
     if len(request.GET.getlist("runs")) > 1:
-        return redirect(f"{reverse('runs-compare')}?runs={','.join(codes)}")
+        return redirect(f"{reverse('runs-compare')}?runs={','.join(_baseline_first(request.user, codes))}")
     if not 2 <= len(codes) <= MAX_COMPARE:
         messages.warning(request, f"Choose between 2 and {MAX_COMPARE} runs to compare.")
         return redirect("runs-list")
@@ -122,7 +139,17 @@ def runs_compare(request: HttpRequest) -> HttpResponse:
         "costs": data["costs"],
         "curves": [page["charts"].get("curve", {}) for page in pages],
     }
-    ctx = {"runs": runs, "data": data, "chart": chart, "cost_labels": COST_LABELS, "codes": ",".join(codes)}
+    labels = target_labels(targets_for(request.user), {run.target.name for run in runs})
+    ctx = {
+        "runs": runs,
+        "data": data,
+        "chart": chart,
+        "cost_labels": COST_LABELS,
+        "codes": ",".join(codes),
+        "target_labels": labels,
+        # Each run as the reference: its code first, the others in their order.
+        "as_reference": [",".join([code] + [c for c in codes if c != code]) for code in codes],
+    }
     if request.GET.get("format") == "json":
         return JsonResponse(data, json_dumps_params={"indent": 2})
     return render(request, "runs/compare.html", ctx)
@@ -150,7 +177,14 @@ def target_trend(request: HttpRequest, target) -> HttpResponse:
                     "verdict": cost["verdict"],
                 }
             )
-    ctx = {"target": target_obj, "runs": runs, "points": points, "cost_labels": COST_LABELS}
+    labels = target_labels(targets_for(request.user), [target_obj.name])
+    ctx = {
+        "target": target_obj,
+        "target_label": labels[target_obj.code],
+        "runs": runs,
+        "points": points,
+        "cost_labels": COST_LABELS,
+    }
     return render(request, "runs/trend.html", ctx)
 
 
@@ -228,7 +262,13 @@ COST_LABELS = {
 @require_GET
 def runs_detail(request: HttpRequest, code) -> HttpResponse:
     run, can_write = get_run_for_user(request, code)
-    ctx: dict = {"run": run, "can_write": can_write, "is_baseline": run.target.baseline_id == run.pk}
+    ctx: dict = {
+        "run": run,
+        "can_write": can_write,
+        "is_baseline": run.target.baseline_id == run.pk,
+        "target_label": target_labels(targets_for(request.user), [run.target.name])[run.target.code],
+        "cost_labels": COST_LABELS,
+    }
     page = reporting.report_page(run, request)
     data = page["report"]
     if data["arms"]:
@@ -236,6 +276,7 @@ def runs_detail(request: HttpRequest, code) -> HttpResponse:
         ctx["arm_rows"] = [
             (name, section, data["deltas"].get(name)) for name, section in data["arms"].items()
         ]
+        ctx["cut_short"] = [name for name, section in data["arms"].items() if not section["complete"]]
         ctx["chart"] = page["charts"]
         ctx["headline"] = [
             {**cost, "label": COST_LABELS.get(cost["name"], cost["name"])}
@@ -267,45 +308,15 @@ def runs_pin_baseline(request: HttpRequest, code) -> HttpResponse:
     if request.POST.get("unpin") and target.baseline_id == run.pk:
         target.baseline = None
         messages.info(request, f"Run unpinned: {target.name} has no baseline now.")
+    elif run.status != Run.Status.SUCCEEDED:
+        # A reference must be a whole measurement: not a failed, cancelled or unfinished run.
+        messages.error(request, f"A {run.status} run cannot be a baseline: only a run that succeeded can.")
+        return redirect("runs-detail", code=run.code)
     else:
         target.baseline = run
         messages.info(request, f"Pinned as the baseline of {target.name}: compares start from it.")
     target.save(update_fields=["baseline"])
     return redirect("runs-detail", code=run.code)
-
-
-def progress_data(run: Run) -> dict:
-    data = {
-        "id": str(run.code),
-        "status": run.status,
-        "terminal": run.is_terminal,
-        "error": run.error or None,
-        "arms": run.arm_names,
-        "started": run.started.isoformat() if run.started else None,
-        "finished": run.finished.isoformat() if run.finished else None,
-    }
-    live = cache.get(progress_key(run.code)) if run.status == Run.Status.RUNNING else None
-    if live:
-        planned = live.get("planned_s") or 0
-        data.update(
-            arm=live["arm"],
-            arm_index=live.get("arm_index", 0),
-            arms_total=live.get("arms_total", len(run.arm_names)),
-            rounds=run.config.get("rounds", 1),
-            phase=live["phase"],
-            arms_done=live.get("arms_done", []),
-            elapsed_s=live["elapsed_s"],
-            planned_s=planned,
-            remaining_s=max(0.0, round(planned - live["elapsed_s"], 1)),
-            fraction=min(1.0, live["elapsed_s"] / planned) if planned else 0.0,
-            rps=live["rps"],
-            users=live["users"],
-        )
-    if run.status == Run.Status.RUNNING and cache.get(probing_key(run.code)):
-        data["probing"] = cache.get(probing_key(run.code))
-    elif run.status == Run.Status.RUNNING and run.started and not live:
-        data["elapsed_s"] = round((timezone.now() - run.started).total_seconds(), 1)
-    return data
 
 
 @login_required
@@ -326,18 +337,28 @@ def runs_report_json(request: HttpRequest, code) -> JsonResponse:
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def runs_cancel(request: HttpRequest, code) -> HttpResponse:
+    """GET asks for confirmation (a page: works without JavaScript); POST with ``confirm`` cancels."""
     run, can_write = get_run_for_user(request, code)
     if not can_write:
         return HttpResponse(status=403)
+    if run.is_terminal:
+        messages.warning(request, f"The run has already {run.status}.")
+        return redirect("runs-detail", code=run.code)
+    if request.method == "GET" or request.POST.get("confirm") != "yes":
+        labels = target_labels(targets_for(request.user), [run.target.name])
+        return render(request, "runs/cancel.html", {"run": run, "target_label": labels[run.target.code]})
     # A queued run is cancelled on the spot; a running one is asked to stop and keeps its arms.
     if Run.objects.filter(pk=run.pk, status=Run.Status.QUEUED).update(
         status=Run.Status.CANCELLED, finished=timezone.now(), error="Cancelled before it started."
     ):
         messages.info(request, "Run cancelled before it started.")
     elif Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(cancel_requested=True):
-        messages.info(request, "Stopping the run; what was measured so far is kept.")
+        messages.info(
+            request, "Stopping the run; what was measured so far is kept, the current arm marked cut short."
+        )
     else:
+        run.refresh_from_db()
         messages.warning(request, f"The run has already {run.status}.")
     return redirect("runs-detail", code=run.code)

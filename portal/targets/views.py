@@ -14,6 +14,7 @@ from portal.runs import services
 from portal.runs.access import targets_for
 from portal.targets.forms import SshAccessForm, TargetForm
 from portal.targets.models import SshAccess
+from portal.targets.naming import labels_of
 
 
 @login_required
@@ -90,4 +91,6 @@ def targets_list(request: HttpRequest) -> HttpResponse:
             return redirect("target-ssh", code=target.code)
     else:
         form = TargetForm()
-    return render(request, "targets/list.html", {"targets": targets, "form": form})
+    targets = list(targets)
+    ctx = {"targets": targets, "form": form, "target_labels": labels_of(targets)}
+    return render(request, "targets/list.html", ctx)

@@ -1,93 +1,86 @@
-// Run page: live progress by polling the progress JSON, and the latency histogram overlay.
+// Run page: the report's charts, each with its numbers in a table beside it, the cost projection and
+// the print path. Live progress and live charts while the run is measured: static/js/live.js, which
+// uses the helpers exported here as window.Tollgate.
 (function () {
   "use strict";
 
   var ARM_COLORS = {
     plain: "#1f77b4", tls: "#d62728", plain_new: "#7f7f7f", tls_new: "#ff7f0e", tls_resumed: "#2ca02c"
   };
+  // The printable width of A4 portrait with the stylesheet's 12 mm margins, in CSS pixels.
+  var PRINT_WIDTH_PX = 700;
 
-  function text(id, value) {
-    var el = document.getElementById(id);
-    if (el) { el.textContent = value; }
+  function color(arm) { return ARM_COLORS[arm] || "#333"; }
+
+  function escapeHtml(value) {
+    return String(value).replace(/[&<>"']/g, function (c) {
+      return { "&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;", "'": "&#39;" }[c];
+    });
   }
 
-  function pollProgress() {
-    var box = document.getElementById("progress");
-    if (!box || box.dataset.terminal === "true") { return; }
-    var url = box.dataset.progressUrl;
-    var timer = null;
-    function tick() {
-      fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
-        .then(function (r) { if (!r.ok) { throw new Error("HTTP " + r.status); } return r.json(); })
-        .then(function (p) {
-          text("run-status", p.status);
-          var status = document.getElementById("run-status");
-          if (status) { status.className = "status status-" + p.status; }
-          if (p.terminal) {
-            clearInterval(timer);
-            window.location.reload();
-            return;
-          }
-          if (p.probing) {
-            text("run-phase", "");
-            text("run-elapsed", p.probing);
-          } else if (p.arm) {
-            var step = (p.arm_index || 0) + 1;
-            var total = p.arms_total || p.arms.length;
-            var roundText = p.rounds > 1 ? ", round " + (Math.floor((step - 1) / p.arms.length) + 1) + " of " + p.rounds : "";
-            text("run-arm", "· arm " + p.arm + " (" + step + " of " + total + roundText + ")");
-            text("run-phase", p.phase === "warmup" ? "warming up (not measured)" : "measuring");
-            var bar = document.getElementById("run-bar");
-            if (bar) { bar.value = p.fraction; bar.textContent = Math.round(p.fraction * 100) + "%"; }
-            text("run-elapsed", p.elapsed_s.toFixed(0) + " s elapsed, about " + p.remaining_s.toFixed(0) + " s left");
-            text("run-rps", "· " + p.rps.toFixed(0) + " req/s now · " + p.users + " users");
-          } else if (p.status === "running") {
-            text("run-elapsed", "starting the engine…");
-          }
-        })
-        .catch(function (err) { text("run-elapsed", "progress unavailable (" + err.message + "), retrying…"); });
-    }
-    tick();
-    timer = setInterval(tick, 1000);
+  // A table from a header row and body rows; the first cell of a row is its header.
+  function fillTable(id, head, rows, caption) {
+    var table = document.getElementById(id);
+    if (!table) { return; }
+    var html = caption ? "<caption class='muted'>" + escapeHtml(caption) + "</caption>" : "";
+    html += "<thead><tr>" + head.map(function (h) { return "<th scope='col'>" + escapeHtml(h) + "</th>"; }).join("") + "</tr></thead><tbody>";
+    rows.forEach(function (row) {
+      html += "<tr>" + row.map(function (cell, i) {
+        var tag = i === 0 ? "th scope='row'" : "td";
+        return "<" + tag + ">" + escapeHtml(cell === null || cell === undefined ? "—" : cell) + "</" + tag.split(" ")[0] + ">";
+      }).join("") + "</tr>";
+    });
+    table.innerHTML = html + "</tbody>";
   }
 
-  function fmtMs(us) { return (us / 1000).toFixed(us < 1000 ? 3 : 2); }
+  function numbers(values) { return (values || []).filter(function (v) { return v !== null && v !== undefined; }); }
 
-  function histogramChart() {
-    var dataEl = document.getElementById("chart-data");
+  function median(values) {
+    var v = numbers(values).slice().sort(function (a, b) { return a - b; });
+    if (!v.length) { return null; }
+    var mid = Math.floor(v.length / 2);
+    return v.length % 2 ? v[mid] : (v[mid - 1] + v[mid]) / 2;
+  }
+
+  function fixed(value, digits) { return value === null || value === undefined ? null : value.toFixed(digits); }
+  function ms(us) { return us === null || us === undefined ? null : (us / 1000).toFixed(2); }
+  function seconds(n) { var out = []; for (var i = 1; i <= n; i++) { out.push(i); } return out; }
+
+  // One row per arm: how many seconds, and the median, lowest and highest of a per-second value.
+  function seriesSummary(id, series, pick, format, unit) {
+    var rows = Object.keys(series).map(function (arm) {
+      var values = numbers(pick(series[arm]));
+      return [arm, values.length, format(median(values)),
+        values.length ? format(Math.min.apply(null, values)) : null,
+        values.length ? format(Math.max.apply(null, values)) : null];
+    });
+    fillTable(id, ["Arm", "Seconds", "Median, " + unit, "Lowest, " + unit, "Highest, " + unit], rows,
+      "The chart above, per arm over its measured seconds.");
+  }
+
+  function histogramChart(data) {
     var canvas = document.getElementById("chart-ttlb");
-    if (!dataEl || !canvas || typeof Chart === "undefined") { return; }
-    var data = JSON.parse(dataEl.textContent).ttlb;
-    var edges = data.edges_us;
-    var labels = edges.slice(0, -1).map(fmtMs);
-    var datasets = [];
-    var table = document.getElementById("chart-ttlb-table");
-    var head = "<thead><tr><th scope='col'>from ms</th>";
-    Object.keys(data.counts).forEach(function (arm) {
-      var counts = data.counts[arm];
+    if (!canvas || !data.ttlb) { return; }
+    var edges = data.ttlb.edges_us;
+    var labels = edges.slice(0, -1).map(function (us) { return (us / 1000).toFixed(us < 1000 ? 3 : 2); });
+    var arms = Object.keys(data.ttlb.counts);
+    var datasets = arms.map(function (arm) {
+      var counts = data.ttlb.counts[arm];
       var total = counts.reduce(function (a, b) { return a + b; }, 0) || 1;
-      datasets.push({
+      return {
         label: arm + " (n=" + total + ")",
         data: counts.map(function (c) { return +(100 * c / total).toFixed(3); }),
-        borderColor: ARM_COLORS[arm] || "#333",
-        backgroundColor: (ARM_COLORS[arm] || "#333") + "33",
+        borderColor: color(arm), backgroundColor: color(arm) + "33",
         fill: true, stepped: true, pointRadius: 0, borderWidth: 2
-      });
-      head += "<th scope='col'>" + arm + " %</th>";
+      };
     });
-    if (table) {
-      var rows = labels.map(function (label, i) {
-        return "<tr><td>" + label + "</td>" + datasets.map(function (d) { return "<td>" + d.data[i] + "</td>"; }).join("") + "</tr>";
-      });
-      table.innerHTML = head + "</tr></thead><tbody>" + rows.join("") + "</tbody>";
-    }
+    fillTable("chart-ttlb-table", ["From, ms"].concat(arms.map(function (arm) { return arm + ", % of requests"; })),
+      labels.map(function (label, i) { return [label].concat(datasets.map(function (d) { return d.data[i]; })); }));
     new Chart(canvas, {
       type: "line",
       data: { labels: labels, datasets: datasets },
       options: {
-        animation: false,
-        maintainAspectRatio: false,
-        interaction: { mode: "index", intersect: false },
+        animation: false, maintainAspectRatio: false, interaction: { mode: "index", intersect: false },
         scales: {
           x: { title: { display: true, text: "time to last byte, ms (log-spaced bins)" }, ticks: { maxTicksLimit: 12 } },
           y: { title: { display: true, text: "% of the arm's requests" }, beginAtZero: true }
@@ -96,90 +89,90 @@
     });
   }
 
-  function generatorChart() {
-    var dataEl = document.getElementById("chart-data");
-    var canvas = document.getElementById("chart-gen");
-    if (!dataEl || !canvas || typeof Chart === "undefined") { return; }
-    var all = JSON.parse(dataEl.textContent).series || {};
-    var series = {};
-    Object.keys(all).forEach(function (arm) { series[arm] = all[arm].gen_cpu_pct; });
-    var longest = 0;
-    var datasets = Object.keys(series).map(function (arm) {
-      longest = Math.max(longest, series[arm].length);
-      return {
-        label: arm, data: series[arm], borderColor: ARM_COLORS[arm] || "#333",
-        backgroundColor: ARM_COLORS[arm] || "#333", pointRadius: 2, borderWidth: 2, spanGaps: false
-      };
-    });
-    var labels = [];
-    for (var i = 1; i <= longest; i++) { labels.push(i); }
-    new Chart(canvas, {
-      type: "line",
-      data: { labels: labels, datasets: datasets },
-      options: {
-        animation: false,
-        maintainAspectRatio: false,
-        scales: {
-          x: { title: { display: true, text: "measured second of the arm (rounds one after another)" } },
-          y: { title: { display: true, text: "generator CPU, % of one core" }, beginAtZero: true, suggestedMax: 100 }
-        }
-      }
-    });
-  }
-
-  function chartData() {
-    var el = document.getElementById("chart-data");
-    return el && typeof Chart !== "undefined" ? JSON.parse(el.textContent) : null;
-  }
-
-  function seconds(n) { var out = []; for (var i = 1; i <= n; i++) { out.push(i); } return out; }
-
   function curveChart(data) {
     var canvas = document.getElementById("chart-curve");
     if (!canvas || !data.curve) { return; }
-    var labels = null;
-    var datasets = Object.keys(data.curve).filter(function (arm) { return data.curve[arm]; }).map(function (arm) {
-      var curve = data.curve[arm];
-      if (!labels) { labels = curve.map(function (p) { return "p" + p[0]; }); }
-      return { label: arm, data: curve.map(function (p) { return p[1] / 1000; }), borderColor: ARM_COLORS[arm] || "#333",
-        backgroundColor: ARM_COLORS[arm] || "#333", pointRadius: 2, borderWidth: 2 };
-    });
+    var arms = Object.keys(data.curve).filter(function (arm) { return data.curve[arm]; });
+    var levels = arms.length ? data.curve[arms[0]].map(function (p) { return "p" + p[0]; }) : [];
+    fillTable("chart-curve-table", ["Percentile"].concat(arms.map(function (arm) { return arm + ", ms"; })),
+      levels.map(function (level, i) { return [level].concat(arms.map(function (arm) { return ms(data.curve[arm][i][1]); })); }));
     new Chart(canvas, {
-      type: "line", data: { labels: labels || [], datasets: datasets },
+      type: "line",
+      data: { labels: levels, datasets: arms.map(function (arm) {
+        return { label: arm, data: data.curve[arm].map(function (p) { return p[1] / 1000; }), borderColor: color(arm),
+          backgroundColor: color(arm), pointRadius: 2, borderWidth: 2 };
+      }) },
       options: { animation: false, maintainAspectRatio: false, scales: {
         x: { title: { display: true, text: "percentile (p0 = fastest, p100 = slowest request)" } },
         y: { type: "logarithmic", title: { display: true, text: "time to last byte, ms (log)" } } } }
     });
   }
 
+  // Median and p95 time to last byte per second (solid, dashed), one colour per arm.
+  function latencyDatasets(series, emphasize) {
+    var datasets = [];
+    Object.keys(series).forEach(function (arm) {
+      var width = emphasize && emphasize !== arm ? 1 : 2;
+      function toMs(v) { return v === null || v === undefined ? null : v / 1000; }
+      datasets.push({ label: arm + " median", data: series[arm].p50_us.map(toMs), borderColor: color(arm),
+        backgroundColor: color(arm), pointRadius: 1, borderWidth: width });
+      datasets.push({ label: arm + " p95", data: series[arm].p95_us.map(toMs), borderColor: color(arm),
+        backgroundColor: color(arm), pointRadius: 0, borderWidth: 1, borderDash: [4, 3] });
+    });
+    return datasets;
+  }
+
+  function rpsDatasets(series, emphasize) {
+    return Object.keys(series).map(function (arm) {
+      return { label: arm, data: series[arm].requests, borderColor: color(arm), backgroundColor: color(arm),
+        pointRadius: 1, borderWidth: emphasize && emphasize !== arm ? 1 : 2 };
+    });
+  }
+
+  function longest(series) {
+    var n = 0;
+    Object.keys(series).forEach(function (arm) { n = Math.max(n, series[arm].requests.length); });
+    return n;
+  }
+
   function timeCharts(data) {
     var series = data.series || {};
-    var longest = 0;
-    Object.keys(series).forEach(function (arm) { longest = Math.max(longest, series[arm].requests.length); });
     var latency = document.getElementById("chart-latency-time");
     if (latency) {
-      var datasets = [];
-      Object.keys(series).forEach(function (arm) {
-        var color = ARM_COLORS[arm] || "#333";
-        datasets.push({ label: arm + " p50", data: series[arm].p50_us.map(function (v) { return v === null ? null : v / 1000; }),
-          borderColor: color, backgroundColor: color, pointRadius: 1, borderWidth: 2 });
-        datasets.push({ label: arm + " p95", data: series[arm].p95_us.map(function (v) { return v === null ? null : v / 1000; }),
-          borderColor: color, backgroundColor: color, pointRadius: 0, borderWidth: 1, borderDash: [4, 3] });
-      });
-      new Chart(latency, { type: "line", data: { labels: seconds(longest), datasets: datasets },
+      new Chart(latency, { type: "line", data: { labels: seconds(longest(series)), datasets: latencyDatasets(series) },
         options: { animation: false, maintainAspectRatio: false, scales: {
           x: { title: { display: true, text: "measured second of the arm (rounds one after another)" } },
           y: { type: "logarithmic", title: { display: true, text: "time to last byte, ms (log)" } } } } });
+      seriesSummary("chart-latency-time-table", series, function (s) { return s.p50_us; }, ms, "TTLB median per second, ms");
     }
     var rps = document.getElementById("chart-rps-time");
     if (rps) {
-      new Chart(rps, { type: "line", data: { labels: seconds(longest), datasets: Object.keys(series).map(function (arm) {
-        return { label: arm, data: series[arm].requests, borderColor: ARM_COLORS[arm] || "#333",
-          backgroundColor: ARM_COLORS[arm] || "#333", pointRadius: 1, borderWidth: 2 }; }) },
+      new Chart(rps, { type: "line", data: { labels: seconds(longest(series)), datasets: rpsDatasets(series) },
         options: { animation: false, maintainAspectRatio: false, scales: {
           x: { title: { display: true, text: "measured second" } },
           y: { beginAtZero: true, title: { display: true, text: "requests per second" } } } } });
+      seriesSummary("chart-rps-time-table", series, function (s) { return s.requests; },
+        function (v) { return fixed(v, 0); }, "req/s");
     }
+  }
+
+  function generatorChart(data) {
+    var canvas = document.getElementById("chart-gen");
+    var series = data.series || {};
+    if (!canvas) { return; }
+    var datasets = Object.keys(series).map(function (arm) {
+      return { label: arm, data: series[arm].gen_cpu_pct, borderColor: color(arm), backgroundColor: color(arm),
+        pointRadius: 2, borderWidth: 2, spanGaps: false };
+    });
+    new Chart(canvas, {
+      type: "line",
+      data: { labels: seconds(longest(series)), datasets: datasets },
+      options: { animation: false, maintainAspectRatio: false, scales: {
+        x: { title: { display: true, text: "measured second of the arm (rounds one after another)" } },
+        y: { title: { display: true, text: "generator CPU, % of one core" }, beginAtZero: true, suggestedMax: 100 } } }
+    });
+    seriesSummary("chart-gen-table", series, function (s) { return s.gen_cpu_pct; },
+      function (v) { return fixed(v, 1); }, "% of a core");
   }
 
   function breakdownChart(data) {
@@ -188,6 +181,11 @@
     var arms = Object.keys(data.breakdown);
     var parts = [["connect_us", "TCP connect", "#7f7f7f"], ["tls_handshake_us", "TLS handshake", "#d62728"],
       ["wait_us", "wait for first byte", "#1f77b4"], ["transfer_us", "transfer", "#2ca02c"]];
+    fillTable("chart-breakdown-table", ["Arm"].concat(parts.map(function (p) { return p[1] + ", mean ms"; }), ["time to last byte, mean ms"]),
+      arms.map(function (arm) {
+        var b = data.breakdown[arm];
+        return [arm].concat(parts.map(function (p) { return ms(b[p[0]]); }), [ms(b.ttlb_mean_us)]);
+      }));
     new Chart(canvas, {
       type: "bar",
       data: { labels: arms, datasets: parts.map(function (p) {
@@ -202,23 +200,24 @@
     var canvas = document.getElementById("chart-server-cpu");
     if (!canvas || !data.server_cpu) { return; }
     var arms = Object.keys(data.server_cpu);
-    var longest = 0;
-    arms.forEach(function (arm) { longest = Math.max(longest, data.server_cpu[arm].cpu_pct.length); });
+    var n = 0;
     var datasets = [];
     arms.forEach(function (arm) {
-      var color = ARM_COLORS[arm] || "#333";
-      datasets.push({ label: arm + " CPU %", data: data.server_cpu[arm].cpu_pct, borderColor: color,
-        backgroundColor: color, pointRadius: 1, borderWidth: 1 });
-      datasets.push({ label: arm + " 15 s average", data: data.server_cpu[arm].ma15, borderColor: color,
-        backgroundColor: color, pointRadius: 0, borderWidth: 2, borderDash: [6, 3] });
+      n = Math.max(n, data.server_cpu[arm].cpu_pct.length);
+      datasets.push({ label: arm + " CPU %", data: data.server_cpu[arm].cpu_pct, borderColor: color(arm),
+        backgroundColor: color(arm), pointRadius: 1, borderWidth: 1 });
+      datasets.push({ label: arm + " 15 s average", data: data.server_cpu[arm].ma15, borderColor: color(arm),
+        backgroundColor: color(arm), pointRadius: 0, borderWidth: 2, borderDash: [6, 3] });
     });
     new Chart(canvas, {
       type: "line",
-      data: { labels: seconds(longest), datasets: datasets },
+      data: { labels: seconds(n), datasets: datasets },
       options: { animation: false, maintainAspectRatio: false, spanGaps: true,
         scales: { x: { title: { display: true, text: "sample (≈ s into the arm's window)" } },
                   y: { beginAtZero: true, title: { display: true, text: "% of one core" } } } }
     });
+    seriesSummary("chart-server-cpu-table", data.server_cpu, function (s) { return s.cpu_pct; },
+      function (v) { return fixed(v, 1); }, "% of a core");
   }
 
   // Extra cores = peak req/s × ((1 − f) × Δkeep-alive + f × Δnew) / 1000 (portal.lib.projection.project_cores).
@@ -242,25 +241,51 @@
       out.dataset.cores = cores.toFixed(6);
     }
     form.addEventListener("input", update);
+    form.addEventListener("submit", function (event) { event.preventDefault(); update(); });
     update();
   }
 
-  // A printed report shows everything: open the collapsed parts (evidence, all costs, chart tables).
-  window.addEventListener("beforeprint", function () {
-    Array.prototype.forEach.call(document.querySelectorAll("details"), function (d) { d.open = true; });
-  });
+  // A printed report shows everything: the collapsed parts opened (evidence, all costs, chart
+  // tables) and every chart drawn at the paper's width, then back to the screen's.
+  function printing() {
+    var link = document.getElementById("print-link");
+    if (link) { link.addEventListener("click", function (event) { event.preventDefault(); window.print(); }); }
+    var opened = [];
+    window.addEventListener("beforeprint", function () {
+      Array.prototype.forEach.call(document.querySelectorAll("details:not([open])"), function (d) {
+        d.open = true;
+        opened.push(d);
+      });
+      if (typeof Chart === "undefined") { return; }
+      Object.keys(Chart.instances).forEach(function (key) {
+        var chart = Chart.instances[key];
+        chart.resize(PRINT_WIDTH_PX, chart.canvas.parentNode.classList.contains("small") ? 200 : 260);
+      });
+    });
+    window.addEventListener("afterprint", function () {
+      opened.forEach(function (d) { d.open = false; });
+      opened = [];
+      if (typeof Chart === "undefined") { return; }
+      Object.keys(Chart.instances).forEach(function (key) { Chart.instances[key].resize(); });
+    });
+  }
+
+  window.Tollgate = {
+    color: color, fillTable: fillTable, median: median, ms: ms, seconds: seconds, longest: longest,
+    latencyDatasets: latencyDatasets, rpsDatasets: rpsDatasets
+  };
 
   document.addEventListener("DOMContentLoaded", function () {
-    pollProgress();
-    histogramChart();
-    generatorChart();
-    var data = chartData();
-    if (data) {
-      curveChart(data);
-      timeCharts(data);
-      breakdownChart(data);
-      serverCpuChart(data);
-      projection(data);
-    }
+    printing();
+    var el = document.getElementById("chart-data");
+    if (!el || typeof Chart === "undefined") { return; }
+    var data = JSON.parse(el.textContent);
+    histogramChart(data);
+    curveChart(data);
+    timeCharts(data);
+    breakdownChart(data);
+    generatorChart(data);
+    serverCpuChart(data);
+    projection(data);
   });
 })();

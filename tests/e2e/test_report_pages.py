@@ -77,13 +77,17 @@ def test_compare_and_trend_pages(page, live_server, django_user_model):
         for i in range(3)
     ]
     page.goto(f"{live_server.url}/runs/")
+    # Ticked oldest first (the table lists newest first), one ticked and unticked again: the compare
+    # page takes the order ticked, as the hint says, so the oldest run is the reference.
     for run in runs:
         page.check(f"input[name=runs][value='{run.code}']")
+    page.uncheck(f"input[name=runs][value='{runs[1].code}']")
+    page.check(f"input[name=runs][value='{runs[1].code}']")
+    assert "first you tick" in page.inner_text("#compare-hint")
     page.click("text=Compare selected")
     page.wait_for_selector("#compare-costs")
-    assert page.url.endswith(
-        "?runs=" + ",".join(str(r.code) for r in sorted(runs, key=lambda r: r.created, reverse=True))
-    )
+    assert page.url.endswith(f"?runs={runs[0].code},{runs[2].code},{runs[1].code}")
+    assert page.locator("#compare-runs li").first.get_attribute("data-run") == str(runs[0].code)
     page.wait_for_function(f"({CANVAS_INK})('chart-costs') > 300", timeout=10_000)
     page.wait_for_function(f"({CANVAS_INK})('chart-curves') > 300", timeout=10_000)
     page.select_option("#curve-arm", "tls_new")

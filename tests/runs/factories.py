@@ -27,10 +27,12 @@ def make_run(
     created=None,
     server_cpu_ms: dict[str, float] | None = None,
     probes: dict | None = None,
+    local_cpu_ms: dict[str, float] | None = None,
 ) -> Run:
     """``seconds``: also store a per-second series (that many points, each at the arm's median), so
     costs get per-second intervals; ``summarize``: write the run's summary as a finished run has;
-    ``server_cpu_ms``: server CPU-ms per request per arm, stored as a probe's 10-point window."""
+    ``server_cpu_ms``: server CPU-ms per request per arm, stored as a probe's 10-point window;
+    ``local_cpu_ms``: the same for a local process sampled on the generator host."""
     target, _ = Target.objects.get_or_create(
         owner=owner,
         plain_url=f"http://127.0.0.1:1/{target_name}",
@@ -91,7 +93,10 @@ def make_run(
             ],
             started=now,
             finished=now,
-            server_cpu=_server_cpu(server_cpu_ms, name, len(values)),
+            server_cpu={
+                **_server_cpu(server_cpu_ms, name, len(values)),
+                **_local_cpu(local_cpu_ms, name, len(values)),
+            },
         )
     if created is not None:
         Run.objects.filter(pk=run.pk).update(created=created)
@@ -125,3 +130,10 @@ def _server_cpu(per_req: dict[str, float] | None, arm: str, requests: int) -> di
             "cpu_pct_ma15": [round(sum(pct[: i + 1]) / (i + 1), 1) for i in range(10)],
         }
     }
+
+
+def _local_cpu(per_req: dict[str, float] | None, arm: str, requests: int) -> dict:
+    if not per_req or arm not in per_req:
+        return {}
+    window = {"cpu_s": per_req[arm] * requests / 1000.0, "window_s": 10.0, "samples": 10}
+    return {"generator_cpu": {**window, "cpu_ms_per_req": per_req[arm], "process": "tollgate-demo"}}

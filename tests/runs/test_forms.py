@@ -28,7 +28,8 @@ def test_valid_form_builds_engine_config_in_canonical_arm_order():
     assert config["arms"][0]["url"] == "http://127.0.0.1:8081/1k"
     assert config["arms"][2]["url"] == "https://127.0.0.1:8443/1k"
     assert config["verify_tls"] is False
-    assert form.target_name_or_default() == "127.0.0.1"
+    # Named by where it is: host, port and path (two demo-like targets on one host stay apart).
+    assert form.target_name_or_default() == "127.0.0.1:8443/1k"
 
 
 @pytest.mark.parametrize(

@@ -83,7 +83,8 @@ def test_outsiders_get_404_everywhere(client, owner, outsider):
     client.force_login(outsider)
     for name in ("runs-detail", "runs-progress", "runs-report-json"):
         assert client.get(reverse(name, args=[run.code])).status_code == 404
-    assert client.post(reverse("runs-cancel", args=[run.code])).status_code == 404
+    assert client.post(reverse("runs-cancel", args=[run.code]), {"confirm": "yes"}).status_code == 404
+    assert client.get(reverse("runs-cancel", args=[run.code])).status_code == 404
     assert str(run.code) not in client.get(reverse("runs-list")).content.decode()
 
 
@@ -140,8 +141,7 @@ def test_progress_json_reports_live_state(client, owner):
 def test_cancel_a_queued_run(client, owner):
     run = make_run(owner, status=Run.Status.QUEUED, arms={})
     client.force_login(owner)
-    assert client.get(reverse("runs-cancel", args=[run.code])).status_code == 405
-    client.post(reverse("runs-cancel", args=[run.code]))
+    client.post(reverse("runs-cancel", args=[run.code]), {"confirm": "yes"})
     run.refresh_from_db()
     assert run.status == Run.Status.CANCELLED
 
@@ -149,7 +149,7 @@ def test_cancel_a_queued_run(client, owner):
 def test_cancel_a_running_run_sets_the_flag(client, owner):
     run = make_run(owner, status=Run.Status.RUNNING, arms={})
     client.force_login(owner)
-    client.post(reverse("runs-cancel", args=[run.code]))
+    client.post(reverse("runs-cancel", args=[run.code]), {"confirm": "yes"})
     run.refresh_from_db()
     assert run.status == Run.Status.RUNNING and run.cancel_requested
 

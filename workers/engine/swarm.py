@@ -310,7 +310,7 @@ class Swarm:
                 loop_lag_ms=round(lag_ms, 3),
             )
             series.append(point)
-            self._progress(index, arm, "measure", time.monotonic() - arm_t0, point["requests"], runner)
+            self._progress(index, arm, "measure", time.monotonic() - arm_t0, point["requests"], runner, point)
         # A fractional last second (duration not a whole number of seconds).
         remaining = cfg.duration_s - (time.monotonic() - window_t0)
         if remaining > 0 and not self.cancelled:
@@ -354,7 +354,11 @@ class Swarm:
             self._progress(index, arm, "warmup", time.monotonic() - arm_t0, done - last, runner)
             last = done
 
-    def _progress(self, index: int, arm: ArmSpec, phase: str, arm_elapsed: float, rps: float, runner) -> None:
+    def _progress(
+        self, index: int, arm: ArmSpec, phase: str, arm_elapsed: float, rps: float, runner, point=None
+    ) -> None:
+        # The measured second just closed, for the live charts (the same figures as ``series``).
+        second = {key: point[key] for key in ("t_s", "requests", "p50_us", "p95_us")} if point else None
         emit(
             self.out,
             "progress",
@@ -366,6 +370,7 @@ class Swarm:
             planned_s=self.config.planned_s(),
             rps=rps,
             users=runner.user_count,
+            second=second,
         )
 
 

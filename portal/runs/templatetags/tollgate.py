@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 from django import template
+
+from portal.lib import metrics
 
 register = template.Library()
 
@@ -35,8 +39,6 @@ def get(mapping, key):
 
 @register.filter
 def pretty_json(value) -> str:
-    import json
-
     return json.dumps(value, indent=2, sort_keys=True, default=str)
 
 
@@ -89,3 +91,33 @@ def mbps(bytes_per_s) -> str:
 def block_sizes(ciphers: dict) -> list[str]:
     """The block sizes (column heads) of an openssl speed cipher table."""
     return list(next(iter(ciphers.values()), {}).keys()) if ciphers else []
+
+
+@register.filter
+def metric_label(metric: str) -> str:
+    """``ttlb_p50_us`` → ``time to last byte, median (ms)``."""
+    return metrics.label(metric)
+
+
+@register.filter
+def metric_value(value, metric: str) -> str:
+    """A stored value in the unit its metric is shown in, with the unit: ``1.23 ms``."""
+    return metrics.with_unit(value, metric)
+
+
+@register.filter
+def metric_delta(value, metric: str) -> str:
+    """A signed difference with its unit: ``+1.23 ms``."""
+    return metrics.with_unit(value, metric, signed=True)
+
+
+@register.filter
+def metric_ci(ci95, metric: str) -> str:
+    """A 95% interval with its unit: ``+0.07 … +0.09 ms``."""
+    return metrics.interval(ci95, metric)
+
+
+@register.filter
+def ci_method(method: str) -> str:
+    """What a 95% interval was bootstrapped over, in words: ``per_second`` → ``seconds``."""
+    return metrics.CI_METHODS.get(method, method)

@@ -257,6 +257,7 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"{name:12} {arm['requests']:>9} req {arm['rps']:>10.1f} req/s  "
                 f"TTLB p50 {ttlb.get('p50', 0) / 1000:8.2f} ms  p95 {ttlb.get('p95', 0) / 1000:8.2f} ms"
+                + ("" if arm.get("complete", True) else "  (cut short)")
             )
         self.stdout.write(f"report: {report['run']['report_url']}")
 
@@ -360,7 +361,9 @@ def _add_run_arguments(run: CommandParser) -> None:
     run.add_argument("--rounds", type=int, default=1, help="interleaved rounds of all arms (A B C A B C …)")
     run.add_argument("--no-follow-redirects", action="store_true", help="measure redirects as answered")
     run.add_argument("--owner", default="", help="username owning the run (default: first superuser)")
-    run.add_argument("--name", default="", help="target name (default: the host)")
+    run.add_argument(
+        "--name", default="", help="target name (default: the host, with port and path when not the defaults)"
+    )
     run.add_argument("--json", action="store_true", help="print the report JSON on stdout")
 
 

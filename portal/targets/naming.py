@@ -1,0 +1,23 @@
+"""Labels of targets in lists: a target's name, with a part of its URL when names collide
+(``portal.lib.targetnames``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from django.db.models import QuerySet
+
+from portal.lib.targetnames import display_names
+from portal.targets.models import Target
+
+
+def labels_of(targets: Iterable[Target]) -> dict:
+    """``{target code: label}`` among already loaded targets (no query)."""
+    return display_names((t.code, t.name, t.plain_url, t.tls_url) for t in targets)
+
+
+def target_labels(scope: QuerySet[Target], names: Iterable[str] | None = None) -> dict:
+    """``{target code: label}`` over the targets in ``scope`` (the requester's), or only those named
+    ``names``: what may collide with them. One query."""
+    targets = scope if names is None else scope.filter(name__in=set(names))
+    return display_names(targets.values_list("code", "name", "plain_url", "tls_url"))
