@@ -11,7 +11,7 @@ from portal.lib.validity.verdict import FAIL, PASS, SKIP, WARN, finding, result,
 ERRORS_FAIL_SHARE = 0.01
 # tls_sessions: share of tls_resumed handshakes that must really resume.
 RESUMPTION_MIN_SHARE = 0.9
-# An arm is invalid when at least this share of its attempts failed (transport error or an answer
+# An arm is invalid when more than this share of its attempts failed (transport error or an answer
 # outside the expected set): its numbers measure failures, not the page.
 INVALID_FAILED_SHARE = 0.5
 AUTH_STATUSES = ("401", "403", "407")
@@ -101,14 +101,15 @@ def check_errors(arms: dict[str, dict]) -> dict:
 
 def invalid_arm(config: dict, arm: dict) -> str | None:
     """Why an arm's numbers cannot stand for the page (None when they can): no request in its
-    window, or most attempts failed (transport errors and answers outside the expected set)."""
+    window, or most attempts (more than half) failed: transport errors and answers outside the
+    expected set."""
     attempts = arm["requests"]
     if not attempts:
         return "no request was made in its measured window"
     errors = {kind: entry["count"] for kind, entry in (arm.get("errors") or {}).items() if entry["count"]}
     wrong = _unexpected(config, arm)
     failed = sum(errors.values()) + sum(wrong.values())
-    if failed / attempts < INVALID_FAILED_SHARE:
+    if failed / attempts <= INVALID_FAILED_SHARE:
         return None
     parts = [f"{kind}×{n:,}" for kind, n in errors.items()] + [f"status {c}×{n:,}" for c, n in wrong.items()]
     return f"{100 * failed / attempts:.0f}% of {attempts:,} attempts failed ({', '.join(parts)})"
