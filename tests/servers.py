@@ -273,3 +273,80 @@ class StallingServer:
         self.stopping.set()
         self.thread.join(timeout=5)
         self.sock.close()
+
+
+def gzipped_pages(sizes: dict[str, int]) -> Handler:
+    """Pages of the given sizes, always gzipped (``Content-Encoding: gzip``, asked or not): a server
+    that compresses on one port only serves another representation there."""
+    import gzip
+
+    def handler(request: BaseHTTPRequestHandler) -> tuple[int, dict[str, str], bytes]:
+        if request.path in sizes:
+            body = gzip.compress(sized_page(sizes[request.path]), mtime=0)
+            return 200, {"Content-Type": "text/html", "Content-Encoding": "gzip"}, body
+        return 404, {"Content-Type": "text/plain"}, b"not found"
+
+    return handler
+
+
+def answering(status: int) -> Handler:
+    """Every request gets ``status`` (e.g. 431 Request Header Fields Too Large) and a short body."""
+
+    def handler(request: BaseHTTPRequestHandler) -> tuple[int, dict[str, str], bytes]:
+        return status, {"Content-Type": "text/plain"}, b"refused"
+
+    return handler
+
+
+class ResettingServer:
+    """A plain HTTP server that answers one connection in ``every`` and resets the others at once
+    (SO_LINGER 0): an arm with a new connection per request sees most attempts fail. The first
+    connection is answered, so the engine's preflight passes."""
+
+    def __init__(self, every: int = 4) -> None:
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(128)
+        self.sock.settimeout(0.05)
+        self.port = self.sock.getsockname()[1]
+        self.every = every
+        self.accepted = 0
+        self.reset = 0
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+
+    def url(self, path: str = "/1k") -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def start(self) -> ResettingServer:
+        self.thread.start()
+        return self
+
+    def _serve(self) -> None:
+        import struct
+
+        body = sized_page(1024)
+        head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+        while not self.stopping.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except (TimeoutError, OSError):
+                continue
+            self.accepted += 1
+            with conn:
+                if (self.accepted - 1) % self.every:
+                    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    self.reset += 1
+                    continue
+                conn.settimeout(2)
+                try:
+                    conn.recv(65536)
+                    conn.sendall(head + body)
+                except OSError:
+                    pass
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.thread.join(timeout=5)
+        self.sock.close()

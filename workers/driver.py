@@ -132,6 +132,7 @@ def store_arm(run: Run, position: int, message: dict) -> ArmResult:
         response_bytes_min=result["response_bytes"]["min"],
         response_bytes_max=result["response_bytes"]["max"],
         sizes_by_url=result["sizes_by_url"],
+        content_by_url=result.get("content_by_url", {}),
         errors=result["errors"],
         connections_opened=result["connections_opened"],
         tls_sessions_reused=result["tls_sessions_reused"],

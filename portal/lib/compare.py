@@ -142,7 +142,10 @@ def cost_table(reports: list[dict], metric: str = "ttlb_p50_us") -> list[dict]:
                 if reference is None or cell is reference
                 else {
                     **(_change(cell["delta"], reference["delta"]) or {}),
-                    "significance": significance(cell["ci95"], reference["ci95"]),
+                    # A cost without a verdict (its arms failed a check) supports no comparison.
+                    "significance": significance(cell["ci95"], reference["ci95"])
+                    if cell.get("not_judged") is None and reference.get("not_judged") is None
+                    else "unknown",
                 }
             )
         rows.append({"name": name, "metric": metric, "cells": cells})
@@ -158,6 +161,8 @@ def compare(reports: list[dict]) -> dict:
                 "status": r["run"]["status"],
                 "created": r["run"]["created"],
                 "target": r["run"]["target"]["name"],
+                "checks": r["run"].get("checks"),
+                "invalid_arms": r["run"].get("invalid_arms") or {},
                 "headline": r.get("headline"),
             }
             for r in reports

@@ -7,6 +7,9 @@ Costs (``COSTS``), each produced only when both of its arms are present with sam
 with a non-zero count):
 
 - ``keepalive_tls``: ``tls`` − ``plain`` (TLS on an already open connection: record encryption);
+- ``new_connection_tls``: ``tls_new`` − ``plain`` (a new TCP connection with a full TLS handshake per
+  request against plain keep-alive: what a client without connection reuse pays, TCP connect
+  included; the default three arms answer it, ``plain_new`` isolates the handshake);
 - ``handshake``: ``tls_new`` − ``plain_new`` (a new connection with a full TLS handshake, minus a new
   TCP connection alone);
 - ``resumption_saving``: ``tls_new`` − ``tls_resumed`` (positive: resumption saves that much).
@@ -26,11 +29,11 @@ depend on which other costs are present):
   mean of the per-round differences;
 - ``"per_second"`` otherwise, when both arms have at least ``MIN_SECONDS`` per-second points with a
   value: each arm's seconds are resampled independently and the statistic is
-  median(arm seconds) − median(base seconds), over the seconds' own TTLB p50 (``ttlb_p50_us``),
-  TTLB p95 (``ttlb_p95_us``) or request count (``rps``). Seconds without samples are skipped. The
-  series carries no TTFB, and there is no sound way to borrow its spread from TTLB (the two differ
-  by the transfer time, whose spread is unknown), so with fewer than ``MIN_ROUNDS`` rounds
-  ``ttfb_p50_us`` has no CI;
+  median(arm seconds) − median(base seconds), over the seconds' own TTLB p50 (``p50_us``), TTLB
+  p95 (``p95_us``), TTFB p50 (``ttfb_p50_us``) or request count (``requests``). Seconds without
+  samples are skipped. Series recorded before the engine kept TTFB per second have no
+  ``ttfb_p50_us``: their TTFB costs get no CI below ``MIN_ROUNDS`` rounds (there is no sound way to
+  borrow the spread from TTLB: the two differ by the transfer time, whose spread is unknown);
 - ``"none"`` (``ci95`` null) otherwise.
 
 The median of a resample is drawn directly from its exact bootstrap distribution rather than by
@@ -85,6 +88,7 @@ SEED = 20261122
 # (name, arm, base): delta = arm − base.
 COSTS = (
     ("keepalive_tls", "tls", "plain"),
+    ("new_connection_tls", "tls_new", "plain"),
     ("handshake", "tls_new", "plain_new"),
     ("resumption_saving", "tls_new", "tls_resumed"),
 )
@@ -109,7 +113,8 @@ class ArmInput(TypedDict):
     ``ttlb_us`` / ``ttfb_us``: summaries of the merged histograms (None: nothing recorded).
     ``rps``: whole-window requests/s.
     ``series``: per-second points, concatenated over rounds, each with ``requests`` (int) and that
-    second's TTLB ``p50_us`` / ``p95_us`` (None when the second had no samples); other keys ignored.
+    second's TTLB ``p50_us`` / ``p95_us`` and TTFB ``ttfb_p50_us`` (None or absent when the second had
+    no samples); other keys ignored.
     ``rounds``: each round's own ``ttlb_p50_us``, ``ttlb_p95_us``, ``ttfb_p50_us``, ``rps`` (None
     allowed) and, optionally, its ``round`` number (the pairing key; list position otherwise).
     """
@@ -148,7 +153,7 @@ METRICS: dict[str, Metric] = {
     "ttfb_p50_us": {
         "summary": "ttfb_us",
         "percentile": "p50",
-        "series": None,
+        "series": "ttfb_p50_us",
         "round": "ttfb_p50_us",
         "ndigits": None,
     },
@@ -182,6 +187,17 @@ def compute_costs(arms: dict[str, ArmInput], *, resamples: int = RESAMPLES, seed
             if entry is not None:
                 out.append(entry)
     return out
+
+
+def compared_pairs(arm_names: list[str], base: str = "plain") -> list[tuple[str, str]]:
+    """The (arm, base) pairs a report compares among ``arm_names``: each cost's two arms, then every
+    other arm against ``base`` (the per-arm deltas), each pair once."""
+    pairs: list[tuple[str, str]] = []
+    candidates = [(arm, of) for _, arm, of in COSTS] + [(name, base) for name in arm_names if name != base]
+    for arm, of in candidates:
+        if arm in arm_names and of in arm_names and (arm, of) not in pairs and (of, arm) not in pairs:
+            pairs.append((arm, of))
+    return pairs
 
 
 def headline_costs(costs: list[dict]) -> list[dict]:

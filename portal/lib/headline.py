@@ -1,49 +1,86 @@
-"""The report's headline: the answer in one sentence, worded from the computed costs
-(``portal.lib.costs``). Pure functions."""
+"""The report's headline: the answer in one sentence, worded from the judged costs
+(``portal.lib.costs``, ``portal.lib.evidence``). Pure functions.
+
+Each ``ttlb_p50_us`` cost makes one clause, in ``COSTS`` order: its change with the verdict, Δ% and
+95% interval, and the checks that warned about its arms; a cost that was not judged says so and why,
+without its number. ``new_connection_tls`` (``tls_new`` − ``plain``) is left out when ``handshake``
+(``tls_new`` − ``plain_new``) is there: the handshake alone is the sharper answer. Then, as short
+sentences: the hint that ``plain_new`` isolates the handshake (when only the new-connection cost
+could be given), and "No interval: run longer or use rounds." when a stated cost has no interval.
+"""
 
 from __future__ import annotations
 
 COST_WORDS = {
     "keepalive_tls": "TLS on warm (keep-alive) connections",
+    "new_connection_tls": "a new TLS connection per request (TCP connect included)",
     "handshake": "a full TLS handshake per request",
     "resumption_saving": "session resumption",
 }
+HANDSHAKE_HINT = "Adding the plain_new arm isolates the handshake from the TCP connect."
+NO_INTERVAL = "No interval: run longer or use rounds."
 
 
 def _ms(us: float) -> str:
     return f"{us / 1000:+.2f} ms"
 
 
-def headline(costs: list[dict]) -> str | None:
-    """The answer in one sentence, from the TTLB-median costs with their intervals and verdicts."""
-    parts = []
-    for cost in costs:
-        if cost["metric"] != "ttlb_p50_us":
-            continue
-        pct = f", {cost['delta_pct']:+.0f}%" if cost["delta_pct"] is not None else ""
-        ci = ""
-        if cost["ci95"]:
-            ci = f", 95% CI {cost['ci95'][0] / 1000:+.2f} … {cost['ci95'][1] / 1000:+.2f} ms"
-        if cost["name"] == "resumption_saving":
+def _qualifiers(cost: dict) -> str:
+    """(verdict, Δ%, 95% CI or "no interval"; warnings) of a judged cost."""
+    parts = [cost["verdict"]]
+    if cost["delta_pct"] is not None and cost["name"] != "resumption_saving":
+        parts.append(f"{cost['delta_pct']:+.0f}%")
+    if cost["ci95"]:
+        parts.append(f"95% CI {cost['ci95'][0] / 1000:+.2f} … {cost['ci95'][1] / 1000:+.2f} ms")
+    else:
+        parts.append("no interval")
+    text = ", ".join(parts)
+    warned = list(dict.fromkeys(w["check"] for w in cost.get("warnings") or []))
+    if warned:
+        text += f"; warnings: {', '.join(warned)}"
+    return f"({text})"
+
+
+def _clause(cost: dict, costs: list[dict]) -> str:
+    words = COST_WORDS.get(cost["name"], cost["name"])
+    if cost.get("not_judged"):
+        return f"{words}: not judged — {cost['not_judged']}"
+    if cost["name"] == "resumption_saving":
+        if cost["delta"] >= 0:
             saved = cost["delta"] / 1000
-            parts.append(
-                f"session resumption saves {saved:.2f} ms per new connection ({cost['verdict']}{ci})"
-            )
-        else:
-            if cost["delta"] >= 0:
-                what = f"{COST_WORDS[cost['name']]} adds {_ms(cost['delta'])} median time to last byte"
-            else:
-                what = (
-                    f"{COST_WORDS[cost['name']]} changes the median time to last byte by {_ms(cost['delta'])}"
-                )
-            cpu = next(
-                (c for c in costs if c["name"] == cost["name"] and c["metric"] == "server_cpu_ms_per_req"),
-                None,
-            )
-            if cpu is not None:
-                what += f" and {cpu['delta']:+.3f} server CPU-ms per request"
-            parts.append(f"{what} ({cost['verdict']}{pct}{ci})")
-    if not parts:
+            return f"session resumption saves {saved:.2f} ms per new connection {_qualifiers(cost)}"
+        return (
+            f"session resumption saves nothing here: resumed connections took {-cost['delta'] / 1000:.2f} ms "
+            f"longer {_qualifiers(cost)}"
+        )
+    if cost["delta"] >= 0:
+        what = f"{words} adds {_ms(cost['delta'])} median time to last byte"
+    else:
+        what = f"{words} changes the median time to last byte by {_ms(cost['delta'])}"
+    cpu = next(
+        (c for c in costs if c["name"] == cost["name"] and c["metric"] == "server_cpu_ms_per_req"),
+        None,
+    )
+    if cpu is not None:
+        what += f" and {cpu['delta']:+.3f} server CPU-ms per request"
+    return f"{what} {_qualifiers(cost)}"
+
+
+def headline(costs: list[dict]) -> str | None:
+    """The answer, from the TTLB-median costs with their intervals, verdicts and warnings."""
+    names = {cost["name"] for cost in costs}
+    stated = [
+        cost
+        for cost in costs
+        if cost["metric"] == "ttlb_p50_us"
+        and not (cost["name"] == "new_connection_tls" and "handshake" in names)
+    ]
+    if not stated:
         return None
-    text = "; ".join(parts)
-    return text[0].upper() + text[1:] + "."
+    text = "; ".join(_clause(cost, costs) for cost in stated)
+    sentences = [text[0].upper() + text[1:] + "."]
+    if "new_connection_tls" in names and "handshake" not in names:
+        sentences.append(HANDSHAKE_HINT)
+    if any(not cost["ci95"] and not cost.get("not_judged") for cost in stated):
+        sentences.append(NO_INTERVAL)
+    return " ".join(sentences)

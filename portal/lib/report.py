@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import statistics
 
-from portal.lib import costs, hdr, validity
+from portal.lib import costs, evidence, hdr, validity
 from portal.lib.headline import headline
 from portal.lib.projection import projection_inputs
 from portal.lib.rounds import LATENCY_METRICS, merge_rounds
@@ -56,6 +56,7 @@ def arm_section(arm: dict) -> dict:
         targets=arm.get("targets") or [],
         redirects=arm.get("redirects") or [],
         sizes_by_path=arm.get("sizes_by_url") or {},
+        content_by_path=arm.get("content_by_url") or {},
         late_requests=arm.get("late_requests", 0),
         max_schedule_lag_us=arm.get("max_schedule_lag_us", 0),
         generator={
@@ -157,18 +158,24 @@ def build_report(
         }
         for name, section in arm_sections.items()
     }
-    cost_list = costs.compute_costs(cost_inputs)
-    for section in arm_sections.values():
+    config = run.get("config") or {}
+    checks = validity.check_all(config, arm_sections, tls_info or {})
+    invalid = {}
+    for name, section in arm_sections.items():
         section["breakdown"] = breakdown(section)
+        section["invalid"] = validity.invalid_arm(config, section)
+        if section["invalid"]:
+            invalid[name] = section["invalid"]
+    cost_list = evidence.judge_costs(costs.compute_costs(cost_inputs), checks, invalid)
     probed = probes_section(probes, merged)
     return {
         "schema": SCHEMA,
-        "run": run,
+        "run": {**run, "checks": evidence.check_counts(checks), "invalid_arms": invalid},
         "headline": headline(cost_list),
         "arms": arm_sections,
         "deltas": deltas_vs(arm_sections),
         "costs": cost_list,
-        "validity": validity.check_all(run.get("config") or {}, arm_sections, tls_info or {}),
+        "validity": checks,
         "tls_info": tls_info or None,
         "probes": probed,
         "projection": projection_inputs(arm_sections, probed),

@@ -79,17 +79,28 @@ def _merged_status_codes(group: list[dict]) -> dict:
 
 
 def _merged_sizes(group: list[dict]) -> dict:
-    """The smallest and largest body, and every body size seen per path."""
+    """The smallest and largest body, every body size and every Content-Type / Content-Encoding seen
+    per path."""
     mins = [r.get("response_bytes_min") for r in group if r.get("response_bytes_min") is not None]
     maxs = [r.get("response_bytes_max") for r in group if r.get("response_bytes_max") is not None]
     sizes: dict[str, set] = {}
     for r in group:
         for path, values in (r.get("sizes_by_url") or {}).items():
             sizes.setdefault(path, set()).update(values)
+    content: dict[str, dict[str, set]] = {}
+    for r in group:
+        for path, headers in (r.get("content_by_url") or {}).items():
+            into = content.setdefault(path, {})
+            for key, values in headers.items():
+                into.setdefault(key, set()).update(values)
     return {
         "response_bytes_min": min(mins) if mins else None,
         "response_bytes_max": max(maxs) if maxs else None,
         "sizes_by_url": {path: sorted(values) for path, values in sizes.items()},
+        "content_by_url": {
+            path: {key: sorted(values) for key, values in headers.items()}
+            for path, headers in content.items()
+        },
     }
 
 

@@ -98,6 +98,9 @@ class ArmResult(models.Model):
     response_bytes_min = models.PositiveBigIntegerField(null=True)
     response_bytes_max = models.PositiveBigIntegerField(null=True)
     sizes_by_url = models.JSONField(default=dict)
+    # {path: {"content_type": [...], "content_encoding": [...]}}: distinct headers of expected answers
+    # per request target ("" when the header was absent).
+    content_by_url = models.JSONField(default=dict, blank=True)
     errors = models.JSONField(default=dict)
     connections_opened = models.PositiveBigIntegerField(default=0)
     tls_sessions_reused = models.PositiveBigIntegerField(default=0)

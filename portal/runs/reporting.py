@@ -48,6 +48,7 @@ def arm_data(arm: ArmResult) -> dict:
         "tls_sessions_reused": arm.tls_sessions_reused,
         "errors": arm.errors,
         "sizes_by_url": arm.sizes_by_url,
+        "content_by_url": arm.content_by_url,
         "late_requests": arm.late_requests,
         "max_schedule_lag_us": arm.max_schedule_lag_us,
         "series": arm.series,
@@ -93,7 +94,7 @@ def run_report(run: Run, request=None, arms: list[dict] | None = None) -> dict:
 
 
 # Bump when the report's computation changes, so cached reports of finished runs are rebuilt.
-REPORT_CACHE_VERSION = f"{portal.__version__}:{report.SCHEMA}:5"
+REPORT_CACHE_VERSION = f"{portal.__version__}:{report.SCHEMA}:6"
 REPORT_CACHE_TTL_S = 7 * 24 * 3600
 
 
@@ -178,10 +179,20 @@ def summarize(run: Run) -> dict:
         "requests": sum(arm["requests"] for arm in data["arms"].values()),
         "arms": list(data["arms"]),
         "costs": [
-            {k: cost[k] for k in ("name", "delta", "delta_pct", "ci95", "verdict", "arm_value", "base_value")}
+            {
+                **{
+                    k: cost[k]
+                    for k in ("name", "delta", "delta_pct", "ci95", "verdict", "arm_value", "base_value")
+                },
+                "not_judged": cost.get("not_judged"),
+                "warnings": sorted({w["check"] for w in cost.get("warnings") or []}),
+            }
             for cost in costs.headline_costs(data["costs"])
         ],
         "validity": {v["check"]: v["status"] for v in data["validity"]},
+        # For the status badge of lists and compare pages, without computing reports.
+        "checks": data["run"].get("checks"),
+        "invalid_arms": list(data["run"].get("invalid_arms") or {}),
         "headline": data["headline"],
     }
 

@@ -16,7 +16,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_date
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from portal.lib import compare, costs, validity
+from portal.lib import compare, costs, evidence, validity
 from portal.runs import dispatch, exports, reporting, services
 from portal.runs.access import get_run_for_user, runs_for, scenarios_for, targets_for
 from portal.runs.forms import RunForm
@@ -66,6 +66,8 @@ def runs_list(request: HttpRequest) -> HttpResponse:
     order, _ = SORTS.get(chosen["sort"], SORTS["-created"])
     runs = runs.order_by(order, "-pk")
     page = Paginator(runs, 25).get_page(request.GET.get("page"))
+    for run in page.object_list:
+        run.badge = evidence.summary_badge(run.status, run.summary)
     query = request.GET.copy()
     query.pop("page", None)
     ctx = {
@@ -134,6 +136,10 @@ def runs_compare(request: HttpRequest) -> HttpResponse:
     pages = [reporting.report_page(run, request) for run in runs]
     reports = [page["report"] for page in pages]
     data = compare.compare(reports)
+    for run, found in zip(runs, reports, strict=True):
+        run.badge = evidence.status_badge(
+            run.status, found["run"].get("checks"), list(found["run"].get("invalid_arms") or {})
+        )
     chart = {
         "runs": [f"{i + 1}: {run.created:%Y-%m-%d %H:%M}" for i, run in enumerate(runs)],
         "costs": data["costs"],
@@ -213,6 +219,7 @@ def runs_new(request: HttpRequest) -> HttpResponse:
         form = RunForm(initial=initial or _default_initial())
     ctx = {
         "form": form,
+        "too_short": _too_short(form),
         "scenarios": scenarios,
         "base": base,
         "base_has_secrets": bool(base and base.config.get("secrets")),
@@ -241,6 +248,20 @@ def _start_run(request: HttpRequest, form: RunForm, base: Scenario | None) -> Ru
     return run
 
 
+def _too_short(form: RunForm) -> bool:
+    """Whether the form's duration and rounds (as typed, or as pre-filled) are too short for
+    confidence intervals; ``static/js/run_form.js`` keeps the note in step while the user types."""
+
+    def value(name: str) -> float | None:
+        raw = form.data.get(name) if form.is_bound else form.initial.get(name, form.fields[name].initial)
+        try:
+            return float(raw) if raw not in (None, "") else None
+        except (TypeError, ValueError):
+            return None
+
+    return evidence.too_short_for_intervals(value("duration_s"), int(value("rounds") or 1))
+
+
 def _default_initial() -> dict:
     return {
         "plain_url": settings.TOLLGATE_DEFAULT_PLAIN_URL,
@@ -253,6 +274,7 @@ def _default_initial() -> dict:
 MAX_COMPARE = 10
 COST_LABELS = {
     "keepalive_tls": "TLS on warm (keep-alive) connections",
+    "new_connection_tls": "A new TLS connection per request (TCP connect included)",
     "handshake": "A full TLS handshake per request",
     "resumption_saving": "Session resumption saves",
 }
@@ -279,11 +301,26 @@ def runs_detail(request: HttpRequest, code) -> HttpResponse:
         ctx["cut_short"] = [name for name, section in data["arms"].items() if not section["complete"]]
         ctx["chart"] = page["charts"]
         ctx["headline"] = [
-            {**cost, "label": COST_LABELS.get(cost["name"], cost["name"])}
+            {
+                **cost,
+                "label": COST_LABELS.get(cost["name"], cost["name"]),
+                "verdict": cost["verdict"] or "not judged",
+            }
             for cost in costs.headline_costs(data["costs"])
         ]
+        ctx["evidence"] = _evidence_context(run, data)
         ctx["expected_label"] = validity.expected_label(run.config.get("expected_status") or [])
     return render(request, "runs/detail.html", ctx)
+
+
+def _evidence_context(run: Run, data: dict) -> dict:
+    """The status line's badge (checks that warned or failed) and the arms that are invalid; which
+    costs that leaves unjudged or warned is in the headline sentence."""
+    invalid = data["run"].get("invalid_arms") or {}
+    return {
+        "badge": evidence.status_badge(run.status, data["run"].get("checks"), list(invalid)),
+        "invalid": invalid,
+    }
 
 
 @login_required

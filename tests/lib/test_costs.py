@@ -33,13 +33,21 @@ def arm(
     }
 
 
-def seconds(p50s: list[int | None], p95s: list[int | None] | None = None, requests: list[int] | None = None):
+def seconds(
+    p50s: list[int | None],
+    p95s: list[int | None] | None = None,
+    requests: list[int] | None = None,
+    ttfb: list[int | None] | None = None,
+):
     p95s = p95s or [None if v is None else 2 * v for v in p50s]
     requests = requests or [0 if v is None else 1000 for v in p50s]
-    return [
+    points = [
         {"requests": n, "p50_us": a, "p95_us": b, "failures": 0}
         for a, b, n in zip(p50s, p95s, requests, strict=True)
     ]
+    for point, value in zip(points, ttfb or [], strict=False):
+        point["ttfb_p50_us"] = value
+    return points
 
 
 def rounds(ttlb_p50: list[int | None], rps: list[float | None] | None = None) -> list[dict]:
@@ -109,17 +117,18 @@ def test_all_costs_in_order_when_every_arm_ran():
     result = costs.compute_costs(arms)
     assert [(e["name"], e["arm"], e["base"]) for e in result[::4]] == [
         ("keepalive_tls", "tls", "plain"),
+        ("new_connection_tls", "tls_new", "plain"),
         ("handshake", "tls_new", "plain_new"),
         ("resumption_saving", "tls_new", "tls_resumed"),
     ]
-    assert len(result) == 12
-    assert [e["delta"] for e in costs.headline_costs(result)] == [20, 2100, 1500]
-    assert [e["delta_pct"] for e in costs.headline_costs(result)] == [5.0, 233.3, 100.0]
-    assert [e["metric"] for e in costs.headline_costs(result)] == ["ttlb_p50_us"] * 3
+    assert len(result) == 16
+    assert [e["delta"] for e in costs.headline_costs(result)] == [20, 2600, 2100, 1500]
+    assert [e["delta_pct"] for e in costs.headline_costs(result)] == [5.0, 650.0, 233.3, 100.0]
+    assert [e["metric"] for e in costs.headline_costs(result)] == ["ttlb_p50_us"] * 4
 
 
 def test_missing_arm_means_no_cost():
-    result = costs.compute_costs({"plain": arm(), "tls": arm(), "tls_new": arm()})
+    result = costs.compute_costs({"plain": arm(), "tls": arm(), "plain_new": arm()})
     assert {e["name"] for e in result} == {"keepalive_tls"}
     assert costs.compute_costs({"tls": arm(), "tls_new": arm()}) == []
     assert costs.compute_costs({}) == []
@@ -135,7 +144,26 @@ def test_arm_without_samples_means_no_cost():
 
 def test_no_resumed_arm_means_no_resumption_saving():
     arms = {"plain": arm(), "plain_new": arm(), "tls": arm(), "tls_new": arm()}
-    assert [e["name"] for e in costs.compute_costs(arms)[::4]] == ["keepalive_tls", "handshake"]
+    assert [e["name"] for e in costs.compute_costs(arms)[::4]] == [
+        "keepalive_tls",
+        "new_connection_tls",
+        "handshake",
+    ]
+
+
+def test_the_default_three_arms_answer_what_a_new_tls_connection_costs():
+    # plain, tls, tls_new (no plain_new): tls_new − plain, TCP connect included.
+    arms = {"plain": arm(ttlb=(400, 800)), "tls": arm(ttlb=(420, 840)), "tls_new": arm(ttlb=(3000, 6000))}
+    result = costs.compute_costs(arms)
+    assert [e["name"] for e in costs.headline_costs(result)] == ["keepalive_tls", "new_connection_tls"]
+    new = entry(result, "new_connection_tls", "ttlb_p50_us")
+    assert (new["arm"], new["base"], new["delta"], new["delta_pct"]) == ("tls_new", "plain", 2600, 650.0)
+    assert {e["metric"] for e in result if e["name"] == "new_connection_tls"} == {
+        "ttlb_p50_us",
+        "ttlb_p95_us",
+        "ttfb_p50_us",
+        "rps",
+    }
 
 
 def test_resumption_saving_is_new_minus_resumed():
@@ -180,7 +208,22 @@ def test_constant_seconds_give_a_zero_width_ci_on_the_point_delta():
     rps = entry(result, "keepalive_tls", "rps")
     assert (rps["delta"], rps["ci95"], rps["ci_method"]) == (-49.75, [-49.75, -49.75], "per_second")
     ttfb = entry(result, "keepalive_tls", "ttfb_p50_us")
-    assert (ttfb["ci95"], ttfb["ci_method"]) == (None, "none")  # no TTFB in the series
+    assert (ttfb["ci95"], ttfb["ci_method"]) == (None, "none")  # a series stored without TTFB
+
+
+def test_ttfb_gets_a_per_second_interval_from_the_series():
+    # The engine's per-second points carry ttfb_p50_us: TTFB costs get an interval like TTLB's.
+    plain = arm(ttfb=200, series=seconds([400] * 6, ttfb=[200, 210, 190, 200, 205, 195]))
+    tls = arm(ttfb=260, series=seconds([500] * 6, ttfb=[260, 270, 250, 262, 258, 255]))
+    ttfb = entry(costs.compute_costs({"plain": plain, "tls": tls}), "keepalive_tls", "ttfb_p50_us")
+    assert (ttfb["delta"], ttfb["ci_method"], ttfb["samples"]) == (60, "per_second", {"arm": 6, "base": 6})
+    lo, hi = ttfb["ci95"]
+    assert lo < 60 < hi and lo > 0  # the spread of the seconds, centred on the exact delta
+    assert ttfb["verdict"] == "significant"
+    # Seconds without TTFB (no samples that second) are skipped; fewer than five: no interval.
+    short = arm(ttfb=260, series=seconds([500] * 6, ttfb=[260, None, None, 262, 258, None]))
+    none = entry(costs.compute_costs({"plain": plain, "tls": short}), "keepalive_tls", "ttfb_p50_us")
+    assert (none["ci95"], none["ci_method"]) == (None, "none")
 
 
 def test_ci_straddling_zero_is_negligible_even_with_a_big_pct():

@@ -146,9 +146,64 @@ def test_headline_sentence_from_costs():
     assert headline.headline(costs) == (
         "TLS on warm (keep-alive) connections adds +0.40 ms median time to last byte (noticeable, +9%, "
         "95% CI +0.30 … +0.51 ms); a full TLS handshake per request adds +1.20 ms median time to last byte "
-        "(significant, +130%); session resumption saves 0.70 ms per new connection (significant)."
+        "(significant, +130%, no interval); session resumption saves 0.70 ms per new connection "
+        "(significant, no interval). No interval: run longer or use rounds."
     )
     assert headline.headline([]) is None
+
+
+def cost(name: str, delta: int, **extra) -> dict:
+    base = {
+        "name": name,
+        "metric": "ttlb_p50_us",
+        "delta": delta,
+        "delta_pct": 10.0,
+        "ci95": [delta - 50, delta + 50],
+        "verdict": "noticeable",
+        "not_judged": None,
+        "warnings": [],
+    }
+    return base | extra
+
+
+def test_headline_of_the_default_three_arms_names_the_new_connection_once_with_a_hint():
+    text = headline.headline([cost("keepalive_tls", 400), cost("new_connection_tls", 2600, delta_pct=650.0)])
+    assert text == (
+        "TLS on warm (keep-alive) connections adds +0.40 ms median time to last byte (noticeable, +10%, "
+        "95% CI +0.35 … +0.45 ms); a new TLS connection per request (TCP connect included) adds +2.60 ms "
+        "median time to last byte (noticeable, +650%, 95% CI +2.55 … +2.65 ms). Adding the plain_new arm "
+        "isolates the handshake from the TCP connect."
+    )
+    # With plain_new the handshake alone is the answer: no new-connection clause, no hint.
+    five = headline.headline([cost("new_connection_tls", 2600), cost("handshake", 1200)])
+    assert "new TLS connection" not in five and "plain_new" not in five
+    assert five.lower().count("a full tls handshake per request adds +1.20 ms") == 1
+
+
+def test_headline_states_no_cost_that_was_not_judged_and_carries_warnings():
+    costs = [
+        cost(
+            "keepalive_tls", 400, warnings=[{"check": "drift", "reason": "tls: TTLB p50 1000 → 1320 (+32%)"}]
+        ),
+        cost(
+            "resumption_saving",
+            -1860,
+            verdict=None,
+            not_judged="tls_resumed did not resume — 0 of 4,210 handshakes resumed (tls_sessions)",
+        ),
+    ]
+    text = headline.headline(costs)
+    assert "(noticeable, +10%, 95% CI +0.35 … +0.45 ms; warnings: drift)" in text
+    assert (
+        "session resumption: not judged — tls_resumed did not resume — 0 of 4,210 handshakes resumed "
+        "(tls_sessions)" in text
+    )
+    assert "1.86" not in text and "saves" not in text
+
+
+def test_headline_says_a_short_run_has_no_interval():
+    text = headline.headline([cost("keepalive_tls", 400, ci95=None)])
+    assert text.endswith("(noticeable, +10%, no interval). No interval: run longer or use rounds.")
 
 
 def test_rounds_merge_exactly():
@@ -209,7 +264,7 @@ def test_headline_adds_server_cpu_when_probed():
     ]  # fmt: skip
     assert headline.headline(costs) == (
         "A full TLS handshake per request adds +1.20 ms median time to last byte and +0.600 server CPU-ms "
-        "per request (significant, +130%)."
+        "per request (significant, +130%, no interval). No interval: run longer or use rounds."
     )
 
 
@@ -218,5 +273,5 @@ def test_headline_of_a_negative_cost_reads_as_a_change():
               "verdict": "negligible"}]  # fmt: skip
     assert headline.headline(costs) == (
         "TLS on warm (keep-alive) connections changes the median time to last byte by -0.01 ms "
-        "(negligible, -2%)."
+        "(negligible, -2%, no interval). No interval: run longer or use rounds."
     )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from portal.lib import hdr
-from portal.lib.validity import answers, measurement
+from portal.lib.validity import answers, check_all, content, measurement
 
 
 def arm(requests: int = 2000, **extra) -> dict:
@@ -54,7 +54,7 @@ def test_drift_compares_halves_and_needs_both_relative_and_absolute_change():
     )
     assert tiny["status"] == "pass"
     short = measurement.check_drift({"plain": arm(series=series([10] * 3))})
-    assert short["status"] == "pass" and "Not judged" in short["detail"]
+    assert short["status"] == "skip" and "Not judged" in short["detail"] and short["findings"] == []
 
 
 def test_sample_size_levels():
@@ -96,13 +96,133 @@ def test_errors_warn_below_one_percent_and_fail_above():
     assert answers.check_errors({"a": arm(1000, errors={"timeout": many})})["status"] == "fail"
 
 
-def test_content_length_only_compares_arms_with_one_size_per_path():
+def test_content_length_warns_about_a_size_that_varies_within_an_arm():
     varying = {"plain": arm(sizes_by_path={"/p": [900, 1000]}), "tls": arm(sizes_by_path={"/p": [950]})}
-    assert answers.check_content_length(varying)["status"] == "warn"
+    found = content.check_content_length(varying)
+    assert (found["status"], found["arms"]) == ("warn", ["plain"])
     same = {"plain": arm(), "tls": arm()}
-    assert answers.check_content_length(same)["status"] == "pass"
+    assert content.check_content_length(same)["status"] == "pass"
+    nothing = {"plain": arm(sizes_by_path={})}
+    assert content.check_content_length(nothing)["status"] == "skip"
 
 
 def test_tls_sessions_fail_when_tls_new_resumes():
     found = answers.check_tls_sessions({"tls_new": arm(connections_opened=10, tls_sessions_reused=2)})
     assert found["status"] == "fail" and "must do full handshakes" in found["detail"]
+    assert found["arms"] == ["tls_new"]
+
+
+def test_tls_sessions_fail_the_resumed_arm_that_did_not_resume():
+    found = answers.check_tls_sessions(
+        {
+            "tls_new": arm(connections_opened=4210),
+            "tls_resumed": arm(connections_opened=4210, tls_handshake_us={"count": 4210}),
+        }
+    )
+    assert found["status"] == "fail" and found["arms"] == ["tls_resumed"]
+    assert found["findings"][0]["reason"] == "tls_resumed did not resume — 0 of 4,210 handshakes resumed"
+    # 89% is not enough, 90% is.
+    few = answers.check_tls_sessions({"tls_resumed": arm(connections_opened=100, tls_sessions_reused=89)})
+    assert few["status"] == "fail" and "resumed only 89%" in few["detail"]
+    enough = answers.check_tls_sessions({"tls_resumed": arm(connections_opened=100, tls_sessions_reused=90)})
+    assert enough["status"] == "pass"
+
+
+def test_checks_that_could_not_judge_say_skip_with_the_reason():
+    keepalive = {"plain": arm(series=series([10] * 2)), "tls": arm(series=series([10] * 2))}
+    found = {c["check"]: c for c in check_all({}, keepalive)}
+    assert (
+        found["tls_sessions"]["status"] == "skip"
+        and "no arm opened TLS connections" in found["tls_sessions"]["detail"]
+    )
+    assert (
+        found["syn_retransmit"]["status"] == "skip"
+        and "no arm opened a TCP connection" in found["syn_retransmit"]["detail"]
+    )
+    assert found["drift"]["status"] == "skip"
+    assert found["generator_saturation"]["status"] == "pass"  # it had seconds to judge
+    no_seconds = measurement.check_generator({}, {"plain": arm()})
+    assert no_seconds["status"] == "skip"
+    refused = {
+        "plain": arm(100, status_codes={}, errors={"connection_refused": {"count": 100, "samples": []}})
+    }
+    assert answers.check_status_codes({}, refused)["status"] == "skip"
+    # A check that ran and held passes; every result names the arms it implicates (none when passed).
+    assert all(c["arms"] == [] for c in found.values() if c["status"] in ("pass", "skip"))
+
+
+def page(size: int, ctype: str = "text/html", encoding: str = "", path: str = "/1k") -> dict:
+    return {
+        "sizes_by_path": {path: [size]},
+        "content_by_path": {path: {"content_type": [ctype], "content_encoding": [encoding]}},
+        "targets": [{"path": path, "weight": 1.0, "requested": path}],
+    }
+
+
+def test_same_content_maps_the_arms_paths_and_names_both_arms():
+    # Plain and TLS URLs differ in path: /1k and /4k are the same mapped target, and differ.
+    arms = {"plain": arm(**page(1024, path="/1k")), "tls": arm(**page(4096, path="/4k"))}
+    found = content.check_same_content(arms)
+    assert found["status"] == "fail" and found["arms"] == ["tls", "plain"]
+    assert found["findings"][0]["reason"] == "tls vs plain — /4k vs /1k: body 4,096 B vs 1,024 B"
+    same_page = {"plain": arm(**page(1024, path="/a")), "tls": arm(**page(1024, path="/b"))}
+    assert content.check_same_content(same_page)["status"] == "pass"
+
+
+def test_same_content_fails_on_content_type_encoding_and_status_mix():
+    gzip = {"plain": arm(**page(1024)), "tls": arm(**page(420, encoding="gzip"))}
+    reason = content.check_same_content(gzip)["findings"][0]["reason"]
+    assert "body 420 B vs 1,024 B" in reason and "Content-Encoding gzip vs identity" in reason
+    json = {
+        "plain": arm(**page(1024, ctype="text/html; charset=utf-8")),
+        "tls": arm(**page(1024, "application/json")),
+    }
+    assert (
+        "Content-Type application/json vs text/html;charset=utf-8"
+        in content.check_same_content(json)["detail"]
+    )
+    spelled = {
+        "plain": arm(**page(1024, ctype="text/html; charset=UTF-8")),
+        "tls": arm(**page(1024, "Text/HTML;charset=utf-8")),
+    }
+    assert content.check_same_content(spelled)["status"] == "pass"
+    mixed = {
+        "plain": arm(1000, **page(1024)),
+        "tls": arm(1000, status_codes={"200": 800, "404": 200}, **page(1024)),
+    }
+    found = content.check_same_content(mixed)
+    assert found["status"] == "fail" and "status 200 80%, 404 20% vs 200 100%" in found["detail"]
+    # A stray 0.5% is the status check's business, not a different mix.
+    stray = {
+        "plain": arm(1000, **page(1024)),
+        "tls": arm(1000, status_codes={"200": 995, "503": 5}, **page(1024)),
+    }
+    assert content.check_same_content(stray)["status"] == "pass"
+
+
+def test_same_content_compares_only_pairs_the_report_compares():
+    arms = {
+        "plain": arm(**page(1024)),
+        "plain_new": arm(**page(1024)),
+        "tls_new": arm(**page(4096)),
+        "tls_resumed": arm(**page(4096)),
+    }
+    found = content.check_same_content(arms)
+    pairs = [f["arms"] for f in found["findings"]]
+    # tls_new differs from both plain arms; tls_new vs tls_resumed agree; plain_new vs plain agree.
+    assert pairs == [["tls_new", "plain"], ["tls_new", "plain_new"], ["tls_resumed", "plain"]]
+    assert ["tls_new", "tls_resumed"] in found["evidence"]["compared"]
+    one = content.check_same_content({"plain": arm(**page(1024))})
+    assert one["status"] == "skip"
+
+
+def test_an_arm_where_most_attempts_failed_is_invalid():
+    refused = arm(
+        4000, status_codes={"200": 1000}, errors={"connection_refused": {"count": 3000, "samples": []}}
+    )
+    assert answers.invalid_arm({}, refused) == "75% of 4,000 attempts failed (connection_refused×3,000)"
+    all_431 = arm(500, status_codes={"431": 500})
+    assert answers.invalid_arm({}, all_431) == "100% of 500 attempts failed (status 431×500)"
+    assert answers.invalid_arm({"expected_status": [431]}, all_431) is None
+    assert answers.invalid_arm({}, arm(1000, status_codes={"200": 500, "500": 500})) is None  # half: not most
+    assert answers.invalid_arm({}, arm(0, status_codes={})) == "no request was made in its measured window"

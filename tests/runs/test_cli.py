@@ -52,6 +52,11 @@ def test_cli_run_prints_the_report_and_stores_the_run(admin, plain_server, tls_s
     assert report["arms"]["tls_new"]["ttlb_us"]["p50"] > report["arms"]["plain"]["ttlb_us"]["p50"]
     assert report["arms"]["tls_new"]["tls_handshake_us"]["p50"] > 0
     assert "succeeded" in err.getvalue()
+    # The status line says what the checks found, as the run page does (2 s: drift is not judged).
+    assert report["run"]["checks"]["skip"] >= 1
+    assert re.search(
+        rf"run {run.code} succeeded (with .+|\d+ checks passed, \d+ not judged) in ", err.getvalue()
+    )
 
 
 def test_cli_failure_exits_non_zero_with_a_message(admin, plain_server):

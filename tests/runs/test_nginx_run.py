@@ -47,9 +47,9 @@ def test_five_arms_against_nginx_give_split_costs_tls_facts_and_validity(owner):
         report["arms"]["tls_resumed"]["tls_handshake_us"]["p50"]
         < report["arms"]["tls_new"]["tls_handshake_us"]["p50"]
     )
-    # The three costs, each with an interval over the 3 rounds.
+    # The four costs, each with an interval over the 3 rounds and a verdict (nginx resumes sessions).
     costs = {c["name"]: c for c in report["costs"] if c["metric"] == "ttlb_p50_us"}
-    assert set(costs) == {"keepalive_tls", "handshake", "resumption_saving"}
+    assert set(costs) == {"keepalive_tls", "new_connection_tls", "handshake", "resumption_saving"}
     for cost in costs.values():
         assert cost["ci_method"] == "rounds" and cost["ci95"][0] <= cost["delta"] <= cost["ci95"][1]
         assert cost["verdict"] in ("negligible", "noticeable", "significant")

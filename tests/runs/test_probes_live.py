@@ -98,8 +98,11 @@ def test_server_cpu_per_request_over_ssh_orders_the_arms_and_pins_the_host_key(o
         )
     # The derived cost and its CI come from the same numbers.
     cpu_costs = {c["name"]: c for c in report["costs"] if c["metric"] == "server_cpu_ms_per_req"}
-    assert set(cpu_costs) == {"keepalive_tls"}, report["costs"]  # handshake needs plain_new
+    # handshake needs plain_new; a new TLS connection (tls_new − plain) is the default arms' answer.
+    assert set(cpu_costs) == {"keepalive_tls", "new_connection_tls"}, report["costs"]
     assert cpu_costs["keepalive_tls"]["delta"] == pytest.approx(per_req["tls"] - per_req["plain"], abs=1e-3)
+    new_connection = cpu_costs["new_connection_tls"]["delta"]
+    assert new_connection == pytest.approx(per_req["tls_new"] - per_req["plain"], abs=1e-3)
 
 
 def test_sampler_accounting_matches_the_kernel_for_the_same_pid(sshd):

@@ -194,8 +194,16 @@ def test_report_json_has_costs_validity_and_no_secrets(client, owner):
     client.force_login(owner)
     response = client.get(reverse("runs-report-json", args=[run.code]))
     data = response.json()
-    assert {c["name"] for c in data["costs"]} == {"keepalive_tls"}
-    assert {v["check"] for v in data["validity"]} >= {"status_codes", "content_length", "sample_size", "auth"}
+    assert {c["name"] for c in data["costs"]} == {"keepalive_tls", "new_connection_tls"}
+    assert {v["check"] for v in data["validity"]} >= {
+        "status_codes",
+        "content_length",
+        "same_content",
+        "sample_size",
+        "auth",
+    }
+    assert set(data["run"]["checks"]) == {"pass", "warn", "fail", "skip"}
+    assert sum(data["run"]["checks"].values()) == len(data["validity"])
     assert data["run"]["config"]["headers"] == {"Cookie": "(encrypted)"}
     assert "secrets" not in data["run"]["config"]
     assert b"sid=abc" not in response.content and b"tok-9f3a" not in response.content

@@ -97,6 +97,8 @@ class Sample:
     ttlb_us: int | None = None
     session_reused: bool | None = None
     location: str | None = None  # Location header of a redirect
+    content_type: str = ""  # Content-Type header as sent ("" when absent)
+    content_encoding: str = ""  # Content-Encoding header as sent ("" when absent: identity)
     schedule_lag_us: int = 0  # open loop: how late the request started against its schedule
     error: str | None = None
     error_detail: str | None = None
@@ -284,7 +286,7 @@ class TimedClient:
         t_last = time.perf_counter_ns()
         sample.status = status
         sample.body_bytes = size
-        sample.location = headers.get("location")
+        _note_headers(sample, headers)
         sample.ttfb_us = _us(sample.start_ns, t_first)
         sample.ttlb_us = _us(sample.start_ns, t_last)
         return keep_alive
@@ -325,6 +327,13 @@ class TimedClient:
                 raise ProtocolError("connection closed inside chunked framing")
             buf += chunk
         return found
+
+
+def _note_headers(sample: Sample, headers: dict[str, str]) -> None:
+    """The response headers a report needs: where a redirect points, and what the body was."""
+    sample.location = headers.get("location")
+    sample.content_type = headers.get("content-type", "")
+    sample.content_encoding = headers.get("content-encoding", "")
 
 
 def origin_of(url: str) -> str:

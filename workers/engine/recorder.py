@@ -20,6 +20,7 @@ HIST_MAX_US = 60_000_000
 HIST_DIGITS = 3
 MAX_ERROR_SAMPLES = 3
 MAX_DISTINCT_SIZES = 20
+MAX_DISTINCT_HEADERS = 5
 # Open loop: a request that starts this much after its scheduled time counts as late.
 LATE_US = 1000
 
@@ -46,6 +47,9 @@ class ArmRecorder:
         self.status_codes: Counter[int] = Counter()
         self.errors: dict[str, dict] = {}
         self.sizes_by_url: dict[str, set[int]] = {}
+        # Content-Type and Content-Encoding per request target, of expected answers: the arms of a
+        # cost must have been served the same representation, not only the same number of bytes.
+        self.content_by_url: dict[str, dict[str, set[str]]] = {}
         self.connections_opened = 0
         self.sessions_reused = 0
         # Open loop: requests that started ≥ LATE_US after their scheduled time, and the worst lag.
@@ -102,6 +106,15 @@ class ArmRecorder:
             sizes = self.sizes_by_url.setdefault(sample.url, set())
             if len(sizes) < MAX_DISTINCT_SIZES:
                 sizes.add(sample.body_bytes)
+            content = self.content_by_url.setdefault(
+                sample.url, {"content_type": set(), "content_encoding": set()}
+            )
+            for key, value in (
+                ("content_type", sample.content_type),
+                ("content_encoding", sample.content_encoding),
+            ):
+                if len(content[key]) < MAX_DISTINCT_HEADERS:
+                    content[key].add(value)
         if sample.schedule_lag_us >= LATE_US:
             self.late_requests += 1
             self.max_schedule_lag_us = max(self.max_schedule_lag_us, sample.schedule_lag_us)
@@ -150,6 +163,10 @@ class ArmRecorder:
             "status_codes": {str(code): n for code, n in sorted(self.status_codes.items())},
             "response_bytes": {"min": min(sizes), "max": max(sizes)} if sizes else {"min": None, "max": None},
             "sizes_by_url": {url: sorted(values) for url, values in self.sizes_by_url.items()},
+            "content_by_url": {
+                url: {key: sorted(values) for key, values in content.items()}
+                for url, content in self.content_by_url.items()
+            },
             "errors": self.errors,
             "connections_opened": self.connections_opened,
             "tls_sessions_reused": self.sessions_reused,

@@ -1,13 +1,18 @@
-"""Validity checks: would an auditor accept these numbers? Each check says pass, warn or fail and why.
+"""Validity checks: would an auditor accept these numbers? Each check says pass, warn, fail or skip,
+why, and which arms it is about.
 
 Pure functions over the report's arm sections (``portal.lib.report.arm_section``) and the run's
 config, recomputed on every read, so a threshold change re-judges old runs too. Each result is
-``{"check", "status": "pass"|"warn"|"fail", "detail", "evidence"}`` (``verdict.result``); ``detail``
-is one or two plain sentences, ``evidence`` the numbers behind them (per arm). Thresholds are
+``{"check", "status": "pass"|"warn"|"fail"|"skip", "detail", "evidence", "arms", "findings"}``
+(``verdict.result``): ``skip`` when the check could not judge (too short, no new connections, …:
+``detail`` says why), never ``pass``; ``detail`` is one or two plain sentences, ``evidence`` the
+numbers behind them (per arm); ``findings`` the problems one by one, each naming its arms (one, or a
+compared pair) with its own status, so a cost is judged only on its own arms. Thresholds are
 constants of the module that holds their check and are documented in docs/report-schema.md.
 
-* ``answers``: what the server answered (status codes, errors, body sizes, redirects, auth, TLS
-  sessions);
+* ``answers``: what the server answered (status codes, errors, redirects, auth, TLS sessions) and
+  whether an arm is valid at all (``invalid_arm``);
+* ``content``: what the pages were (body sizes within an arm, the same content across compared arms);
 * ``measurement``: the measurement itself (generator saturation, arrival rate, sample size, drift,
   SYN retransmissions).
 """
@@ -16,13 +21,14 @@ from __future__ import annotations
 
 from portal.lib.validity.answers import (
     check_auth,
-    check_content_length,
     check_errors,
     check_redirect,
     check_status_codes,
     check_tls_sessions,
     expected_label,
+    invalid_arm,
 )
+from portal.lib.validity.content import check_content_length, check_same_content
 from portal.lib.validity.measurement import (
     check_drift,
     check_generator,
@@ -32,7 +38,7 @@ from portal.lib.validity.measurement import (
 )
 
 # ``expected_label`` is re-exported for the run page (``portal.runs.views``).
-__all__ = ["check_all", "expected_label"]
+__all__ = ["check_all", "expected_label", "invalid_arm"]
 
 
 def check_all(config: dict, arms: dict[str, dict], tls_info: dict | None = None) -> list[dict]:
@@ -42,6 +48,7 @@ def check_all(config: dict, arms: dict[str, dict], tls_info: dict | None = None)
         check_status_codes(config, arms),
         check_errors(arms),
         check_content_length(arms),
+        check_same_content(arms),
         check_generator(config, arms),
         check_schedule(config, arms),
         check_sample_size(arms),

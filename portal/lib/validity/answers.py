@@ -1,15 +1,19 @@
 """Validity checks on what the server answered: were the answers the page that was meant to be
-measured (status codes, transport errors, body sizes, redirects, authentication), and did the TLS
-arms open sessions the way their names say?"""
+measured (status codes, transport errors, redirects, authentication), did the TLS arms open sessions
+the way their names say, and is an arm valid at all (``invalid_arm``)? Body sizes and content are in
+``portal.lib.validity.content``."""
 
 from __future__ import annotations
 
-from portal.lib.validity.verdict import FAIL, PASS, WARN, result
+from portal.lib.validity.verdict import FAIL, PASS, SKIP, WARN, finding, result, worst
 
 # errors: transport errors (timeouts, resets) as a share of requests.
 ERRORS_FAIL_SHARE = 0.01
-# tls_resumption: share of tls_resumed connections that must really resume.
+# tls_sessions: share of tls_resumed handshakes that must really resume.
 RESUMPTION_MIN_SHARE = 0.9
+# An arm is invalid when more than this share of its attempts failed (transport error or an answer
+# outside the expected set): its numbers measure failures, not the page.
+INVALID_FAILED_SHARE = 0.5
 AUTH_STATUSES = ("401", "403", "407")
 
 
@@ -28,123 +32,128 @@ def is_expected(code: int, expected: list[int]) -> bool:
     return code in expected if expected else 200 <= code < 300
 
 
-def check_status_codes(config: dict, arms: dict[str, dict]) -> dict:
+def _unexpected(config: dict, arm: dict) -> dict[str, int]:
     expected = config.get("expected_status") or []
+    return {code: n for code, n in arm["status_codes"].items() if not is_expected(int(code), expected)}
+
+
+def check_status_codes(config: dict, arms: dict[str, dict]) -> dict:
+    label = expected_label(config.get("expected_status") or [])
+    if not any(arm["status_codes"] for arm in arms.values()):
+        return result(
+            "status_codes", SKIP, "Not judged: no arm got a single answer (every request failed; see errors)."
+        )
     bad: dict[str, dict] = {}
+    findings = []
     for name, arm in arms.items():
-        wrong = {code: n for code, n in arm["status_codes"].items() if not is_expected(int(code), expected)}
+        wrong = _unexpected(config, arm)
         if wrong:
             total = sum(arm["status_codes"].values())
             bad[name] = {"unexpected": wrong, "of": total}
-    label = expected_label(expected)
+            n = sum(wrong.values())
+            codes = ", ".join(f"{code}×{count:,}" for code, count in wrong.items())
+            findings.append(
+                finding(
+                    [name], FAIL, f"{name}: {codes} ({100 * n / total:.1f}% of {total:,}) outside {label}"
+                )
+            )
     if not bad:
         return result("status_codes", PASS, f"Every answer was in the expected set ({label}).")
-    parts = []
-    for name, entry in bad.items():
-        n = sum(entry["unexpected"].values())
-        codes = ", ".join(f"{code}×{count}" for code, count in entry["unexpected"].items())
-        parts.append(f"{name}: {codes} ({100 * n / entry['of']:.1f}% of {entry['of']})")
     return result(
         "status_codes",
         FAIL,
-        f"Answers outside the expected set ({label}): {'; '.join(parts)}. Latencies of error answers "
-        "measure the error path, not the page.",
+        f"Answers outside the expected set: {'; '.join(f['reason'] for f in findings)}. Latencies of error "
+        "answers measure the error path, not the page.",
         bad,
+        findings,
     )
 
 
 def check_errors(arms: dict[str, dict]) -> dict:
+    if not any(arm["requests"] for arm in arms.values()):
+        return result("errors", SKIP, "Not judged: no request was made in any measured window.")
     evidence = {}
-    worst = 0.0
+    findings = []
     for name, arm in arms.items():
         count = sum(entry["count"] for entry in (arm.get("errors") or {}).values())
         if count:
             share = count / max(arm["requests"], 1)
-            worst = max(worst, share)
             evidence[name] = {kind: entry["count"] for kind, entry in arm["errors"].items()}
+            kinds = ", ".join(f"{k}×{v:,}" for k, v in evidence[name].items())
+            findings.append(
+                finding(
+                    [name],
+                    FAIL if share >= ERRORS_FAIL_SHARE else WARN,
+                    f"{name}: {kinds} ({100 * share:.1f}% of {arm['requests']:,} attempts)",
+                )
+            )
     if not evidence:
         return result("errors", PASS, "No transport errors (timeouts, resets, refused connections).")
-    detail = "; ".join(
-        f"{name}: " + ", ".join(f"{k}×{v}" for k, v in kinds.items()) for name, kinds in evidence.items()
-    )
-    status = FAIL if worst >= ERRORS_FAIL_SHARE else WARN
     return result(
-        "errors", status, f"Transport errors: {detail}. Failed requests are not in the latencies.", evidence
+        "errors",
+        worst(findings),
+        f"Transport errors: {'; '.join(f['reason'] for f in findings)}. Failed requests are not in the "
+        "latencies.",
+        evidence,
+        findings,
     )
 
 
-def check_content_length(arms: dict[str, dict]) -> dict:
-    varying: dict[str, dict] = {}
-    by_path: dict[str, dict[str, list[int]]] = {}
-    for name, arm in arms.items():
-        for path, sizes in (arm.get("sizes_by_path") or {}).items():
-            if len(sizes) > 1:
-                varying.setdefault(name, {})[path] = sizes
-            by_path.setdefault(path, {})[name] = sizes
-    mismatched = {
-        path: per_arm
-        for path, per_arm in by_path.items()
-        if len(per_arm) > 1
-        and all(len(sizes) == 1 for sizes in per_arm.values())
-        and len({sizes[0] for sizes in per_arm.values()}) > 1
-    }
-    if mismatched:
-        parts = [
-            f"{path}: " + ", ".join(f"{name} {sizes[0]} B" for name, sizes in per_arm.items())
-            for path, per_arm in mismatched.items()
-        ]
-        return result(
-            "content_length",
-            FAIL,
-            f"The arms were served different bodies for the same path ({'; '.join(parts)}): they did not "
-            "measure the same page, so their difference is not the cost of TLS.",
-            {"mismatched": mismatched, "varying": varying},
-        )
-    if varying:
-        parts = [
-            f"{name} {path}: {len(sizes)} sizes {min(sizes)}–{max(sizes)} B"
-            for name, paths in varying.items()
-            for path, sizes in paths.items()
-        ]
-        return result(
-            "content_length",
-            WARN,
-            f"Body size varies within an arm ({'; '.join(parts)}): a dynamic page adds its own spread "
-            "to the latencies.",
-            {"varying": varying},
-        )
-    return result("content_length", PASS, "Every path had one body size, the same in every arm.")
+def invalid_arm(config: dict, arm: dict) -> str | None:
+    """Why an arm's numbers cannot stand for the page (None when they can): no request in its
+    window, or most attempts (more than half) failed: transport errors and answers outside the
+    expected set."""
+    attempts = arm["requests"]
+    if not attempts:
+        return "no request was made in its measured window"
+    errors = {kind: entry["count"] for kind, entry in (arm.get("errors") or {}).items() if entry["count"]}
+    wrong = _unexpected(config, arm)
+    failed = sum(errors.values()) + sum(wrong.values())
+    if failed / attempts <= INVALID_FAILED_SHARE:
+        return None
+    parts = [f"{kind}×{n:,}" for kind, n in errors.items()] + [f"status {c}×{n:,}" for c, n in wrong.items()]
+    return f"{100 * failed / attempts:.0f}% of {attempts:,} attempts failed ({', '.join(parts)})"
+
+
+REDIRECT_STATUSES = ("301", "302", "303", "307", "308")
 
 
 def check_redirect(config: dict, arms: dict[str, dict]) -> dict:
     hops = {name: arm["redirects"] for name, arm in arms.items() if arm.get("redirects")}
     unfollowed = {
-        name: {c: n for c, n in arm["status_codes"].items() if c in ("301", "302", "303", "307", "308")}
+        name: {c: n for c, n in arm["status_codes"].items() if c in REDIRECT_STATUSES}
         for name, arm in arms.items()
     }
     unfollowed = {name: codes for name, codes in unfollowed.items() if codes}
     if unfollowed:
-        parts = [
-            f"{name}: " + ", ".join(f"{c}×{n}" for c, n in codes.items())
+        findings = [
+            finding([name], FAIL, f"{name}: " + ", ".join(f"{c}×{n:,}" for c, n in codes.items()))
             for name, codes in unfollowed.items()
         ]
         return result(
             "redirect",
             FAIL,
-            f"Redirects were measured instead of the page ({'; '.join(parts)}). Measure the final URL, or "
-            "let Tollgate resolve redirects before measuring.",
+            f"Redirects were measured instead of the page ({'; '.join(f['reason'] for f in findings)}). "
+            "Measure the final URL, or let Tollgate resolve redirects before measuring.",
             {"unfollowed": unfollowed},
+            findings,
         )
     if hops:
-        parts = []
-        for name, chain in hops.items():
-            parts.append(f"{name}: " + ", ".join(f"{h['from']} → {h['to']} ({h['status']})" for h in chain))
+        findings = [
+            finding(
+                [name],
+                WARN,
+                f"{name}: " + ", ".join(f"{h['from']} → {h['to']} ({h['status']})" for h in chain),
+            )
+            for name, chain in hops.items()
+        ]
         return result(
             "redirect",
             WARN,
             f"Redirects were resolved once before measuring and the final URLs measured "
-            f"({'; '.join(parts)}). Real clients pay for the redirect too.",
+            f"({'; '.join(f['reason'] for f in findings)}). Real clients pay for the redirect too.",
             {"redirects": hops},
+            findings,
         )
     return result("redirect", PASS, "No redirects: the URLs given were measured.")
 
@@ -157,8 +166,9 @@ def check_auth(config: dict, arms: dict[str, dict]) -> dict:
     }
     demanded = {name: codes for name, codes in demanded.items() if codes}
     if demanded:
-        parts = [
-            f"{name}: " + ", ".join(f"{c}×{n}" for c, n in codes.items()) for name, codes in demanded.items()
+        findings = [
+            finding([name], FAIL, f"{name}: " + ", ".join(f"{c}×{n:,}" for c, n in codes.items()))
+            for name, codes in demanded.items()
         ]
         if auth:
             whose = f" of {auth['user']}" if auth.get("user") else ""
@@ -168,9 +178,11 @@ def check_auth(config: dict, arms: dict[str, dict]) -> dict:
         return result(
             "auth",
             FAIL,
-            f"Authentication failed ({'; '.join(parts)}): {why}. These are thousands of fast refusals, not "
-            "the page: set Basic or bearer credentials (sent pre-emptively, no 401 round trip).",
+            f"Authentication failed ({'; '.join(f['reason'] for f in findings)}): {why}. These are thousands "
+            "of fast refusals, not the page: set Basic or bearer credentials (sent pre-emptively, no 401 "
+            "round trip).",
             {"demanded": demanded, "configured": auth.get("type")},
+            findings,
         )
     if auth:
         return result(
@@ -183,41 +195,59 @@ def check_auth(config: dict, arms: dict[str, dict]) -> dict:
     return result("auth", PASS, "No authentication configured, and the server asked for none.")
 
 
+def _handshakes(arm: dict) -> int:
+    """TLS handshakes in the window (the handshake histogram's count; connections for old data)."""
+    return int((arm.get("tls_handshake_us") or {}).get("count") or arm.get("connections_opened") or 0)
+
+
 def check_tls_sessions(arms: dict[str, dict]) -> dict:
     evidence = {}
-    problems = []
-    status = PASS
+    findings = []
     new = arms.get("tls_new")
-    if new and new.get("connections_opened"):
-        evidence["tls_new"] = {"reused": new["tls_sessions_reused"], "connections": new["connections_opened"]}
+    if new and _handshakes(new):
+        evidence["tls_new"] = {"reused": new["tls_sessions_reused"], "connections": _handshakes(new)}
         if new["tls_sessions_reused"]:
-            status = FAIL
-            problems.append(
-                f"tls_new resumed {new['tls_sessions_reused']} sessions (it must do full handshakes)"
+            findings.append(
+                finding(
+                    ["tls_new"],
+                    FAIL,
+                    f"tls_new resumed {new['tls_sessions_reused']:,} of {_handshakes(new):,} handshakes "
+                    "(it must do full handshakes)",
+                )
             )
     resumed = arms.get("tls_resumed")
-    if resumed and resumed.get("connections_opened"):
-        share = resumed["tls_sessions_reused"] / resumed["connections_opened"]
-        evidence["tls_resumed"] = {
-            "reused": resumed["tls_sessions_reused"],
-            "connections": resumed["connections_opened"],
-        }
-        if share < RESUMPTION_MIN_SHARE:
-            status = FAIL if status == FAIL else WARN
-            problems.append(
-                f"tls_resumed resumed only {100 * share:.0f}% of its connections: the server does not keep "
-                "sessions (no ticket key or session cache), so that arm measured full handshakes"
+    if resumed and _handshakes(resumed):
+        total, reused = _handshakes(resumed), resumed["tls_sessions_reused"]
+        evidence["tls_resumed"] = {"reused": reused, "connections": total}
+        if reused / total < RESUMPTION_MIN_SHARE:
+            did = "did not resume" if not reused else f"resumed only {100 * reused / total:.0f}%"
+            findings.append(
+                finding(
+                    ["tls_resumed"], FAIL, f"tls_resumed {did} — {reused:,} of {total:,} handshakes resumed"
+                )
             )
-    if problems:
-        return result("tls_sessions", status, "; ".join(problems) + ".", evidence)
+    if findings:
+        why = ""
+        if "tls_resumed" in {arm for f in findings for arm in f["arms"]}:
+            why = (
+                ": the server does not keep sessions (no ticket key or session cache), so tls_resumed "
+                "measured full handshakes and says nothing about resumption"
+            )
+        return result(
+            "tls_sessions", FAIL, "; ".join(f["reason"] for f in findings) + why + ".", evidence, findings
+        )
     if not evidence:
-        return result("tls_sessions", PASS, "No arm opened TLS connections per request.")
+        return result(
+            "tls_sessions",
+            SKIP,
+            "Not judged: no arm opened TLS connections per request (tls_new, tls_resumed) in its window.",
+        )
     said = []
     if "tls_new" in evidence:
         said.append(
-            f"tls_new did a full handshake on each of its {evidence['tls_new']['connections']} connections"
+            f"tls_new did a full handshake on each of its {evidence['tls_new']['connections']:,} connections"
         )
     if "tls_resumed" in evidence:
         e = evidence["tls_resumed"]
-        said.append(f"tls_resumed resumed {e['reused']} of {e['connections']}")
+        said.append(f"tls_resumed resumed {e['reused']:,} of {e['connections']:,}")
     return result("tls_sessions", PASS, "; ".join(said) + ".", evidence)

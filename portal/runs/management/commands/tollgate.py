@@ -17,6 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from portal import vault
+from portal.lib import evidence
 from portal.lib.sshkeys import key_from_known_hosts, public_line
 from portal.runs import reporting, services
 from portal.runs.demo import run_demo, start_demo_target, stop_processes
@@ -259,6 +260,8 @@ class Command(BaseCommand):
                 f"TTLB p50 {ttlb.get('p50', 0) / 1000:8.2f} ms  p95 {ttlb.get('p95', 0) / 1000:8.2f} ms"
                 + ("" if arm.get("complete", True) else "  (cut short)")
             )
+        if report.get("headline"):
+            self.stdout.write(report["headline"])
         self.stdout.write(f"report: {report['run']['report_url']}")
 
     def handle_run(self, options: dict) -> None:
@@ -270,8 +273,14 @@ class Command(BaseCommand):
         self.stderr.write(f"run {run.code}: {', '.join(run.arm_names)}, about {per_arm_s:.0f} s per arm")
         started = time.monotonic()
         run = self._execute(run)
-        self._print_report(reporting.run_report(run), options["json"])
-        self.stderr.write(f"run {run.code} {run.status} in {time.monotonic() - started:.1f} s")
+        report = reporting.run_report(run)
+        self._print_report(report, options["json"])
+        invalid = report["run"].get("invalid_arms") or {}
+        badge = evidence.status_badge(run.status, report["run"].get("checks"), list(invalid))
+        said = f" {badge['label']}" if badge else ""
+        self.stderr.write(f"run {run.code} {run.status}{said} in {time.monotonic() - started:.1f} s")
+        for name, why in invalid.items():
+            self.stderr.write(f"arm {name} is invalid: {why}")
         if run.status != Run.Status.SUCCEEDED:
             self.stderr.write(f"error: {run.error}")
             sys.exit(EXIT_RUN_FAILED)
