@@ -4,7 +4,7 @@ from django import forms
 from django.conf import settings
 from django.core.validators import MaxValueValidator
 
-from portal.lib import targetnames
+from portal.lib import evidence, targetnames
 from portal.lib.names import PROCESS_NAME_MAX
 from portal.lib.protocol import ARM_SCHEMES, ARMS
 from portal.runs.inputs import MAX_HEADERS_FIELD, MAX_PATHS_FIELD, parse_headers, parse_paths, parse_status
@@ -309,3 +309,16 @@ class RunForm(forms.Form):
         if data.get("target_name"):
             return data["target_name"]
         return targetnames.default_name(data.get("plain_url"), data.get("tls_url"))
+
+    def too_short_for_intervals(self) -> bool:
+        """Whether the duration and rounds (as typed, or as pre-filled) are too short for confidence
+        intervals; ``static/js/run_form.js`` keeps the form's note in step while the user types."""
+
+        def value(name: str) -> float | None:
+            raw = self.data.get(name) if self.is_bound else self.initial.get(name, self.fields[name].initial)
+            try:
+                return float(raw) if raw not in (None, "") else None
+            except (TypeError, ValueError):
+                return None
+
+        return evidence.too_short_for_intervals(value("duration_s"), int(value("rounds") or 1))

@@ -219,7 +219,7 @@ def runs_new(request: HttpRequest) -> HttpResponse:
         form = RunForm(initial=initial or _default_initial())
     ctx = {
         "form": form,
-        "too_short": _too_short(form),
+        "too_short": form.too_short_for_intervals(),
         "scenarios": scenarios,
         "base": base,
         "base_has_secrets": bool(base and base.config.get("secrets")),
@@ -246,20 +246,6 @@ def _start_run(request: HttpRequest, form: RunForm, base: Scenario | None) -> Ru
         run = services.create_run(request.user, target, config, scenario=scenario, secrets=secrets)
         dispatch.enqueue(run)
     return run
-
-
-def _too_short(form: RunForm) -> bool:
-    """Whether the form's duration and rounds (as typed, or as pre-filled) are too short for
-    confidence intervals; ``static/js/run_form.js`` keeps the note in step while the user types."""
-
-    def value(name: str) -> float | None:
-        raw = form.data.get(name) if form.is_bound else form.initial.get(name, form.fields[name].initial)
-        try:
-            return float(raw) if raw not in (None, "") else None
-        except (TypeError, ValueError):
-            return None
-
-    return evidence.too_short_for_intervals(value("duration_s"), int(value("rounds") or 1))
 
 
 def _default_initial() -> dict:
