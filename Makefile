@@ -14,6 +14,8 @@ export CHROMIUM ?= /usr/bin/chromium
 # Demo and test mode: the only mode in which the settings may generate SECRET_KEY into var/secret_key
 # and derive the Fernet key from it; everywhere else real secrets are required (README, Production).
 demo test lint pytest: export TOLLGATE_DEMO = 1
+# The outbound address policy (README, Production): the demo, the tests and CI reach loopback only.
+demo test lint pytest: export TOLLGATE_ALLOW_NETWORKS = 127.0.0.0/8,::1/128
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: requirements.txt requirements-dev.txt

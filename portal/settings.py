@@ -15,6 +15,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from portal.lib import netpolicy
 from portal.lib import secrets as secretlib
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -219,6 +220,13 @@ TOLLGATE_MAX_DURATION_S = envint("TOLLGATE_MAX_DURATION_S", "3600")
 TOLLGATE_MAX_WARMUP_S = envint("TOLLGATE_MAX_WARMUP_S", "600")
 TOLLGATE_MAX_ROUNDS = envint("TOLLGATE_MAX_ROUNDS", "20")
 TOLLGATE_MAX_ARRIVAL_RATE = envint("TOLLGATE_MAX_ARRIVAL_RATE", "100000")
+# Outbound address policy (portal/lib/netpolicy.py): internal ranges the operator lets runs, redirects
+# and SSH probes reach, CIDRs, comma-separated; empty: public addresses only. The demo, the tests and
+# CI set 127.0.0.0/8,::1/128.
+try:
+    TOLLGATE_ALLOW_NETWORKS = [str(net) for net in netpolicy.parse_networks(envlist(netpolicy.ALLOW_ENV, ""))]
+except netpolicy.PolicyError as exc:
+    raise ImproperlyConfigured(f"{netpolicy.ALLOW_ENV}: {exc}") from None
 # Pre-filled values of the run form (the demo points them at its own target).
 TOLLGATE_DEFAULT_PLAIN_URL = os.environ.get("TOLLGATE_DEFAULT_PLAIN_URL", "")
 TOLLGATE_DEFAULT_TLS_URL = os.environ.get("TOLLGATE_DEFAULT_TLS_URL", "")

@@ -1,13 +1,19 @@
-"""pytest plugin: the tests run in demo mode (``TOLLGATE_DEMO=1``) unless the environment says otherwise.
+"""pytest plugin: the tests run in demo mode (``TOLLGATE_DEMO=1``) unless the environment says otherwise,
+and may reach loopback and nothing else (``TOLLGATE_ALLOW_NETWORKS``, always).
 
 Loaded with ``-p tests.demo_mode`` from pyproject.toml's addopts, i.e. before pytest-django imports
 the settings (a conftest.py would be too late). Subprocesses of the tests inherit the variable.
 In demo mode the settings generate SECRET_KEY into ``var/secret_key`` and derive the Fernet key
 from it; outside it they refuse to start without real secrets (see tests/test_settings.py).
+The outbound address policy allows loopback only, whatever the environment says: the tests'
+servers are all on loopback, and the policy tests expect every other range refused.
 """
 
 from __future__ import annotations
 
 import os
 
+LOOPBACK = "127.0.0.0/8,::1/128"
+
 os.environ.setdefault("TOLLGATE_DEMO", "1")
+os.environ["TOLLGATE_ALLOW_NETWORKS"] = LOOPBACK

@@ -100,10 +100,16 @@ class _RequestHandler(BaseHTTPRequestHandler):
 
 
 class LocalServer:
-    """A server on 127.0.0.1 and a free port, serving in a background thread."""
+    """A server on 127.0.0.1 (or another loopback address) and a free port, serving in a background
+    thread."""
 
     def __init__(
-        self, *, tls: tuple[Path, Path] | None = None, app: Handler = pages_handler, tickets: bool = True
+        self,
+        *,
+        tls: tuple[Path, Path] | None = None,
+        app: Handler = pages_handler,
+        tickets: bool = True,
+        host: str = "127.0.0.1",
     ) -> None:
         context = None
         if tls is not None:
@@ -113,7 +119,8 @@ class LocalServer:
                 # No TLS 1.3 tickets at all: a server that cannot resume sessions.
                 context.num_tickets = 0
                 context.options |= ssl.OP_NO_TICKET
-        self.httpd = _Server(("127.0.0.1", 0), _RequestHandler, ssl_context=context, app=app)
+        self.host = host
+        self.httpd = _Server((host, 0), _RequestHandler, ssl_context=context, app=app)
         self.port = self.httpd.server_address[1]
         self.scheme = "https" if tls else "http"
         self.thread = threading.Thread(
@@ -125,7 +132,7 @@ class LocalServer:
         return self.httpd.counters
 
     def url(self, path: str = "/1k") -> str:
-        return f"{self.scheme}://127.0.0.1:{self.port}{path}"
+        return f"{self.scheme}://{self.host}:{self.port}{path}"
 
     def start(self) -> LocalServer:
         self.thread.start()
@@ -188,6 +195,27 @@ class HeaderLog:
     def with_header(self, name: str) -> int:
         with self.lock:
             return sum(1 for headers in self.seen if name.lower() in headers)
+
+
+class HostsSeen:
+    """Pages that remember the Host header of every request (and, on TLS, the SNI name offered)."""
+
+    def __init__(self) -> None:
+        self.hosts: list[str] = []
+        self.server_names: list[str | None] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, request: BaseHTTPRequestHandler) -> tuple[int, dict[str, str], bytes]:
+        with self.lock:
+            self.hosts.append(request.headers.get("Host", ""))
+        return pages_handler(request)
+
+    def watch_sni(self, server: LocalServer) -> None:
+        def remember(sock, name, context) -> None:
+            with self.lock:
+                self.server_names.append(name)
+
+        server.httpd.ssl_context.sni_callback = remember
 
 
 def varying_pages(request: BaseHTTPRequestHandler) -> tuple[int, dict[str, str], bytes]:

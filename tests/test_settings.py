@@ -24,7 +24,8 @@ SHOW = (
     "from django.conf import settings\n"
     "print(json.dumps({name: getattr(settings, name, None) for name in (\n"
     "    'SECRET_KEY', 'TOLLGATE_SECRET_KEYS', 'SECURE_PROXY_SSL_HEADER', 'SECURE_SSL_REDIRECT',\n"
-    "    'SESSION_COOKIE_SECURE', 'CSRF_COOKIE_SECURE', 'SECURE_HSTS_SECONDS')}))\n"
+    "    'SESSION_COOKIE_SECURE', 'CSRF_COOKIE_SECURE', 'SECURE_HSTS_SECONDS',\n"
+    "    'TOLLGATE_ALLOW_NETWORKS')}))\n"
 )
 
 
@@ -178,3 +179,14 @@ def test_https_settings_and_the_proxy_header_switch(tmp_path):
     assert shown["SECURE_PROXY_SSL_HEADER"] is None  # a client must not be able to claim https
     shown = loaded(load_settings(production_env(tmp_path, TOLLGATE_PROXY_SSL_HEADER="1")))
     assert shown["SECURE_PROXY_SSL_HEADER"] == ["HTTP_X_FORWARDED_PROTO", "https"]
+
+
+def test_the_outbound_allow_list_is_empty_by_default_and_checked_at_startup(tmp_path):
+    env = clean_env(tmp_path, TOLLGATE_DEMO="1")
+    assert loaded(load_settings(env))["TOLLGATE_ALLOW_NETWORKS"] == []
+    shown = loaded(load_settings({**env, "TOLLGATE_ALLOW_NETWORKS": " 127.0.0.0/8, ::1/128,10.20.0.0/16 "}))
+    assert shown["TOLLGATE_ALLOW_NETWORKS"] == ["127.0.0.0/8", "::1/128", "10.20.0.0/16"]
+    for bad in ("10.0.0.1/8", "intranet", "127.0.0.0/8;::1/128"):
+        message = refused(load_settings({**env, "TOLLGATE_ALLOW_NETWORKS": bad}))
+        assert message.startswith("django.core.exceptions.ImproperlyConfigured: TOLLGATE_ALLOW_NETWORKS: ")
+        assert "is not a network in CIDR notation" in message

@@ -13,6 +13,7 @@ import logging
 from django.core.cache import cache
 from django.utils import timezone
 
+from portal import outbound
 from portal.lib.protocol import EngineConfig, engine_limit_s
 from portal.runs.configs import engine_dict
 from portal.runs.live import PROGRESS_TTL_S, probing_key, progress_key
@@ -73,6 +74,13 @@ def _drive(run: Run) -> None:
         config = EngineConfig.from_dict(engine_dict(run.config, with_secrets=True))
     except SecretError as exc:
         finish(run, Run.Status.FAILED, f"{exc}: re-enter the credentials (were the keys rotated?).")
+        return
+    try:
+        # Checked again here (the form's answer may be stale) and pinned: the engine connects only to
+        # these addresses, so neither a stored URL nor DNS rebinding can point the load elsewhere.
+        config.pinned = outbound.pins(arm.url for arm in config.arms)
+    except outbound.Refused as exc:
+        finish(run, Run.Status.FAILED, f"refused by the outbound address policy: {exc}")
         return
     engine = EngineProcess(run, config, engine_limit_s(config))
     with Heartbeat(run) as heart:

@@ -16,9 +16,11 @@ stdout messages, one JSON object per line, each with a "type":
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from dataclasses import asdict, dataclass, field
 from typing import IO
+from urllib.parse import urlsplit
 
 ARMS = ("plain", "tls", "plain_new", "tls_new", "tls_resumed")
 ARM_SCHEMES = {
@@ -67,6 +69,10 @@ class EngineConfig:
     arrival_rate: float | None = None
     rounds: int = 1
     follow_redirects: bool = True
+    # The address to connect to per "host:port" (``pin_key``), checked by the outbound address policy
+    # (portal/lib/netpolicy.py) at run start: the engine never resolves these hosts again, so DNS
+    # rebinding cannot move the target mid-run. None: resolve (only tools that run the engine directly).
+    pinned: dict[str, str] | None = None
 
     def validate(self) -> None:
         if not self.arms:
@@ -89,6 +95,13 @@ class EngineConfig:
         for spec in self.paths:
             if not spec.path.startswith("/") or spec.weight <= 0:
                 raise ValueError(f"a path must start with / and have a positive weight: {spec}")
+        if self.pinned is not None:
+            for arm in self.arms:
+                address = self.pinned.get(pin_key(arm.url), "")
+                try:
+                    ipaddress.ip_address(address)
+                except ValueError:
+                    raise ValueError(f"no pinned address for {pin_key(arm.url)} (arm {arm.name!r})") from None
 
     def planned_s(self) -> float:
         return self.rounds * len(self.arms) * (self.warmup_s + self.duration_s)
@@ -104,6 +117,14 @@ class EngineConfig:
         config = cls(**data)
         config.validate()
         return config
+
+
+def pin_key(url: str) -> str:
+    """``host:port`` of a URL as the engine connects to it: the key of ``EngineConfig.pinned``."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 # Time for the engine to start (import Locust), preflight each arm and stop each swarm.

@@ -189,6 +189,8 @@ def run_demo(
     os.environ.setdefault("TOLLGATE_DEFAULT_TLS_URL", f"https://{host}:{tls_port}/1k")
     os.environ.setdefault("TOLLGATE_DEFAULT_VERIFY_TLS", "false")
     os.environ.setdefault("TOLLGATE_DEFAULT_LOCAL_PROCESS", PROCESS_NAME)
+    # The outbound address policy lets the demo reach its own target on loopback (and nothing else).
+    os.environ.setdefault("TOLLGATE_ALLOW_NETWORKS", "127.0.0.0/8,::1/128")
     call_command("migrate", "--noinput", verbosity=0)
     ensure_demo_user()
     procs = start_demo_target(settings.VAR_DIR / "demo-target", host, plain_port, tls_port)

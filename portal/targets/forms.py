@@ -2,9 +2,16 @@ from __future__ import annotations
 
 from django import forms
 
+from portal import outbound
 from portal.lib.names import PROCESS_NAME_MAX
 from portal.lib.sshkeys import KeyFormatError, key_from_known_hosts, known_hosts_name, load_private_key
-from portal.targets.validators import check_url, non_ascii, validate_process_name, validate_text
+from portal.targets.validators import (
+    check_outbound,
+    check_url,
+    non_ascii,
+    validate_process_name,
+    validate_text,
+)
 
 
 class SshAccessForm(forms.Form):
@@ -80,6 +87,11 @@ class SshAccessForm(forms.Form):
                     self.add_error("private_key", str(exc).capitalize() + ".")
         known = (data.get("known_hosts") or "").strip()
         host, port = data.get("host"), data.get("port")
+        if host and port:
+            try:  # the probe checks again when it connects; this refuses it before it is stored
+                check_outbound(outbound.check_host(host.strip(), port))
+            except forms.ValidationError as exc:
+                self.add_error("host", exc)
         if known and host and port and key_from_known_hosts(known, host, port) is None:
             self.add_error("known_hosts", f"No valid known_hosts line for {known_hosts_name(host, port)}.")
         return data

@@ -7,6 +7,7 @@ from urllib.parse import urlsplit
 
 from django.core.exceptions import ValidationError
 
+from portal import outbound
 from portal.lib.names import process_name_problem
 
 
@@ -36,7 +37,9 @@ def non_ascii(value: str) -> str:
 
 
 def check_url(value: str, scheme: str) -> str:
-    """A target URL of the given scheme: a host, a valid port, no credentials, no fragment."""
+    """A target URL of the given scheme: printable ASCII, a host, a valid port, no credentials, no
+    fragment, and an address the outbound policy allows (portal/outbound.py): a refused one is never
+    stored or queued."""
     bad = non_ascii(value)
     if bad:
         raise ValidationError(
@@ -62,4 +65,12 @@ def check_url(value: str, scheme: str) -> str:
         raise ValidationError("A URL fragment is never sent to the server; remove it.")
     if not port_ok:
         raise ValidationError("The port is not a number between 0 and 65535.")
+    check_outbound(outbound.check_url(value))
     return value
+
+
+def check_outbound(decision: outbound.Decision) -> None:
+    """A field error naming the address and the rule when the outbound policy refuses it."""
+    if not decision.allowed:
+        reason = decision.reason
+        raise ValidationError(reason[:1].upper() + reason[1:] + ".")

@@ -159,33 +159,54 @@ def test_a_changed_host_key_stops_the_probe_and_the_run_still_completes(owner, s
     assert report["arms"]["plain"]["requests"] > 0
 
 
-@pytest.mark.parametrize(
-    ("case", "expected"),
-    [
-        ("unknown_key", "SSH authentication as"),
-        ("closed_port", "cannot reach SSH at 127.0.0.1"),
-    ],
-)
-def test_bad_credentials_give_a_clear_message_and_the_run_completes(
-    owner, sshd, plain_server, case, expected
-):
-    target = services.get_or_create_target(owner, case, plain_server.url("/1k"), "")
-    if case == "unknown_key":
-        _access(target, sshd, key=generate_key()[0], process="python3")
-    else:
-        from bench.nginx import free_port
-
-        access = _access(target, sshd, process="python3")
-        access.port = free_port()
-        access.save()
+def test_bad_credentials_give_a_clear_message_and_the_run_completes(owner, sshd, plain_server):
+    target = services.get_or_create_target(owner, "unknown_key", plain_server.url("/1k"), "")
+    _access(target, sshd, key=generate_key()[0], process="python3")
     run = runner.execute_run(
         services.create_run(owner, target, _config(plain_server.url("/1k"), "", ["plain"], 1.0)).pk
     )
     assert run.status == Run.Status.SUCCEEDED, run.error
     (error,) = run.probes["errors"]
-    assert expected in error
-    if case == "unknown_key":
-        assert "authorized_keys" in error
+    assert "SSH authentication as" in error and "authorized_keys" in error
+
+
+def test_a_closed_port_and_a_port_that_is_not_ssh_look_alike(owner, sshd, plain_server):
+    """The probe must not be a port scanner: whatever answers (nothing, or a web server), the message
+    is the same."""
+    from tests.servers import closed_port
+
+    target = services.get_or_create_target(owner, "scan", plain_server.url("/1k"), "")
+    access = _access(target, sshd, process="python3")
+    errors = {}
+    for case, port in (("closed", closed_port()), ("http", plain_server.port)):
+        access.port = port
+        access.save()
+        run = runner.execute_run(
+            services.create_run(owner, target, _config(plain_server.url("/1k"), "", ["plain"], 1.0)).pk
+        )
+        assert run.status == Run.Status.SUCCEEDED, run.error
+        (errors[case],) = run.probes["errors"]
+        errors[case] = errors[case].replace(str(port), "PORT")
+    assert (
+        errors["closed"] == errors["http"] == "server probe: could not open an SSH session to 127.0.0.1:PORT"
+    )
+
+
+def test_an_ssh_host_the_policy_refuses_is_never_contacted(owner, sshd, plain_server, settings):
+    settings.TOLLGATE_ALLOW_NETWORKS = ["127.0.0.1/32"]
+    target = services.get_or_create_target(owner, "refused", plain_server.url("/1k"), "")
+    access = _access(target, sshd, process="python3")
+    access.host = "127.0.0.2"  # loopback, but outside the allow-list now
+    access.save()
+    run = runner.execute_run(
+        services.create_run(owner, target, _config(plain_server.url("/1k"), "", ["plain"], 1.0)).pk
+    )
+    assert run.status == Run.Status.SUCCEEDED, run.error
+    assert run.probes["errors"] == [
+        "server probe: refused by the outbound address policy: 127.0.0.2 is a loopback address "
+        "(127.0.0.0/8); an operator can allow it with TOLLGATE_ALLOW_NETWORKS"
+    ]
+    assert run.arms.get().requests > 0
 
 
 def test_a_process_name_that_matches_nothing_is_reported(owner, sshd, plain_server):

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db
 def host_line() -> str:
     """A known_hosts line for the form's server, with a host key made here."""
     host_pem, _ = generate_key()
-    return known_hosts_line("10.0.0.5", 2222, public_key_from_pem(host_pem))
+    return known_hosts_line("127.0.0.5", 2222, public_key_from_pem(host_pem))
 
 
 @pytest.fixture
@@ -28,7 +28,7 @@ def target(client, owner):
 
 
 def _post(client, target, **fields):
-    data = {"host": "10.0.0.5", "port": "2222", "username": "probe", "server_process": "nginx", **fields}
+    data = {"host": "127.0.0.5", "port": "2222", "username": "probe", "server_process": "nginx", **fields}
     return client.post(reverse("target-ssh", args=[target.code]), data)
 
 
@@ -71,12 +71,16 @@ def test_pasted_key_and_pinned_host_key(client, target, host_line):
         ({"key_source": "paste", "private_key": "not a key"}, "private_key", "not an unencrypted"),
         ({"key_source": "paste", "private_key": ""}, "private_key", "Paste the private key"),
         (
-            {"key_source": "generate", "known_hosts": "[10.0.0.9]:22 ssh-ed25519 AAAA"},
+            {"key_source": "generate", "known_hosts": "[127.0.0.9]:22 ssh-ed25519 AAAA"},
             "known_hosts",
             "No valid",
         ),
         ({"key_source": "generate", "server_process": "nginx; rm -rf /"}, "server_process", "process name"),
         ({"key_source": "generate", "port": "70000"}, "port", "less than or equal"),
+        # The outbound address policy: only loopback is allowed here (tests/demo_mode.py).
+        ({"key_source": "generate", "host": "10.0.0.5"}, "host", "10.0.0.5 is a private address"),
+        ({"key_source": "generate", "host": "::ffff:a9fe:a9fe"}, "host", "169.254.169.254, a cloud metadata"),
+        ({"key_source": "generate", "host": "0x7f.1@10.1"}, "host", "not a host name or address"),
     ],
 )
 def test_bad_input_shows_field_errors_and_stores_nothing(client, target, fields, field, message):
@@ -101,7 +105,7 @@ def test_targets_page_adds_a_target_before_its_first_run(client, owner, django_u
     assert bad.status_code == 200 and "plain_url" in bad.context["form"].errors
     empty = client.post(url, {"name": "x", "plain_url": "", "tls_url": ""})
     assert "Give a plain URL" in empty.content.decode()
-    response = client.post(url, {"name": "shop", "plain_url": "", "tls_url": "https://shop.example:8443/"})
+    response = client.post(url, {"name": "shop", "plain_url": "", "tls_url": "https://127.0.0.1:8443/shop"})
     from portal.targets.models import Target
 
     target = Target.objects.get(owner=owner, name="shop")

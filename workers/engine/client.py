@@ -24,6 +24,8 @@ import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from portal.lib.protocol import pin_key
+
 USER_AGENT = "tollgate/0.1"
 RECV_SIZE = 65536
 MAX_HEAD_BYTES = 65536
@@ -39,7 +41,9 @@ class ConnectionClosed(ProtocolError):
 
 @dataclass(frozen=True)
 class Endpoint:
-    """Where to connect: the address is resolved once, before measuring, to keep DNS out."""
+    """Where to connect: the address is resolved once, before measuring, to keep DNS out; with a pin
+    (``EngineConfig.pinned``) it is the address the outbound policy checked, never resolved here. The
+    host name stays for SNI, certificate checks and ``Host``."""
 
     scheme: str
     host: str
@@ -52,13 +56,17 @@ class Endpoint:
         return self.scheme == "https"
 
     @classmethod
-    def resolve(cls, url: str) -> Endpoint:
+    def resolve(cls, url: str, pinned: dict[str, str] | None = None) -> Endpoint:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) URL: {url!r}")
         port = parts.port or (443 if parts.scheme == "https" else 80)
-        infos = socket.getaddrinfo(parts.hostname, port, type=socket.SOCK_STREAM)
-        address = infos[0][4][0]
+        if pinned is not None:
+            address = pinned.get(pin_key(url))
+            if not address:
+                raise ValueError(f"no pinned address for {pin_key(url)}; the engine does not resolve it")
+        else:
+            address = socket.getaddrinfo(parts.hostname, port, type=socket.SOCK_STREAM)[0][4][0]
         default_port = 443 if parts.scheme == "https" else 80
         host = parts.hostname
         host_literal = f"[{host}]" if ":" in host else host

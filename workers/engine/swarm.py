@@ -121,7 +121,7 @@ class Swarm:
         (when allowed) and the final URL is measured; one that leaves the arm's origin fails the arm,
         because the arm would then measure another scheme, host or port.
         """
-        endpoint = Endpoint.resolve(arm.url)
+        endpoint = Endpoint.resolve(arm.url, self.config.pinned)
         context = make_ssl_context(self.config.verify_tls) if endpoint.tls else None
         _, policy = ARM_POLICIES[arm.name]
         specs = self.config.paths or []

@@ -16,7 +16,7 @@ import time
 
 from django.utils import timezone
 
-from portal import vault
+from portal import outbound, vault
 from portal.runs.models import ArmResult, Run
 from portal.targets.models import SshAccess
 from workers.probes import parsers
@@ -82,7 +82,13 @@ class ProbeSession:
             key = vault.decrypt(access.private_key_enc)
         except vault.SecretError as exc:
             raise ProbeError(f"the SSH key cannot be decrypted: {exc}") from None
-        target = SshTarget(access.host, access.port, access.username, key, access.known_hosts)
+        decision = outbound.check_host(access.host, access.port)
+        if not decision.allowed:
+            raise ProbeError(f"refused by the outbound address policy: {decision.reason}")
+        # Connect to the checked address (the host name stays for the host key and the messages).
+        target = SshTarget(
+            access.host, access.port, access.username, key, access.known_hosts, decision.pinned
+        )
         self.ssh = SshSession(target).connect()
         fp = self.ssh.host_public.fingerprint
         self.result["host_key"] = {"fingerprint": fp, "pinned": bool(access.known_hosts)}

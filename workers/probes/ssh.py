@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import shlex
+import socket
 import subprocess
 import threading
 import time
@@ -74,6 +75,7 @@ class SshTarget:
     user: str
     private_key: str  # PEM text, decrypted only in memory
     known_hosts: str = ""  # pinned key, OpenSSH known_hosts format
+    address: str = ""  # the address the outbound policy checked; empty: resolve host (tests only)
 
 
 class SshSession:
@@ -89,12 +91,15 @@ class SshSession:
         pinned = key_from_known_hosts(t.known_hosts, t.host, t.port) if t.known_hosts else None
         policy = _Pin(pinned)
         self.client.set_missing_host_key_policy(policy)
+        pkey = load_private_key(t.private_key)
         try:
+            sock = socket.create_connection((t.address or t.host, t.port), timeout=CONNECT_TIMEOUT_S)
             self.client.connect(
                 t.host,
                 port=t.port,
+                sock=sock,
                 username=t.user,
-                pkey=load_private_key(t.private_key),
+                pkey=pkey,
                 timeout=CONNECT_TIMEOUT_S,
                 banner_timeout=CONNECT_TIMEOUT_S,
                 auth_timeout=CONNECT_TIMEOUT_S,
@@ -110,9 +115,11 @@ class SshSession:
                 f"SSH authentication as {t.user}@{t.host}:{t.port} failed ({exc}): is Tollgate's public key "
                 "in that user's ~/.ssh/authorized_keys?"
             ) from None
-        except (OSError, paramiko.SSHException, EOFError) as exc:
+        except (OSError, paramiko.SSHException, EOFError):
+            # One message for a closed port, a timeout and a non-SSH answer alike: the probe must not
+            # tell them apart, or it would be a port scanner.
             self.client.close()
-            raise ProbeError(f"cannot reach SSH at {t.host}:{t.port}: {type(exc).__name__}: {exc}") from None
+            raise ProbeError(f"could not open an SSH session to {t.host}:{t.port}") from None
         self.host_key = policy.seen or self.client.get_transport().get_remote_server_key()
         return self
 

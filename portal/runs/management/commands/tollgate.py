@@ -1,4 +1,5 @@
-"""``manage.py tollgate run|demo|demo-target``: benchmarks from the command line, and the demo stack."""
+"""``manage.py tollgate run|check-target|demo|demo-target``: benchmarks from the command line, the
+outbound policy's decision for a URL, and the demo stack."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 from django.utils import timezone
 
-from portal import vault
+from portal import outbound, vault
 from portal.lib import evidence
 from portal.lib.sshkeys import key_from_known_hosts, public_line
 from portal.runs import reporting, services
@@ -75,6 +76,11 @@ class Command(BaseCommand):
         run = sub.add_parser("run", help="benchmark through the engine, store the run, print the report")
         _add_run_arguments(run)
         _add_probe_arguments(run.add_argument_group("server probes over SSH"))
+        check = sub.add_parser(
+            "check-target", help="would the outbound address policy let a run reach URL? (sends it nothing)"
+        )
+        check.add_argument("url")
+        check.add_argument("--json", action="store_true", help="print the decision as JSON")
         sub.add_parser(
             "rotate-secrets", help="re-encrypt every stored secret with the first key of TOLLGATE_SECRET_KEYS"
         )
@@ -92,6 +98,8 @@ class Command(BaseCommand):
         action = options["action"]
         if action == "run":
             self.handle_run(options)
+        elif action == "check-target":
+            self.handle_check_target(options)
         elif action == "demo-target":
             self.handle_demo_target(options)
         elif action == "rotate-secrets":
@@ -283,6 +291,16 @@ class Command(BaseCommand):
             self.stderr.write(f"arm {name} is invalid: {why}")
         if run.status != Run.Status.SUCCEEDED:
             self.stderr.write(f"error: {run.error}")
+            sys.exit(EXIT_RUN_FAILED)
+
+    def handle_check_target(self, options: dict) -> None:
+        """Resolve the URL's host and judge it, as the run form and the worker do; exit 1 when refused."""
+        decision = outbound.check_url(options["url"])
+        if options["json"]:
+            self.stdout.write(json.dumps(decision.as_dict(), indent=2))
+        else:
+            self.stdout.write(f"{'allowed' if decision.allowed else 'refused'}: {decision.reason}")
+        if not decision.allowed:
             sys.exit(EXIT_RUN_FAILED)
 
     def handle_rotate_secrets(self) -> None:
