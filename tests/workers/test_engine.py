@@ -11,7 +11,7 @@ import time
 from hdrh.histogram import HdrHistogram
 
 from tests.conftest import ROOT
-from tests.servers import LocalServer, closed_port
+from tests.servers import LocalServer, Paced, closed_port
 
 
 def config(*arms: tuple[str, str], users: int = 2, warmup_s: float = 0.5, duration_s: float = 1.5) -> dict:
@@ -88,6 +88,31 @@ def test_latencies_are_microsecond_histograms_without_warmup(engine, plain_serve
     assert len(result["series"]) == 1  # one full second in a 1.5 s window
     point = result["series"][0]
     assert point["requests"] > 0 and point["p50_us"] > 0 and point["gen_cpu_pct"] >= 0
+
+
+def test_series_points_carry_ttfb_percentiles_of_the_same_second(engine):
+    """Headers at once, the body 30 ms later: every second's TTFB percentiles sit near 0 and its TTLB
+    ones above 30 ms, so the series' TTFB figures come from the first byte, not the last."""
+
+    def late_body(request):
+        return 200, {"Content-Type": "text/plain"}, Paced([(0.03, b"x" * 512)])
+
+    server = LocalServer(app=late_body).start()
+    try:
+        messages, code, stderr = engine(config(("plain", server.url("/late")), duration_s=2.5))
+    finally:
+        server.stop()
+    assert code == 0, stderr
+    result = arm_results(messages)["plain"]
+    assert len(result["series"]) == 2 and result["response_bytes"] == {"min": 512, "max": 512}
+    for point in result["series"]:
+        assert point["requests"] > 10
+        assert 1 <= point["ttfb_p50_us"] <= point["ttfb_p95_us"] < 15_000 <= 30_000 <= point["p50_us"]
+        assert point["ttfb_p95_us"] < point["p95_us"]
+    whole_ttfb = HdrHistogram.decode(result["hist"]["ttfb_us"])
+    # The window's own TTFB histogram agrees with the per-second medians (same requests, same clock).
+    medians = sorted(point["ttfb_p50_us"] for point in result["series"])
+    assert medians[0] / 2 <= whole_ttfb.get_value_at_percentile(50) <= medians[-1] * 2
 
 
 def test_unexpected_status_counts_as_failure(engine):
