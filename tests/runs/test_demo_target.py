@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import ssl
 import struct
-import subprocess
 import urllib.request
 import zlib
 from pathlib import Path
@@ -21,6 +20,29 @@ def fetch(url: str) -> tuple[int, str, bytes]:
     context.verify_mode = ssl.CERT_NONE
     with urllib.request.urlopen(url, context=context, timeout=5) as response:  # noqa: S310 - loopback
         return response.status, response.headers["Content-Type"], response.read()
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (children, their children, …), from /proc."""
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        for task in Path(f"/proc/{parent}/task").glob("*"):
+            try:
+                children = [int(child) for child in (task / "children").read_text().split()]
+            except OSError:
+                continue  # the task ended meanwhile
+            found.extend(children)
+            todo.extend(children)
+    return found
+
+
+def comm(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return None
 
 
 def test_demo_target_serves_pages_and_an_image_over_http_and_https(tmp_path, settings):
@@ -42,8 +64,10 @@ def test_demo_target_serves_pages_and_an_image_over_http_and_https(tmp_path, set
             idat_len = struct.unpack(">I", png[33:37])[0]
             assert len(zlib.decompress(png[41 : 41 + idat_len])) == 96 * (1 + 96 * 3)
         # The workers carry the demo's process name, so the local probe can sample them by it.
-        named = subprocess.run(["pgrep", "-x", PROCESS_NAME], capture_output=True, text=True).stdout.split()
-        assert len(named) == 2, named  # one worker per port
+        # Only the processes this test started count: another demo on the machine must not.
+        ours = [pid for proc in procs for pid in descendants(proc.pid)]
+        named = [pid for pid in ours if comm(pid) == PROCESS_NAME]
+        assert len(named) == 2, (named, ours)  # one worker per port
         assert Path(f"/proc/{os.getpid()}/comm").read_text().strip() != PROCESS_NAME  # importers keep theirs
     finally:
         stop_processes(procs)
