@@ -8,6 +8,7 @@ from django.conf import settings
 from django.core.validators import MaxValueValidator
 
 from portal.lib.protocol import ARM_SCHEMES, ARMS
+from portal.runs import defaults
 from portal.targets.validators import check_url
 
 ARM_LABELS = {
@@ -17,7 +18,6 @@ ARM_LABELS = {
     "tls_new": "tls_new — HTTPS, new connection and full handshake per request",
     "tls_resumed": "tls_resumed — HTTPS, new connection per request, session resumption",
 }
-DEFAULT_ARMS = ["plain", "tls", "tls_new"]
 # The client owns these: they define connection handling and framing, which the arms control.
 RESERVED_HEADERS = {"host", "connection", "content-length", "transfer-encoding", "keep-alive", "upgrade"}
 HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
@@ -109,14 +109,24 @@ class RunForm(forms.Form):
     arms = forms.MultipleChoiceField(
         choices=[(arm, ARM_LABELS[arm]) for arm in ARMS],
         widget=forms.CheckboxSelectMultiple,
-        initial=DEFAULT_ARMS,
+        initial=list(defaults.ARMS),
     )
-    users = forms.IntegerField(label="Virtual users", min_value=1, initial=4)
-    spawn_rate = forms.FloatField(label="Spawn rate (users/s)", min_value=0.1, max_value=1000, initial=4)
+    users = forms.IntegerField(label="Virtual users", min_value=1, initial=defaults.USERS)
+    spawn_rate = forms.FloatField(
+        label="Spawn rate (users/s)", min_value=0.1, max_value=1000, initial=defaults.SPAWN_RATE
+    )
     warmup_s = forms.FloatField(
-        label="Warm-up (s)", min_value=0, initial=2, help_text="Excluded from every statistic."
+        label="Warm-up (s)",
+        min_value=0,
+        initial=defaults.WARMUP_S,
+        help_text="Excluded from every statistic.",
     )
-    duration_s = forms.FloatField(label="Measured duration per arm (s)", min_value=1, initial=10)
+    duration_s = forms.FloatField(
+        label="Measured duration per arm (s)",
+        min_value=1,
+        initial=defaults.DURATION_S,
+        help_text=defaults.DURATION_HELP,
+    )
     paths = forms.CharField(
         label="Paths and weights",
         required=False,
@@ -157,21 +167,21 @@ class RunForm(forms.Form):
         required=False,
         min_value=0,
         max_value=600,
-        initial=0,
-        help_text="Pause after each request.",
+        initial=defaults.THINK_TIME_S,
+        help_text="Closed loop only (clear the arrival rate): pause after each request.",
     )
     arrival_rate = forms.FloatField(
         label="Fixed arrival rate (req/s)",
         required=False,
         min_value=0.1,
-        help_text="Optional open loop: requests start on a fixed schedule spread over the users, and "
-        "latency counts from the scheduled time. Empty: closed loop.",
+        initial=defaults.ARRIVAL_RATE,
+        help_text=defaults.ARRIVAL_RATE_HELP,
     )
     rounds = forms.IntegerField(
         label="Rounds",
         required=False,
         min_value=1,
-        initial=1,
+        initial=defaults.ROUNDS,
         help_text="Arms run interleaved (A B C A B C …); 3 or more give confidence intervals over rounds.",
     )
     follow_redirects = forms.BooleanField(
@@ -257,6 +267,13 @@ class RunForm(forms.Form):
             self.add_error("auth_secret", "Enter the password or token (it is never shown again).")
         if auth == "bearer" and any(ch.isspace() for ch in data.get("auth_secret") or ""):
             self.add_error("auth_secret", "A bearer token cannot contain spaces.")
+        if data.get("think_time_s") and data.get("arrival_rate"):
+            # The open loop keeps its schedule whatever the think time: it would be silently ignored.
+            self.add_error(
+                "think_time_s",
+                "Think time applies to a closed loop only: clear the arrival rate to use it "
+                "(--closed-loop on the command line).",
+            )
         arms = data.get("arms") or []
         for scheme, field in (("http", "plain_url"), ("https", "tls_url")):
             needing = [arm for arm in arms if ARM_SCHEMES[arm] == scheme]
