@@ -122,6 +122,7 @@ class Nginx:
         key_bits: int = 2048,
         binary: str | None = None,
         cpus: Iterable[int] | None = None,
+        tls_protocols: str = "TLSv1.2 TLSv1.3",
     ) -> None:
         if worker_processes < 1:
             raise ValueError("worker_processes must be at least 1")
@@ -136,6 +137,8 @@ class Nginx:
         self.key_bits = key_bits
         # CPUs to pin the master and its workers to (None: wherever the scheduler likes).
         self.cpus = frozenset(cpus) if cpus is not None else None
+        # nginx's ssl_protocols, e.g. "TLSv1.2" to test what only TLS 1.2 has (session IDs).
+        self.tls_protocols = tls_protocols
         self.plain_port = 0
         self.tls_port = 0
         self.directory: Path | None = None
@@ -290,7 +293,7 @@ http {{
 
     ssl_certificate {self.cert_path};
     ssl_certificate_key {self.key_path};
-    ssl_protocols TLSv1.2 TLSv1.3;
+    ssl_protocols {self.tls_protocols};
     ssl_session_cache shared:TOLLGATE:10m;
     ssl_session_timeout 10m;
     ssl_session_tickets on;

@@ -9,11 +9,12 @@ from __future__ import annotations
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-Handler = Callable[[BaseHTTPRequestHandler], tuple[int, dict[str, str], bytes]]
+Handler = Callable[[BaseHTTPRequestHandler], tuple[int, dict[str, str], "bytes | Paced"]]
 
 
 def sized_page(size: int) -> bytes:
@@ -26,6 +27,16 @@ def pages_handler(request: BaseHTTPRequestHandler) -> tuple[int, dict[str, str],
     if request.path in sizes:
         return 200, {"Content-Type": "text/html"}, sized_page(sizes[request.path])
     return 404, {"Content-Type": "text/plain"}, b"not found"
+
+
+class Paced:
+    """A body sent in parts, each after its pause: the first byte leaves long before the last."""
+
+    def __init__(self, parts: list[tuple[float, bytes]]) -> None:
+        self.parts = parts
+
+    def __len__(self) -> int:
+        return sum(len(part) for _, part in self.parts)
 
 
 class Counters:
@@ -93,6 +104,13 @@ class _RequestHandler(BaseHTTPRequestHandler):
         if "Content-Length" not in headers and "Transfer-Encoding" not in headers:
             self.send_header("Content-Length", str(len(body)))
         self.end_headers()
+        if isinstance(body, Paced):
+            self.wfile.flush()
+            for pause_s, part in body.parts:
+                time.sleep(pause_s)
+                self.wfile.write(part)
+                self.wfile.flush()
+            return
         self.wfile.write(body)
 
     def log_message(self, format, *args):  # noqa: A002 - silence per-request logging

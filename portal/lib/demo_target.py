@@ -5,10 +5,13 @@ Like the seeds' test pages: fixed sizes, so arms are comparable and content leng
 
 from __future__ import annotations
 
+import json
 import os
 import struct
 import zlib
 from collections.abc import Callable, Iterable
+
+from portal.lib.demo_gunicorn import tls_sessions
 
 SIZES = {"/1k": 1024, "/2k": 2048, "/4k": 4096}
 # The demo's Gunicorn workers rename themselves (the kernel's 15-character comm), so the run
@@ -72,6 +75,9 @@ def app(environ: dict, start_response: Callable) -> Iterable[bytes]:
         status, ctype, body = "200 OK", "image/png", LOGO
     elif path == "/":
         status, ctype, body = "200 OK", "text/html; charset=utf-8", INDEX
+    elif path == "/tls-sessions":
+        # What this worker's TLS side saw (portal/lib/demo_gunicorn.py): proof of resumption.
+        status, ctype, body = "200 OK", "application/json", json.dumps(tls_sessions()).encode()
     elif path == "/healthz":
         status, ctype, body = "200 OK", "text/plain", b"ok"
     elif path == "/.well-known/tollgate-verification.txt":

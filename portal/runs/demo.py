@@ -19,6 +19,7 @@ from django.core.management import call_command
 from portal.lib.certs import make_self_signed
 from portal.lib.demo_target import PROCESS_NAME
 
+GUNICORN_TLS_CONFIG = "python:portal.lib.demo_gunicorn"
 DEMO_USER = "demo"
 DEMO_PASSWORD = "tollgate-demo"  # noqa: S105 - the demo's published login, printed on start
 
@@ -87,7 +88,13 @@ def start_demo_target(
     try:
         for port, extra, name in (
             (plain_port, (), "demo-target-plain"),
-            (tls_port, ("--certfile", str(cert), "--keyfile", str(key)), "demo-target-tls"),
+            # One TLS context per worker, so sessions resume (Gunicorn's default makes one per
+            # connection); it also counts resumed sessions server-side (portal/lib/demo_gunicorn.py).
+            (
+                tls_port,
+                ("--config", GUNICORN_TLS_CONFIG, "--certfile", str(cert), "--keyfile", str(key)),
+                "demo-target-tls",
+            ),
         ):
             log = logs / f"{name}.log"
             proc = _start(

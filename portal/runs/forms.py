@@ -7,6 +7,7 @@ from django.core.validators import MaxValueValidator
 from portal.lib import evidence, targetnames
 from portal.lib.names import PROCESS_NAME_MAX
 from portal.lib.protocol import ARM_SCHEMES, ARMS
+from portal.runs import defaults
 from portal.runs.inputs import MAX_HEADERS_FIELD, MAX_PATHS_FIELD, parse_headers, parse_paths, parse_status
 from portal.runs.scenarios import SavedSecrets, arm_origins, http_arms
 from portal.targets.validators import check_url, non_ascii, validate_process_name, validate_text
@@ -18,7 +19,6 @@ ARM_LABELS = {
     "tls_new": "tls_new — HTTPS, new connection and full handshake per request",
     "tls_resumed": "tls_resumed — HTTPS, new connection per request, session resumption",
 }
-DEFAULT_ARMS = ["plain", "tls", "tls_new"]
 # Fields that decide where the headers and credentials go: checked once these are clean.
 SECRET_INPUTS = ("arms", "plain_url", "tls_url", "headers", "auth_secret")
 
@@ -47,14 +47,24 @@ class RunForm(forms.Form):
     arms = forms.MultipleChoiceField(
         choices=[(arm, ARM_LABELS[arm]) for arm in ARMS],
         widget=forms.CheckboxSelectMultiple,
-        initial=DEFAULT_ARMS,
+        initial=list(defaults.ARMS),
     )
-    users = forms.IntegerField(label="Virtual users", min_value=1, initial=4)
-    spawn_rate = forms.FloatField(label="Spawn rate (users/s)", min_value=0.1, max_value=1000, initial=4)
+    users = forms.IntegerField(label="Virtual users", min_value=1, initial=defaults.USERS)
+    spawn_rate = forms.FloatField(
+        label="Spawn rate (users/s)", min_value=0.1, max_value=1000, initial=defaults.SPAWN_RATE
+    )
     warmup_s = forms.FloatField(
-        label="Warm-up (s)", min_value=0, initial=2, help_text="Excluded from every statistic."
+        label="Warm-up (s)",
+        min_value=0,
+        initial=defaults.WARMUP_S,
+        help_text="Excluded from every statistic.",
     )
-    duration_s = forms.FloatField(label="Measured duration per arm (s)", min_value=1, initial=10)
+    duration_s = forms.FloatField(
+        label="Measured duration per arm (s)",
+        min_value=1,
+        initial=defaults.DURATION_S,
+        help_text=defaults.DURATION_HELP,
+    )
     paths = forms.CharField(
         label="Paths and weights",
         required=False,
@@ -105,21 +115,21 @@ class RunForm(forms.Form):
         required=False,
         min_value=0,
         max_value=600,
-        initial=0,
-        help_text="Pause after each request.",
+        initial=defaults.THINK_TIME_S,
+        help_text="Closed loop only (clear the arrival rate): pause after each request.",
     )
     arrival_rate = forms.FloatField(
         label="Fixed arrival rate (req/s)",
         required=False,
         min_value=0.1,
-        help_text="Optional open loop: requests start on a fixed schedule spread over the users, and "
-        "latency counts from the scheduled time. Empty: closed loop.",
+        initial=defaults.ARRIVAL_RATE,
+        help_text=defaults.ARRIVAL_RATE_HELP,
     )
     rounds = forms.IntegerField(
         label="Rounds",
         required=False,
         min_value=1,
-        initial=1,
+        initial=defaults.ROUNDS,
         help_text="Arms run interleaved (A B C A B C …); 3 or more give confidence intervals over rounds.",
     )
     follow_redirects = forms.BooleanField(
@@ -200,6 +210,13 @@ class RunForm(forms.Form):
     def clean(self) -> dict:
         data = super().clean()
         self._clean_auth(data)
+        if data.get("think_time_s") and data.get("arrival_rate"):
+            # The open loop keeps its schedule whatever the think time: it would be silently ignored.
+            self.add_error(
+                "think_time_s",
+                "Think time applies to a closed loop only: clear the arrival rate to use it "
+                "(--closed-loop on the command line).",
+            )
         arms = data.get("arms") or []
         for scheme, field in (("http", "plain_url"), ("https", "tls_url")):
             needing = [arm for arm in arms if ARM_SCHEMES[arm] == scheme]

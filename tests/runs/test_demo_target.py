@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import os
 import ssl
 import struct
-import subprocess
 import urllib.request
 import zlib
 from pathlib import Path
 
 from portal.lib.demo_target import PROCESS_NAME
 from portal.runs.demo import start_demo_target, stop_processes
+from tests.conftest import run_engine
 from tests.servers import closed_port
 
 
@@ -21,6 +22,29 @@ def fetch(url: str) -> tuple[int, str, bytes]:
     context.verify_mode = ssl.CERT_NONE
     with urllib.request.urlopen(url, context=context, timeout=5) as response:  # noqa: S310 - loopback
         return response.status, response.headers["Content-Type"], response.read()
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (children, their children, …), from /proc."""
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        for task in Path(f"/proc/{parent}/task").glob("*"):
+            try:
+                children = [int(child) for child in (task / "children").read_text().split()]
+            except OSError:
+                continue  # the task ended meanwhile
+            found.extend(children)
+            todo.extend(children)
+    return found
+
+
+def comm(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return None
 
 
 def test_demo_target_serves_pages_and_an_image_over_http_and_https(tmp_path, settings):
@@ -42,8 +66,56 @@ def test_demo_target_serves_pages_and_an_image_over_http_and_https(tmp_path, set
             idat_len = struct.unpack(">I", png[33:37])[0]
             assert len(zlib.decompress(png[41 : 41 + idat_len])) == 96 * (1 + 96 * 3)
         # The workers carry the demo's process name, so the local probe can sample them by it.
-        named = subprocess.run(["pgrep", "-x", PROCESS_NAME], capture_output=True, text=True).stdout.split()
-        assert len(named) == 2, named  # one worker per port
+        # Only the processes this test started count: another demo on the machine must not.
+        ours = [pid for proc in procs for pid in descendants(proc.pid)]
+        named = [pid for pid in ours if comm(pid) == PROCESS_NAME]
+        assert len(named) == 2, (named, ours)  # one worker per port
         assert Path(f"/proc/{os.getpid()}/comm").read_text().strip() != PROCESS_NAME  # importers keep theirs
     finally:
         stop_processes(procs)
+
+
+def tls_sessions(port: int) -> dict[str, int]:
+    """The demo worker's own count of TLS connections and resumed sessions (this request's own
+    connection is counted after it is answered)."""
+    return json.loads(fetch(f"https://127.0.0.1:{port}/tls-sessions")[2])
+
+
+def test_the_demo_target_resumes_tls_sessions(tmp_path, settings):
+    """tls_resumed against the demo target resumes (Gunicorn alone would build a new TLS context per
+    connection, and nothing would ever resume), as the server counts it; tls_new never does."""
+    settings.VAR_DIR = tmp_path
+    (tmp_path / "logs").mkdir()
+    plain_port, tls_port = closed_port(), closed_port()
+    procs = start_demo_target(tmp_path, plain_port=plain_port, tls_port=tls_port)
+    url = f"https://127.0.0.1:{tls_port}/1k"
+    try:
+        before = tls_sessions(tls_port)
+        messages, code, stderr = run_engine(
+            {
+                "arms": [{"name": "tls_new", "url": url}, {"name": "tls_resumed", "url": url}],
+                "users": 2,
+                "spawn_rate": 100,
+                "warmup_s": 0.5,
+                "duration_s": 2,
+                "verify_tls": False,
+                "arrival_rate": 100,
+            }
+        )
+        after = tls_sessions(tls_port)
+    finally:
+        stop_processes(procs)
+    assert code == 0, stderr
+    results = {m["arm"]: m["result"] for m in messages if m["type"] == "arm"}
+    new, resumed = results["tls_new"], results["tls_resumed"]
+    assert new["tls_sessions_reused"] == 0 and new["requests"] > 50
+    assert resumed["tls_sessions_reused"] >= 0.9 * resumed["requests"] > 50
+    # The server's side: every resumed session came from tls_resumed (tls_new never offers one),
+    # and at least 90% of tls_resumed's connections (warm-up and window) resumed.
+    served = after["handshakes"] - before["handshakes"]
+    server_resumed = after["resumed"] - before["resumed"]
+    resumed_connections = resumed["warmup_requests"] + resumed["requests"]
+    assert served >= new["warmup_requests"] + new["requests"] + resumed_connections
+    assert 0.9 * resumed_connections <= server_resumed <= resumed_connections + 2
+    facts = next(m["info"] for m in messages if m["type"] == "tls_info")
+    assert facts["session_ticket"] is True and facts["session_resumed"] is True

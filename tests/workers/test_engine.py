@@ -11,7 +11,7 @@ import time
 from hdrh.histogram import HdrHistogram
 
 from tests.conftest import ROOT
-from tests.servers import LocalServer, closed_port
+from tests.servers import LocalServer, Paced, closed_port
 
 
 def config(*arms: tuple[str, str], users: int = 2, warmup_s: float = 0.5, duration_s: float = 1.5) -> dict:
@@ -36,13 +36,14 @@ def test_tls_new_does_a_full_handshake_for_every_request(engine, tls_server):
     seen = tls_server.counters.snapshot()
     # Every request the server answered came on its own connection with a full handshake:
     # preflight + warm-up + measured (+ requests cut off at the stop, which never completed).
-    assert seen["resumed"] == 0
+    # The one resumed session is the TLS-facts probe's reconnect, which tests resumption on purpose.
+    assert seen["resumed"] == 1
     # A connection accepted as the swarm stopped may never finish its handshake (one per user).
     assert 0 <= seen["connections"] - seen["handshakes"] <= 2
     assert seen["handshakes"] >= seen["requests"] >= 1 + result["warmup_requests"] + result["requests"]
-    # At most one cut-off connection per user, plus the TLS-facts probe (it sends HEAD, which this
-    # server does not count as a request).
-    assert seen["handshakes"] - seen["requests"] <= 2 + 1
+    # At most one cut-off connection per user, plus the TLS-facts probe's two (it sends HEAD, which
+    # this server does not count as a request).
+    assert seen["handshakes"] - seen["requests"] <= 2 + 2
     assert result["connections_opened"] == result["requests"]
     assert result["tls_sessions_reused"] == 0
     assert result["hist"]["tls_handshake_us"] and result["hist"]["connect_us"]
@@ -53,8 +54,9 @@ def test_keepalive_tls_handshakes_once_per_user(engine, tls_server):
     assert code == 0, stderr
     result = arm_results(messages)["tls"]
     seen = tls_server.counters.snapshot()
-    # One per virtual user, plus the preflight request and the TLS-facts probe (openssl s_client).
-    assert seen["handshakes"] == 3 + 1 + 1
+    # One per virtual user, plus the preflight request and the TLS-facts probe (openssl s_client:
+    # a handshake and a reconnect that resumes it).
+    assert seen["handshakes"] == 3 + 1 + 2
     assert result["requests"] > 10 * 3
     # Warm connections: nothing was opened inside the measured window.
     assert result["connections_opened"] == 0
@@ -66,7 +68,8 @@ def test_tls_resumed_really_resumes(engine, tls_server):
     assert code == 0, stderr
     result = arm_results(messages)["tls_resumed"]
     seen = tls_server.counters.snapshot()
-    # Only the preflight, the TLS-facts probe and each user's first connection are full handshakes.
+    # Only the preflight, the TLS-facts probe's first connection and each user's first connection
+    # are full handshakes.
     assert seen["handshakes"] - seen["resumed"] == 1 + 1 + 2
     assert result["tls_sessions_reused"] == result["requests"] > 0
 
@@ -88,6 +91,31 @@ def test_latencies_are_microsecond_histograms_without_warmup(engine, plain_serve
     assert len(result["series"]) == 1  # one full second in a 1.5 s window
     point = result["series"][0]
     assert point["requests"] > 0 and point["p50_us"] > 0 and point["gen_cpu_pct"] >= 0
+
+
+def test_series_points_carry_ttfb_percentiles_of_the_same_second(engine):
+    """Headers at once, the body 30 ms later: every second's TTFB percentiles sit near 0 and its TTLB
+    ones above 30 ms, so the series' TTFB figures come from the first byte, not the last."""
+
+    def late_body(request):
+        return 200, {"Content-Type": "text/plain"}, Paced([(0.03, b"x" * 512)])
+
+    server = LocalServer(app=late_body).start()
+    try:
+        messages, code, stderr = engine(config(("plain", server.url("/late")), duration_s=2.5))
+    finally:
+        server.stop()
+    assert code == 0, stderr
+    result = arm_results(messages)["plain"]
+    assert len(result["series"]) == 2 and result["response_bytes"] == {"min": 512, "max": 512}
+    for point in result["series"]:
+        assert point["requests"] > 10
+        assert 1 <= point["ttfb_p50_us"] <= point["ttfb_p95_us"] < 15_000 <= 30_000 <= point["p50_us"]
+        assert point["ttfb_p95_us"] < point["p95_us"]
+    whole_ttfb = HdrHistogram.decode(result["hist"]["ttfb_us"])
+    # The window's own TTFB histogram agrees with the per-second medians (same requests, same clock).
+    medians = sorted(point["ttfb_p50_us"] for point in result["series"])
+    assert medians[0] / 2 <= whole_ttfb.get_value_at_percentile(50) <= medians[-1] * 2
 
 
 def test_unexpected_status_counts_as_failure(engine):

@@ -9,6 +9,7 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
+from bench.nginx import Nginx
 from portal.lib.certs import make_self_signed
 from tests.servers import LocalServer, closed_port
 from workers.engine.tlsinfo import parse_s_client, probe_tls
@@ -54,8 +55,13 @@ def test_rsa_tls13_facts(certs):
     assert facts["alpn"] == "http/1.1"
     assert facts["group"]  # e.g. X25519
     assert facts["ocsp_stapled"] is False
-    assert facts["session_ticket"] is True  # Python's TLS 1.3 server sends tickets by default
+    # Python's TLS 1.3 server sends tickets by default, and the probe's reconnect resumed with one.
+    assert facts["session_ticket_issued"] is True and facts["session_ticket"] is True
+    assert facts["session_resumed"] is True and facts["session_id"] is None  # no session IDs in 1.3
     assert facts["verified"] is None  # not asked
+    # The server saw it: a full handshake, then the reconnect that resumed.
+    seen = server.counters.snapshot()
+    assert (seen["connections"], seen["handshakes"], seen["resumed"]) == (2, 2, 1)
 
 
 def test_ec_key_and_tls12_without_tickets(certs):
@@ -67,8 +73,11 @@ def test_ec_key_and_tls12_without_tickets(certs):
     assert facts["protocol"] == "TLSv1.2"
     assert (facts["cert_key_type"], facts["cert_key_bits"]) == ("EC", 256)
     assert facts["signature_algorithm"] == "ecdsa-with-SHA256"
-    assert facts["session_ticket"] is False
-    assert facts["session_id"] is True  # TLS 1.2 session-ID resumption (the server's session cache)
+    assert facts["session_ticket_issued"] is False and facts["session_ticket"] is False
+    # Python's server keeps no session it can resume (it never sends close_notify, so OpenSSL drops
+    # the session from its cache): a reconnect offering the session ID gets a full handshake.
+    assert facts["session_id"] is False and facts["session_resumed"] is False
+    assert server.counters.snapshot()["resumed"] == 0
 
 
 def test_verification_against_a_given_ca(certs):
@@ -98,6 +107,57 @@ def test_python_fallback_when_openssl_is_missing(certs, monkeypatch):
     assert facts["source"] == "python ssl" and facts["protocol"] == "TLSv1.3"
     assert (facts["cert_key_type"], facts["cert_key_bits"]) == ("RSA", 2048)
     assert facts["session_ticket"] is True and facts["chain_length"] is None
+    assert facts["session_resumed"] is True and server.counters.snapshot()["resumed"] == 1
+
+
+class NewContextPerConnection:
+    """A server TLS setup like Gunicorn's default: a new SSLContext, and so a new ticket key, for
+    every connection. It issues tickets that no later connection can redeem."""
+
+    def __init__(self, cert, maximum_version: ssl.TLSVersion) -> None:
+        self.cert = cert
+        self.maximum_version = maximum_version
+
+    def wrap_socket(self, sock, server_side: bool) -> ssl.SSLSocket:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(*map(str, self.cert))
+        context.maximum_version = self.maximum_version
+        return context.wrap_socket(sock, server_side=server_side)
+
+
+@pytest.mark.parametrize("openssl", [True, False], ids=["s_client", "python"])
+@pytest.mark.parametrize("version", [ssl.TLSVersion.TLSv1_3, ssl.TLSVersion.TLSv1_2], ids=["1.3", "1.2"])
+def test_tickets_that_cannot_resume_are_not_claimed(certs, monkeypatch, openssl, version):
+    if not openssl:
+        monkeypatch.setattr("workers.engine.tlsinfo.shutil.which", lambda name: None)
+    server = LocalServer(tls=certs["rsa"])
+    server.httpd.ssl_context = NewContextPerConnection(certs["rsa"], version)
+    server.start()
+    try:
+        facts = probe_tls("127.0.0.1", server.port, server_name="127.0.0.1", verify=False)
+    finally:
+        server.stop()
+    assert facts["error"] is None and facts["protocol"] == (
+        "TLSv1.3" if version == ssl.TLSVersion.TLSv1_3 else "TLSv1.2"
+    )
+    assert facts["session_ticket_issued"] is True  # a ticket came …
+    assert facts["session_ticket"] is False and facts["session_resumed"] is False  # … and did not work
+    seen = server.counters.snapshot()
+    assert seen["resumed"] == 0 and seen["handshakes"] >= 2  # the probe did try to resume
+
+
+def test_tls12_session_ids_and_tickets_against_nginx():
+    """nginx with TLS 1.2 only, a shared session cache and tickets: both ways resume, each tried on
+    its own (the session-ID reconnect offers no ticket)."""
+    try:
+        nginx = Nginx(tls_protocols="TLSv1.2")
+    except RuntimeError as exc:
+        pytest.skip(str(exc))
+    with nginx:
+        facts = probe_tls("127.0.0.1", nginx.tls_port, server_name="127.0.0.1", verify=False)
+    assert facts["protocol"] == "TLSv1.2" and facts["error"] is None
+    assert facts["session_ticket_issued"] is True and facts["session_ticket"] is True
+    assert facts["session_id"] is True and facts["session_resumed"] is True
 
 
 # Hand-written in the format OpenSSL 1.1.1 prints for a TLS 1.2 server (no 'Negotiated TLS1.3 group'
@@ -141,7 +201,9 @@ def test_parse_openssl_11_output():
     assert facts["protocol"] == "TLSv1.2" and facts["cipher"] == "ECDHE-RSA-AES128-GCM-SHA256"
     assert facts["group"] == "prime256v1"
     assert facts["handshake_signature"] == "RSA-PSS+SHA256"
-    assert facts["ocsp_stapled"] is True and facts["session_ticket"] is True and facts["session_id"] is True
+    assert facts["ocsp_stapled"] is True and facts["session_ticket_issued"] is True
+    # Issued is not working: only a reconnect can tell, so the parser alone claims neither.
+    assert facts["session_ticket"] is None and facts["session_id"] is None
     assert facts["alpn"] == "http/1.1" and facts["verified"] is True
     assert facts["cert_key_type"] is None  # no PEM in this excerpt
 
@@ -152,7 +214,11 @@ def test_parse_openssl_3_group_line():
         "Negotiated TLS1.3 group: X25519MLKEM768\nNo ALPN negotiated\n"
     )
     facts = parse_s_client(text)
-    assert facts["group"] == "X25519MLKEM768" and facts["alpn"] is None and facts["session_ticket"] is False
+    assert (
+        facts["group"] == "X25519MLKEM768"
+        and facts["alpn"] is None
+        and facts["session_ticket_issued"] is False
+    )
 
 
 def test_not_after_is_utc(certs):

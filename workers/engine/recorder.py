@@ -57,6 +57,7 @@ class ArmRecorder:
         self.max_schedule_lag_us = 0
         # Per-second bucket, rolled by tick().
         self._sec_ttlb = new_histogram()
+        self._sec_ttfb = new_histogram()
         self._sec_requests = 0
         self._sec_failures = 0
         # Warm-up totals, for progress only.
@@ -69,6 +70,7 @@ class ArmRecorder:
     def start_window(self) -> None:
         self.window_start_ns = time.perf_counter_ns()
         self._sec_ttlb.reset()
+        self._sec_ttfb.reset()
         self._sec_requests = self._sec_failures = 0
 
     def close_window(self) -> None:
@@ -121,18 +123,27 @@ class ArmRecorder:
         self.ttfb.record_value(_clamp(sample.ttfb_us))
         self.ttlb.record_value(_clamp(sample.ttlb_us))
         self._sec_ttlb.record_value(_clamp(sample.ttlb_us))
+        self._sec_ttfb.record_value(_clamp(sample.ttfb_us))
 
     def roll_second(self) -> dict:
-        """Close the current one-second bucket and return its summary."""
-        h = self._sec_ttlb
+        """Close the current one-second bucket and return its summary: TTLB percentiles (``p50_us``
+        …) and TTFB percentiles (``ttfb_p50_us``, ``ttfb_p95_us``) of the same requests."""
+        ttlb, ttfb = self._sec_ttlb, self._sec_ttfb
+
+        def at(h: HdrHistogram, percentile: float) -> int | None:
+            return h.get_value_at_percentile(percentile) if h.total_count else None
+
         point = {
             "requests": self._sec_requests,
             "failures": self._sec_failures,
-            "p50_us": h.get_value_at_percentile(50) if h.total_count else None,
-            "p95_us": h.get_value_at_percentile(95) if h.total_count else None,
-            "p99_us": h.get_value_at_percentile(99) if h.total_count else None,
+            "p50_us": at(ttlb, 50),
+            "p95_us": at(ttlb, 95),
+            "p99_us": at(ttlb, 99),
+            "ttfb_p50_us": at(ttfb, 50),
+            "ttfb_p95_us": at(ttfb, 95),
         }
-        h.reset()
+        ttlb.reset()
+        ttfb.reset()
         self._sec_requests = self._sec_failures = 0
         return point
 

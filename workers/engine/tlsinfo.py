@@ -5,6 +5,13 @@ OCSP stapling, every certificate the server sent); Python's ``ssl`` is the fallb
 is missing or fails. Imported inside the engine (gevent-patched), so it uses only the stdlib's
 subprocess, socket and ssl, plus ``cryptography`` for the certificates. Never raises for network
 errors: the facts come back with ``error`` set.
+
+Resumption is claimed only when it was seen: the probe reconnects offering the first connection's
+session (ticket and, in TLS 1.2, session ID) and reports ``session_ticket`` true only when that
+reconnect resumed; in TLS 1.2 a second pair of connections without tickets tells whether the server
+resumes by session ID alone (``session_id``). A server that issues tickets it cannot take back (a
+new ticket key per connection, as Gunicorn's default TLS setup) shows ``session_ticket_issued``
+true and ``session_ticket`` false.
 """
 
 from __future__ import annotations
@@ -15,6 +22,9 @@ import shutil
 import socket
 import ssl
 import subprocess
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
 
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
@@ -34,8 +44,10 @@ KEYS = (
     "chain_bytes",
     "alpn",
     "ocsp_stapled",
+    "session_ticket_issued",
     "session_ticket",
     "session_id",
+    "session_resumed",
     "not_after",
     "subject",
     "issuer",
@@ -134,10 +146,10 @@ def parse_s_client(text: str) -> dict:
         facts["ocsp_stapled"] = True
     elif "OCSP response: no response sent" in text or "OCSP response:" in text:
         facts["ocsp_stapled"] = False
-    facts["session_ticket"] = "TLS session ticket:" in text or "TLS session ticket lifetime hint" in text
-    if facts["protocol"] in ("TLSv1.2", "TLSv1.1", "TLSv1"):
-        session_id = _line(text, "Session-ID:")
-        facts["session_id"] = bool(session_id)
+    # Issued, not yet shown to work: session_ticket and session_id come from a reconnect.
+    facts["session_ticket_issued"] = any(
+        marker in text for marker in ("TLS session ticket:", "TLS session ticket lifetime hint")
+    )
     verify = re.search(r"Verify return code: (\d+)", text)
     if verify:
         facts["verified"] = verify.group(1) == "0"
@@ -146,6 +158,27 @@ def parse_s_client(text: str) -> dict:
         for pem in PEM.findall(text.encode())
     ]
     facts.update(certificate_facts(ders))
+    return facts
+
+
+def _tls12_or_older(protocol: str | None) -> bool:
+    return protocol in ("TLSv1.2", "TLSv1.1", "TLSv1")
+
+
+def resumption_facts(
+    protocol: str | None, issued: bool, reconnect: Callable[[bool], bool | None]
+) -> dict[str, bool | None]:
+    """Whether sessions really resume. ``reconnect(tickets)`` makes a first connection and a second
+    one offering the first's session, with or without tickets, and says whether the second resumed
+    (None: it could not tell). TLS 1.3 resumes by ticket only; TLS 1.2 also by session ID, tried on
+    its own when the server issues tickets (else the first reconnect tried exactly that)."""
+    resumed = reconnect(True)
+    facts: dict[str, bool | None] = {
+        "session_resumed": resumed,
+        "session_ticket": None if resumed is None else bool(issued and resumed),
+    }
+    if _tls12_or_older(protocol):
+        facts["session_id"] = reconnect(False) if issued else resumed
     return facts
 
 
@@ -159,10 +192,8 @@ def _probe_openssl(
         f"{host}:{port}",
         "-alpn",
         "http/1.1",
-        "-status",
-        "-showcerts",
         # Keep reading after our request until the server closes (it was asked to), so the TLS 1.3
-        # NewSessionTicket messages that follow the handshake are seen.
+        # NewSessionTicket messages that follow the handshake are seen (and saved by -sess_out).
         "-ign_eof",
     ]
     if server_name and not _is_ip(server_name):
@@ -176,17 +207,64 @@ def _probe_openssl(
     host_header = server_name or host
     # A request after the handshake makes the client read the TLS 1.3 NewSessionTicket messages.
     request = f"HEAD / HTTP/1.1\r\nHost: {host_header}\r\nConnection: close\r\n\r\n".encode()
-    proc = subprocess.run(  # noqa: S603 - fixed binary, arguments from a parsed URL
-        command, input=request, capture_output=True, timeout=timeout_s, check=False
-    )
-    text = proc.stdout.decode("utf-8", "replace")
-    if "CONNECTED(" not in text or not PEM.search(proc.stdout):
-        reason = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise ConnectionError(reason[-1] if reason else f"openssl s_client exited with {proc.returncode}")
-    facts = parse_s_client(text)
+
+    def s_client(*extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run(  # noqa: S603 - fixed binary, arguments from a parsed URL
+            [*command, *extra], input=request, capture_output=True, timeout=timeout_s, check=False
+        )
+
+    with tempfile.TemporaryDirectory(prefix="tollgate-tls-") as tmp:
+        first = Path(tmp) / "first.session"
+        proc = s_client("-status", "-showcerts", "-sess_out", str(first))
+        text = proc.stdout.decode("utf-8", "replace")
+        if "CONNECTED(" not in text or not PEM.search(proc.stdout):
+            reason = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+            raise ConnectionError(reason[-1] if reason else f"openssl s_client exited with {proc.returncode}")
+        facts = parse_s_client(text)
+
+        def reconnect(tickets: bool) -> bool | None:
+            flags = () if tickets else ("-no_ticket",)
+            saved = first if tickets else Path(tmp) / "no-ticket.session"
+            try:
+                if not tickets:
+                    s_client(*flags, "-sess_out", str(saved))
+                if not saved.exists():
+                    return False  # the server gave no session to offer back
+                again = s_client(*flags, "-sess_in", str(saved)).stdout.decode("utf-8", "replace")
+            except (OSError, subprocess.SubprocessError):
+                return None  # the first handshake's facts stand; resumption stays unknown
+            if "CONNECTED(" not in again:
+                return None
+            return re.search(r"^Reused, ", again, re.M) is not None
+
+        facts.update(resumption_facts(facts["protocol"], bool(facts["session_ticket_issued"]), reconnect))
     if not verify:
         facts["verified"] = None  # not asked: the chain was not checked against a trust store
     return facts
+
+
+def _python_connection(
+    host: str, port: int, server_name: str, context: ssl.SSLContext, timeout_s: float, session=None
+) -> tuple[dict, ssl.SSLSession | None, bool]:
+    """One connection with a HEAD request, read to the end (TLS 1.3 tickets arrive after the
+    handshake): its facts, its session and whether it resumed ``session``."""
+    with (
+        socket.create_connection((host, port), timeout=timeout_s) as raw,
+        context.wrap_socket(raw, server_hostname=server_name, session=session) as sock,
+    ):
+        info = {
+            "protocol": sock.version(),
+            "cipher": sock.cipher()[0],
+            "alpn": sock.selected_alpn_protocol(),
+            "der": sock.getpeercert(binary_form=True),
+        }
+        sock.sendall(f"HEAD / HTTP/1.1\r\nHost: {server_name}\r\nConnection: close\r\n\r\n".encode())
+        try:
+            while sock.recv(65536):
+                pass
+        except (OSError, ssl.SSLError):
+            pass
+        return info, sock.session, sock.session_reused
 
 
 def _probe_python(
@@ -194,24 +272,28 @@ def _probe_python(
 ) -> dict:
     facts = _empty()
     facts["source"] = "python ssl"
+    name = server_name or host
     context = make_ssl_context(verify, cafile)  # the engine's own client context
-    with (
-        socket.create_connection((host, port), timeout=timeout_s) as raw,
-        context.wrap_socket(raw, server_hostname=server_name or host) as sock,
-    ):
-        facts["protocol"] = sock.version()
-        facts["cipher"] = sock.cipher()[0]
-        facts["alpn"] = sock.selected_alpn_protocol()
-        der = sock.getpeercert(binary_form=True)
-        sock.sendall(f"HEAD / HTTP/1.1\r\nHost: {server_name or host}\r\nConnection: close\r\n\r\n".encode())
+    info, session, _ = _python_connection(host, port, name, context, timeout_s)
+    der = info.pop("der")
+    facts.update(info)
+    facts["session_ticket_issued"] = bool(session and session.has_ticket)
+    facts["verified"] = True if verify else None
+
+    def reconnect(tickets: bool) -> bool | None:
+        ctx, offered = context, session
         try:
-            while sock.recv(65536):
-                pass
-        except (OSError, ssl.SSLError):
-            pass
-        session = sock.session
-        facts["session_ticket"] = bool(session and session.has_ticket)
-        facts["verified"] = True if verify else None
+            if not tickets:
+                ctx = make_ssl_context(verify, cafile)
+                ctx.options |= ssl.OP_NO_TICKET
+                offered = _python_connection(host, port, name, ctx, timeout_s)[1]
+            if offered is None:
+                return False  # the server gave no session to offer back
+            return _python_connection(host, port, name, ctx, timeout_s, offered)[2]
+        except (OSError, ssl.SSLError, ValueError):
+            return None  # the first handshake's facts stand; resumption stays unknown
+
+    facts.update(resumption_facts(facts["protocol"], facts["session_ticket_issued"], reconnect))
     facts.update(certificate_facts([der] if der else []))
     # Python sees only the leaf: the rest of the chain is unknown here.
     facts["chain_length"] = None
@@ -228,7 +310,8 @@ def probe_tls(
     timeout_s: float = 10.0,
     cafile: str | None = None,
 ) -> dict:
-    """One handshake with host:port (an address; ``server_name`` for SNI and checks) → TLS facts."""
+    """A handshake with host:port (an address; ``server_name`` for SNI and checks), and reconnects
+    that try to resume its session → TLS facts."""
     first_error = None
     if shutil.which("openssl"):
         try:

@@ -20,7 +20,7 @@ from django.utils import timezone
 from portal import outbound, vault
 from portal.lib import evidence
 from portal.lib.sshkeys import key_from_known_hosts, public_line
-from portal.runs import reporting, services
+from portal.runs import defaults, reporting, services
 from portal.runs.demo import run_demo, start_demo_target, stop_processes
 from portal.runs.forms import RunForm
 from portal.runs.models import Run
@@ -199,7 +199,7 @@ class Command(BaseCommand):
 
     def _run_form(self, options: dict) -> RunForm:
         """The same form as the web page validates the CLI's values: one set of rules."""
-        arrival = options["arrival_rate"]
+        arrival = None if options["closed_loop"] else options["arrival_rate"]
         form = RunForm(
             data={
                 "target_name": options["name"],
@@ -357,11 +357,14 @@ class Command(BaseCommand):
 def _add_run_arguments(run: CommandParser) -> None:
     run.add_argument("--plain-url", default="")
     run.add_argument("--tls-url", default="")
-    run.add_argument("--arms", default="plain,tls,tls_new", help="comma-separated arm names")
-    run.add_argument("--users", type=int, default=4)
-    run.add_argument("--spawn-rate", type=float, default=4.0)
-    run.add_argument("--warmup", type=float, default=2.0, help="warm-up seconds per arm (not measured)")
-    run.add_argument("--duration", type=float, default=10.0, help="measured seconds per arm")
+    # The defaults are the run form's (portal/runs/defaults.py): a paced open loop.
+    run.add_argument("--arms", default=",".join(defaults.ARMS), help="comma-separated arm names")
+    run.add_argument("--users", type=int, default=defaults.USERS)
+    run.add_argument("--spawn-rate", type=float, default=defaults.SPAWN_RATE)
+    run.add_argument(
+        "--warmup", type=float, default=defaults.WARMUP_S, help="warm-up seconds per arm (not measured)"
+    )
+    run.add_argument("--duration", type=float, default=defaults.DURATION_S, help="measured seconds per arm")
     run.add_argument("--insecure", action="store_true", help="do not verify the TLS certificate")
     run.add_argument(
         "--path",
@@ -383,9 +386,29 @@ def _add_run_arguments(run: CommandParser) -> None:
         help="also send the headers and credentials on the plain (http) arms, unencrypted",
     )
     run.add_argument("--expect", default="", help="expected status codes, e.g. 200,204 or 2xx (default 2xx)")
-    run.add_argument("--think-time", type=float, default=0.0, help="seconds each user pauses per request")
-    run.add_argument("--arrival-rate", type=float, help="open loop: total requests/s on a fixed schedule")
-    run.add_argument("--rounds", type=int, default=1, help="interleaved rounds of all arms (A B C A B C …)")
+    run.add_argument(
+        "--think-time",
+        type=float,
+        default=defaults.THINK_TIME_S,
+        help="closed loop only (--closed-loop): seconds each user pauses per request",
+    )
+    loop = run.add_mutually_exclusive_group()
+    loop.add_argument(
+        "--arrival-rate",
+        type=float,
+        default=defaults.ARRIVAL_RATE,
+        help=f"open loop: total requests/s on a fixed schedule (default {defaults.ARRIVAL_RATE:g}, paced "
+        "well under what one generator process sustains)",
+    )
+    loop.add_argument(
+        "--closed-loop",
+        action="store_true",
+        help="each user sends as fast as it can (plus --think-time): finds throughput limits, but often "
+        "saturates the generator",
+    )
+    run.add_argument(
+        "--rounds", type=int, default=defaults.ROUNDS, help="interleaved rounds of all arms (A B C A B C …)"
+    )
     run.add_argument("--no-follow-redirects", action="store_true", help="measure redirects as answered")
     run.add_argument("--owner", default="", help="username owning the run (default: first superuser)")
     run.add_argument(
