@@ -85,7 +85,7 @@ def rerun(client, saved, django_capture_on_commit_callbacks):
 @pytest.mark.parametrize(
     "tls_url",
     [
-        "https://evil.example:8443/1k",
+        "https://127.0.0.2:8443/1k",  # another host, the same port
         "https://127.0.0.1/1k",
         "https://127.0.0.1:9443/1k",
         "https://[::1]:8443/",
@@ -110,7 +110,7 @@ def test_saved_credentials_are_kept_for_their_own_origin(rerun):
 
 @pytest.mark.django_db
 def test_credentials_typed_again_may_go_to_another_origin(rerun):
-    response = rerun(tls_url="https://other.example/1k", auth_secret="pw-other", headers="X-Api-Key: other")
+    response = rerun(tls_url="https://127.0.0.3/1k", auth_secret="pw-other", headers="X-Api-Key: other")
     assert response.status_code == 302, response.context["form"].errors
     opened = vault.unseal(Run.objects.latest("pk").config["secrets"])
     assert opened["auth"]["secret"] == "pw-other" and opened["headers"] == {"X-Api-Key": "other"}
@@ -120,7 +120,7 @@ def test_credentials_typed_again_may_go_to_another_origin(rerun):
 def test_a_scenario_saved_before_origins_were_recorded_keeps_its_own_urls(rerun, saved):
     del saved.config["secret_origins"]
     saved.save()
-    response = rerun(tls_url="https://evil.example:8443/")
+    response = rerun(tls_url="https://127.0.0.2:8443/")
     assert response.status_code == 200 and "belong to https://127.0.0.1:8443" in response.content.decode()
     assert rerun(tls_url="https://127.0.0.1:8443/2k").status_code == 302
 

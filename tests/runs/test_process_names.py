@@ -20,7 +20,7 @@ RUN = {
     "warmup_s": 0,
     "duration_s": 1,
 }
-SSH = {"host": "10.0.0.5", "port": 22, "username": "probe", "key_source": "generate"}
+SSH = {"host": "127.0.0.1", "port": 22, "username": "probe", "key_source": "generate"}
 BAD = ["-x", "-", "--help", "-oProxyCommand", "a b", "a;reboot", "$(id)", "a" * 16, "ngïnx", "a\tb"]
 GOOD = ["nginx", "tollgate-demo", "php-fpm8.2", "x", "a" * 15, "icman", "gunicorn:", "_", "c++"]
 

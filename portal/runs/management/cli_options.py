@@ -1,0 +1,122 @@
+"""The options of ``manage.py tollgate run`` and how form errors map back to them."""
+
+from __future__ import annotations
+
+from django.core.management.base import CommandParser
+
+from portal.runs import defaults
+
+# Form fields → the options that fill them, so an error names what the user typed.
+RUN_OPTIONS = {
+    "target_name": "--name",
+    "warmup_s": "--warmup",
+    "duration_s": "--duration",
+    "verify_tls": "--insecure",
+    "paths": "--path",
+    "headers": "--header",
+    "auth_type": "--basic-auth-env/--bearer-env",
+    "auth_user": "--basic-auth-env",
+    "auth_secret": "--basic-auth-env/--bearer-env",
+    "expected_status": "--expect",
+    "think_time_s": "--think-time",
+    "follow_redirects": "--no-follow-redirects",
+    "probe_server": "--ssh-host",
+    "__all__": "options",
+}
+SSH_OPTIONS = {
+    "host": "--ssh-host",
+    "port": "--ssh-port",
+    "username": "--ssh-user",
+    "private_key": "--ssh-key",
+    "known_hosts": "--ssh-known-hosts",
+    "__all__": "--ssh-*",
+}
+
+
+def problems(form, names: dict[str, str]) -> str:
+    """A form's errors in one line, each under the option that filled the field."""
+    return "; ".join(
+        f"{names.get(field, '--' + field.replace('_', '-'))}: {' '.join(errors)}"
+        for field, errors in form.errors.items()
+    )
+
+
+def add_run_arguments(run: CommandParser) -> None:
+    run.add_argument("--plain-url", default="")
+    run.add_argument("--tls-url", default="")
+    # The defaults are the run form's (portal/runs/defaults.py): a paced open loop.
+    run.add_argument("--arms", default=",".join(defaults.ARMS), help="comma-separated arm names")
+    run.add_argument("--users", type=int, default=defaults.USERS)
+    run.add_argument("--spawn-rate", type=float, default=defaults.SPAWN_RATE)
+    run.add_argument(
+        "--warmup", type=float, default=defaults.WARMUP_S, help="warm-up seconds per arm (not measured)"
+    )
+    run.add_argument("--duration", type=float, default=defaults.DURATION_S, help="measured seconds per arm")
+    run.add_argument("--insecure", action="store_true", help="do not verify the TLS certificate")
+    run.add_argument(
+        "--path",
+        action="append",
+        default=[],
+        metavar="'PATH [WEIGHT]'",
+        help="request target sent to each arm's host, repeatable: --path /1k --path '/4k 2'",
+    )
+    run.add_argument("--header", action="append", default=[], metavar="'NAME: VALUE'", help="repeatable")
+    run.add_argument(
+        "--basic-auth-env",
+        metavar="VAR",
+        help="environment variable holding USER:PASSWORD for pre-emptive Basic auth (kept out of argv)",
+    )
+    run.add_argument("--bearer-env", metavar="VAR", help="environment variable holding a bearer token")
+    run.add_argument(
+        "--send-credentials-over-http",
+        action="store_true",
+        help="also send the headers and credentials on the plain (http) arms, unencrypted",
+    )
+    _add_load_arguments(run)
+    run.add_argument("--no-follow-redirects", action="store_true", help="measure redirects as answered")
+    run.add_argument("--owner", default="", help="username owning the run (default: first superuser)")
+    run.add_argument(
+        "--name", default="", help="target name (default: the host, with port and path when not the defaults)"
+    )
+    run.add_argument("--json", action="store_true", help="print the report JSON on stdout")
+
+
+def _add_load_arguments(run: CommandParser) -> None:
+    run.add_argument("--expect", default="", help="expected status codes, e.g. 200,204 or 2xx (default 2xx)")
+    run.add_argument(
+        "--think-time",
+        type=float,
+        default=defaults.THINK_TIME_S,
+        help="closed loop only (--closed-loop): seconds each user pauses per request",
+    )
+    loop = run.add_mutually_exclusive_group()
+    loop.add_argument(
+        "--arrival-rate",
+        type=float,
+        default=defaults.ARRIVAL_RATE,
+        help=f"open loop: total requests/s on a fixed schedule (default {defaults.ARRIVAL_RATE:g}, paced "
+        "well under what one generator process sustains)",
+    )
+    loop.add_argument(
+        "--closed-loop",
+        action="store_true",
+        help="each user sends as fast as it can (plus --think-time): finds throughput limits, but often "
+        "saturates the generator",
+    )
+    run.add_argument(
+        "--rounds", type=int, default=defaults.ROUNDS, help="interleaved rounds of all arms (A B C A B C …)"
+    )
+
+
+def add_probe_arguments(probe) -> None:
+    probe.add_argument("--ssh-host", help="the server to probe (stored, key encrypted, on the target)")
+    probe.add_argument("--ssh-port", type=int, default=22)
+    probe.add_argument("--ssh-user", default="")
+    probe.add_argument("--ssh-key", metavar="FILE", help="private key file (unencrypted OpenSSH/PEM)")
+    probe.add_argument(
+        "--ssh-known-hosts", metavar="FILE", help="OpenSSH known_hosts file pinning the host key"
+    )
+    probe.add_argument("--server-process", default="", help="process name to sample, e.g. nginx")
+    probe.add_argument("--openssl-speed", action="store_true", help="run openssl speed on the server")
+    probe.add_argument("--cryptsetup", action="store_true", help="run cryptsetup benchmark on the server")
+    probe.add_argument("--local-process", default="", help="also sample this process on the generator host")
