@@ -24,7 +24,7 @@ ARMS = {
 def login(page, live_server, django_user_model):
     django_user_model.objects.create_user("carol", password="carol-pass-123")
     page.goto(f"{live_server.url}/accounts/login/")
-    page.fill("#id_username", "carol")
+    page.fill("#id_login", "carol")
     page.fill("#id_password", "carol-pass-123")
     page.click("button[type=submit]")
     page.wait_for_load_state()

@@ -27,7 +27,7 @@ def test_form_to_report_with_a_drawn_chart(
     django_user_model.objects.create_user("alice", password="alice-pass-123")
     page.goto(f"{live_server.url}/runs/new/")
     assert "/accounts/login/" in page.url
-    page.fill("#id_username", "alice")
+    page.fill("#id_login", "alice")
     page.fill("#id_password", "alice-pass-123")
     page.click("button[type=submit]")
     page.wait_for_url(re.compile(r".*/runs/new/$"))
