@@ -1,4 +1,4 @@
-"""The Content-Security-Policy holds on every main page in real Chromium: nothing blocked, no 'unsafe-inline'."""
+"""The Content-Security-Policy holds on every main page in Chromium: nothing blocked, no unsafe-inline."""
 
 from __future__ import annotations
 
