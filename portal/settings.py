@@ -106,18 +106,26 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "allauth",
+    "allauth.account",
+    "allauth.mfa",
+    "csp",
+    "portal.audit",
     "portal.targets",
     "portal.runs",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "portal.headers.PermissionsPolicyMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "allauth.account.middleware.AccountMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
@@ -136,7 +144,28 @@ if envbool("TOLLGATE_PROXY_SSL_HEADER", "false"):
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 SESSION_COOKIE_HTTPONLY = True
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
+# Content-Security-Policy (django-csp): no inline script or style anywhere, so no 'unsafe-inline'.
+# Page data reaches the scripts through {{ …|json_script }} (JSON, never executed).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "font-src": ["'self'"],
+        "frame-ancestors": ["'none'"],
+        "form-action": ["'self'"],
+        "base-uri": ["'none'"],
+        "object-src": ["'none'"],
+    }
+}
+# Sent by portal/headers.py: the portal needs no camera, microphone, location, payment or USB.
+TOLLGATE_PERMISSIONS_POLICY = (
+    "camera=(), microphone=(), geolocation=(), payment=(), usb=(), interest-cohort=()"
+)
 
 ROOT_URLCONF = "portal.urls"
 WSGI_APPLICATION = "portal.wsgi.application"
@@ -151,6 +180,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "portal.accounts.signup_context",
             ],
         },
     },
@@ -172,6 +202,65 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/runs/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
+
+# Accounts: django-allauth (portal/accounts.py holds the adapter). Log in by username or e-mail.
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",
+    "allauth.account.auth_backends.AuthenticationBackend",
+]
+ACCOUNT_ADAPTER = "portal.accounts.AccountAdapter"
+ACCOUNT_LOGIN_METHODS = {"username", "email"}
+ACCOUNT_SIGNUP_FIELDS = ["email*", "username*", "password1*", "password2*"]
+ACCOUNT_UNIQUE_EMAIL = True
+# Sign-up is an operator's switch: open in the demo, closed in production unless TOLLGATE_SIGNUP=1.
+TOLLGATE_SIGNUP = envbool("TOLLGATE_SIGNUP", "true" if TOLLGATE_DEMO else "false")
+# "mandatory": no login before the address is confirmed; "optional": a confirmation mail is sent.
+ACCOUNT_EMAIL_VERIFICATION = os.environ.get(
+    "TOLLGATE_EMAIL_VERIFICATION", "optional" if TOLLGATE_DEMO else "mandatory"
+).strip()
+if ACCOUNT_EMAIL_VERIFICATION not in ("mandatory", "optional", "none"):
+    raise ImproperlyConfigured(
+        f"TOLLGATE_EMAIL_VERIFICATION must be mandatory, optional or none, got {ACCOUNT_EMAIL_VERIFICATION!r}"
+    )
+ACCOUNT_LOGIN_ON_EMAIL_CONFIRMATION = True
+ACCOUNT_LOGOUT_ON_PASSWORD_CHANGE = False
+ACCOUNT_PASSWORD_INPUT_RENDER_VALUE = False
+ACCOUNT_SESSION_REMEMBER = None
+ACCOUNT_EMAIL_SUBJECT_PREFIX = "[Tollgate] "
+# Rate limits, counted in the cache (Redis in production, shared by every web process): after 5
+# failed logins for one username/e-mail in 5 minutes even the right password is refused until the
+# window passes; 10 failures a minute from one address; resets are limited per address and mailbox.
+ACCOUNT_RATE_LIMITS = {
+    "login": "30/m/ip",
+    "login_failed": "10/m/ip,5/5m/key",
+    "reset_password": "20/m/ip,5/m/key",
+    "reset_password_from_key": "20/m/ip",
+    "signup": "20/m/ip",
+    "change_password": "5/m/user",
+    "reauthenticate": "10/m/user",
+}
+# The client address for rate limits and the audit log: REMOTE_ADDR, or behind N trusted proxies
+# the N-th address from the right of X-Forwarded-For.
+ALLAUTH_TRUSTED_PROXY_COUNT = envint("TOLLGATE_TRUSTED_PROXY_COUNT", "0")
+# Second factor: TOTP (authenticator apps) with recovery codes; WebAuthn is not enabled.
+MFA_SUPPORTED_TYPES = ["totp", "recovery_codes"]
+MFA_TOTP_ISSUER = os.environ.get("TOLLGATE_MFA_ISSUER", "Tollgate")
+
+# E-mail (password reset, address confirmation): printed to the console in the demo, SMTP otherwise.
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "tollgate@localhost")
+SERVER_EMAIL = DEFAULT_FROM_EMAIL
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "")
+if TOLLGATE_DEMO and not EMAIL_HOST:
+    EMAIL_BACKEND = "django.core.mail.backends.console.EmailBackend"
+else:
+    EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    EMAIL_HOST = EMAIL_HOST or "localhost"
+    EMAIL_PORT = envint("EMAIL_PORT", "587")
+    EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+    EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+    EMAIL_USE_TLS = envbool("EMAIL_USE_TLS", "true")
+    EMAIL_USE_SSL = envbool("EMAIL_USE_SSL", "false")
+    EMAIL_TIMEOUT = 20
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

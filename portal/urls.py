@@ -4,7 +4,8 @@ from django.views.generic.base import RedirectView
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="runs-list", permanent=False)),
-    path("accounts/", include("django.contrib.auth.urls")),
+    path("accounts/", include("allauth.urls")),
+    path("audit/", include("portal.audit.urls")),
     path("runs/", include("portal.runs.urls")),
     path("targets/", include("portal.targets.urls")),
     path("admin/", admin.site.urls),

@@ -185,3 +185,22 @@ def sshd(tmp_path_factory):
     server = Sshd(tmp_path_factory.mktemp("sshd")).start()
     yield server
     server.stop()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_rate_limits():
+    """allauth counts logins per address in the shared cache (Redis): each test starts uncounted."""
+    from django.conf import settings
+
+    if settings.REDIS_URL:
+        import redis
+
+        client = redis.Redis.from_url(settings.REDIS_URL)
+        keys = list(client.scan_iter("*allauth:rl:*"))
+        if keys:
+            client.delete(*keys)
+    else:  # the demo's file cache holds nothing a test needs to keep
+        from django.core.cache import cache
+
+        cache.clear()
+    yield

@@ -9,12 +9,16 @@ from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
 from portal import vault
+from portal.audit import log as audit
+from portal.audit.models import AuditEvent
 from portal.lib.sshkeys import generate_key, key_from_known_hosts, public_line
 from portal.runs import services
 from portal.runs.access import targets_for
 from portal.targets.forms import SshAccessForm, TargetForm
 from portal.targets.models import SshAccess
 from portal.targets.naming import labels_of
+
+Kind = AuditEvent.Kind
 
 
 @login_required
@@ -45,6 +49,13 @@ def ssh_settings(request: HttpRequest, code) -> HttpResponse:
                 # Another server: its key is not the pinned one.
                 access.known_hosts, access.host_key_fingerprint, access.pinned_at = "", "", None
             access.save()
+            audit.record(
+                request,
+                Kind.CREDENTIAL_SAVED,
+                credential="ssh",
+                target=str(target.code),
+                key=data["key_source"],
+            )
             messages.info(
                 request, "SSH access saved. Add the public key below to the server's authorized_keys."
             )
@@ -70,6 +81,7 @@ def ssh_settings(request: HttpRequest, code) -> HttpResponse:
 def ssh_forget_host_key(request: HttpRequest, code) -> HttpResponse:
     target = get_object_or_404(targets_for(request.user), code=code)
     SshAccess.objects.filter(target=target).update(known_hosts="", host_key_fingerprint="", pinned_at=None)
+    audit.record(request, Kind.CREDENTIAL_FORGOTTEN, credential="ssh host key", target=str(target.code))
     messages.info(request, "The pinned host key is forgotten; the next probe pins the key it sees.")
     return redirect("target-ssh", code=target.code)
 

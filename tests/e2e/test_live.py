@@ -40,12 +40,12 @@ def test_live_charts_draw_the_current_arm_beside_the_earlier_ones_then_cancel(
     run_url = page.url
 
     # While the second arm is measured: its seconds so far beside the first arm's, drawn and tabled.
-    page.wait_for_function(f"({LIVE_POINTS})('tls') >= 2", timeout=90_000)
+    page.wait_for_function(f"() => ({LIVE_POINTS})('tls') >= 2", timeout=90_000)
     assert page.inner_text("#run-status") == "running"
     assert Run.objects.get().status == Run.Status.RUNNING  # points came before the run finished
     assert page.evaluate(f"({LIVE_POINTS})('plain')") >= 7
-    page.wait_for_function(f"({CANVAS_INK})('chart-live-rps') > 300", timeout=5_000)
-    page.wait_for_function(f"({CANVAS_INK})('chart-live-latency') > 300", timeout=5_000)
+    page.wait_for_function(f"() => ({CANVAS_INK})('chart-live-rps') > 300", timeout=5_000)
+    page.wait_for_function(f"() => ({CANVAS_INK})('chart-live-latency') > 300", timeout=5_000)
     assert page.get_attribute("#live-table tr[data-arm=plain]", "data-state") == "measured"
     assert page.get_attribute("#live-table tr[data-arm=tls]", "data-state") == "measuring"
     for canvas in ("chart-live-rps", "chart-live-latency"):
@@ -61,7 +61,7 @@ def test_live_charts_draw_the_current_arm_beside_the_earlier_ones_then_cancel(
     page.wait_for_url(run_url)
     page.wait_for_selector("#arm-table", timeout=60_000)
     page.wait_for_function(
-        "document.getElementById('run-status').textContent === 'cancelled'", timeout=60_000
+        "() => document.getElementById('run-status').textContent === 'cancelled'", timeout=60_000
     )
     run = Run.objects.get()
     assert run.status == Run.Status.CANCELLED

@@ -85,7 +85,7 @@ def test_five_arm_report_fits_a4_portrait_and_a_laptop_screen(page, live_server,
     run = five_arm_run(user)
     page.set_viewport_size({"width": 1366, "height": 900})
     page.goto(f"{live_server.url}/runs/{run.code}/")
-    page.wait_for_function(f"({CANVAS_INK})('chart-ttlb') > 300", timeout=10_000)
+    page.wait_for_function(f"() => ({CANVAS_INK})('chart-ttlb') > 300", timeout=10_000)
     assert page.locator("#arm-table tbody tr").count() == 5
     page.click("#costs details summary")  # the full cost table
     for block in page.locator("#validity details summary").all():

@@ -24,7 +24,7 @@ ARMS = {
 def login(page, live_server, django_user_model):
     django_user_model.objects.create_user("carol", password="carol-pass-123")
     page.goto(f"{live_server.url}/accounts/login/")
-    page.fill("#id_username", "carol")
+    page.fill("#id_login", "carol")
     page.fill("#id_password", "carol-pass-123")
     page.click("button[type=submit]")
     page.wait_for_load_state()
@@ -43,14 +43,15 @@ def test_report_page_draws_every_chart_and_prints(page, live_server, django_user
         "chart-breakdown",
         "chart-gen",
     ):
-        page.wait_for_function(f"({CANVAS_INK})('{canvas}') > 300", timeout=10_000)
+        page.wait_for_function(f"() => ({CANVAS_INK})('{canvas}') > 300", timeout=10_000)
     assert "a full TLS handshake per request adds" in page.inner_text("#headline")
     page.screenshot(path=str(ARTIFACTS / "report-full.png"), full_page=True)
     # Phone width: nothing overflows the page sideways except inside scrollable table boxes.
     page.set_viewport_size({"width": 390, "height": 844})
     # Chart.js follows the resize on the next frames.
     page.wait_for_function(
-        "document.documentElement.scrollWidth - document.documentElement.clientWidth <= 1", timeout=5_000
+        "() => document.documentElement.scrollWidth - document.documentElement.clientWidth <= 1",
+        timeout=5_000,
     )
     overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
     wide = page.evaluate(
@@ -88,13 +89,13 @@ def test_compare_and_trend_pages(page, live_server, django_user_model):
     page.wait_for_selector("#compare-costs")
     assert page.url.endswith(f"?runs={runs[0].code},{runs[2].code},{runs[1].code}")
     assert page.locator("#compare-runs li").first.get_attribute("data-run") == str(runs[0].code)
-    page.wait_for_function(f"({CANVAS_INK})('chart-costs') > 300", timeout=10_000)
-    page.wait_for_function(f"({CANVAS_INK})('chart-curves') > 300", timeout=10_000)
+    page.wait_for_function(f"() => ({CANVAS_INK})('chart-costs') > 300", timeout=10_000)
+    page.wait_for_function(f"() => ({CANVAS_INK})('chart-curves') > 300", timeout=10_000)
     page.select_option("#curve-arm", "tls_new")
-    page.wait_for_function(f"({CANVAS_INK})('chart-curves') > 300", timeout=10_000)
+    page.wait_for_function(f"() => ({CANVAS_INK})('chart-curves') > 300", timeout=10_000)
     page.screenshot(path=str(ARTIFACTS / "compare.png"), full_page=True)
     page.goto(f"{live_server.url}/runs/trend/{runs[0].target.code}/")
-    page.wait_for_function(f"({CANVAS_INK})('chart-trend') > 300", timeout=10_000)
+    page.wait_for_function(f"() => ({CANVAS_INK})('chart-trend') > 300", timeout=10_000)
     assert page.locator("#trend-table tbody tr").count() == 3
     page.screenshot(path=str(ARTIFACTS / "trend.png"), full_page=True)
     assert page.console_errors == []
@@ -120,7 +121,7 @@ def test_probed_run_shows_server_cpu_openssl_speed_and_projects_cores(page, live
     per_req = {"plain": 0.02, "tls": 0.03, "plain_new": 0.05, "tls_new": 0.65}
     run = make_run(user, arms=ARMS, seconds=8, summarize=True, server_cpu_ms=per_req, probes=probes)
     page.goto(f"{live_server.url}/runs/{run.code}/")
-    page.wait_for_function(f"({CANVAS_INK})('chart-server-cpu') > 300", timeout=10_000)
+    page.wait_for_function(f"() => ({CANVAS_INK})('chart-server-cpu') > 300", timeout=10_000)
     rows = page.locator("#server-cpu-table tbody tr")
     assert rows.count() == 4
     assert "+0.6300 (+3150.0%)" in page.inner_text("#server-cpu-table tr[data-arm=tls_new]")
@@ -130,7 +131,7 @@ def test_probed_run_shows_server_cpu_openssl_speed_and_projects_cores(page, live
     # The projection: typed inputs, the page's number equals the Python formula's.
     page.fill("#proj-rps", "5000")
     page.fill("#proj-new", "10")
-    page.wait_for_function("document.getElementById('projection-result').dataset.cores !== undefined")
+    page.wait_for_function("() => document.getElementById('projection-result').dataset.cores !== undefined")
     cores = float(page.get_attribute("#projection-result", "data-cores"))
     expected = projection.project_cores(
         projection.projection_inputs({k: {"server_cpu_ms_per_req": v} for k, v in per_req.items()}),

@@ -27,7 +27,7 @@ def test_form_to_report_with_a_drawn_chart(
     django_user_model.objects.create_user("alice", password="alice-pass-123")
     page.goto(f"{live_server.url}/runs/new/")
     assert "/accounts/login/" in page.url
-    page.fill("#id_username", "alice")
+    page.fill("#id_login", "alice")
     page.fill("#id_password", "alice-pass-123")
     page.click("button[type=submit]")
     page.wait_for_url(re.compile(r".*/runs/new/$"))
@@ -50,7 +50,7 @@ def test_form_to_report_with_a_drawn_chart(
     page.wait_for_url(re.compile(r".*/runs/[0-9a-f-]{36}/$"))
     # Live progress: the page polls and shows the worker measuring an arm.
     page.wait_for_function(
-        "document.getElementById('run-phase') && document.getElementById('run-phase').textContent.length > 0",
+        "() => (document.getElementById('run-phase') || {textContent: ''}).textContent.length > 0",
         timeout=60_000,
     )
     page.screenshot(path=str(ARTIFACTS / "run-progress.png"))
@@ -66,8 +66,8 @@ def test_form_to_report_with_a_drawn_chart(
         "plain_new",
         "tls_new",
     ]
-    page.wait_for_function(f"({CANVAS_INK})('chart-ttlb') > 500", timeout=10_000)
-    page.wait_for_function(f"({CANVAS_INK})('chart-gen') > 500", timeout=10_000)
+    page.wait_for_function(f"() => ({CANVAS_INK})('chart-ttlb') > 500", timeout=10_000)
+    page.wait_for_function(f"() => ({CANVAS_INK})('chart-gen') > 500", timeout=10_000)
     page.screenshot(path=str(ARTIFACTS / "run-report.png"), full_page=True)
     # The costs in words, with their verdicts: keep-alive TLS and the handshake (tls_new − plain_new).
     headline = page.inner_text("#costs .headline")

@@ -1,0 +1,168 @@
+"""Accounts on allauth: throttled logins, the demo login, sign-up switch, reset by e-mail, TOTP, headers."""
+
+from __future__ import annotations
+
+import re
+import time
+import types
+
+import pytest
+from allauth.core.internal import ratelimit
+from allauth.mfa.models import Authenticator
+from allauth.mfa.totp.internal.auth import SECRET_SESSION_KEY, format_hotp_value, hotp_value
+from django.core import mail
+from django.urls import reverse
+
+from portal.audit.models import AuditEvent
+from portal.runs.demo import DEMO_PASSWORD, DEMO_USER, ensure_demo_user
+
+pytestmark = pytest.mark.django_db
+
+LOGIN = "/accounts/login/"
+
+
+def log_in(client, login: str, password: str):
+    return client.post(LOGIN, {"login": login, "password": password})
+
+
+def logged_in(client) -> bool:
+    return "_auth_user_id" in client.session
+
+
+def test_sixty_wrong_passwords_are_throttled_and_the_right_one_waits_for_the_window(
+    client, owner, monkeypatch
+):
+    answers = [log_in(client, "owner", f"wrong-{i}") for i in range(60)]
+    refused = [
+        i
+        for i, r in enumerate(answers)
+        if r.status_code == 429 or b"Too many failed login attempts" in r.content
+    ]
+    # Five tries per login in five minutes, then every attempt is refused without checking the password.
+    assert refused == list(range(5, 60))
+    assert AuditEvent.objects.filter(kind="login_failed", actor_name="owner").count() == 5
+
+    response = log_in(client, "owner", "owner-pass-123")
+    assert not logged_in(client)
+    assert b"Too many failed login attempts" in response.content or response.status_code == 429
+
+    # Five minutes later the right password works again.
+    later = time.time() + 301
+    monkeypatch.setattr(
+        ratelimit,
+        "time",
+        types.SimpleNamespace(time=lambda: later, monotonic=time.monotonic, sleep=time.sleep),
+    )
+    response = log_in(client, "owner", "owner-pass-123")
+    assert response.status_code == 302 and response["Location"] == "/runs/"
+    assert logged_in(client)
+    assert AuditEvent.objects.filter(kind="login", actor__username="owner").count() == 1
+
+
+def test_the_demo_user_logs_in_with_the_printed_login(client):
+    ensure_demo_user()
+    response = log_in(client, DEMO_USER, DEMO_PASSWORD)
+    assert response.status_code == 302 and response["Location"] == "/runs/"
+    assert client.get("/runs/").status_code == 200
+
+
+def test_login_by_e_mail_address(client, django_user_model):
+    django_user_model.objects.create_user("dora", email="dora@example.org", password="dora-pass-123")
+    assert log_in(client, "dora@example.org", "dora-pass-123").status_code == 302
+    assert logged_in(client)
+
+
+def test_sign_up_is_the_operators_switch(client, settings, django_user_model):
+    data = {
+        "username": "erin",
+        "email": "erin@example.org",
+        "password1": "erin-long-pass-7",
+        "password2": "erin-long-pass-7",
+    }
+    settings.TOLLGATE_SIGNUP = False
+    assert b"Create an account" not in client.get(LOGIN).content
+    response = client.post("/accounts/signup/", data)
+    assert b"Sign Up Closed" in response.content
+    assert not django_user_model.objects.filter(username="erin").exists()
+
+    settings.TOLLGATE_SIGNUP = True
+    assert b"Create an account" in client.get(LOGIN).content
+    response = client.post("/accounts/signup/", data)
+    assert response.status_code == 302
+    assert django_user_model.objects.filter(username="erin").exists()
+    assert AuditEvent.objects.filter(kind="signup", actor_name="erin").exists()
+    # The address confirmation is mailed.
+    assert any("erin@example.org" in m.to for m in mail.outbox)
+
+
+def test_password_reset_by_e_mail(client, django_user_model):
+    django_user_model.objects.create_user("fay", email="fay@example.org", password="fay-old-pass-1")
+    response = client.post("/accounts/password/reset/", {"email": "fay@example.org"})
+    assert response.status_code == 302
+    assert len(mail.outbox) == 1
+    link = re.search(r"https?://[^/\s]+(/accounts/password/reset/key/\S+/)", mail.outbox[0].body).group(1)
+    response = client.get(link, follow=True)
+    form_url = response.redirect_chain[-1][0] if response.redirect_chain else link
+    new = "fay-new-pass-22"
+    response = client.post(form_url, {"password1": new, "password2": new})
+    assert response.status_code == 302
+    assert AuditEvent.objects.filter(kind="password_reset", actor_name="fay").exists()
+    client.logout()
+    assert log_in(client, "fay", "fay-old-pass-1").status_code == 200 and not logged_in(client)
+    assert log_in(client, "fay", new).status_code == 302 and logged_in(client)
+
+
+def test_totp_second_factor_can_be_enabled_and_is_asked_at_login(
+    client, owner, django_capture_on_commit_callbacks
+):
+    assert log_in(client, "owner", "owner-pass-123").status_code == 302
+    assert client.get("/accounts/2fa/").status_code == 200
+    # Changing the second factor asks for the password again first.
+    response = client.get("/accounts/2fa/totp/activate/")
+    assert response.status_code == 302 and response["Location"].startswith("/accounts/reauthenticate/")
+    response = client.post(response["Location"], {"password": "owner-pass-123"})
+    assert response.status_code == 302
+    response = client.get("/accounts/2fa/totp/activate/")
+    assert response.status_code == 200
+    assert b"data:image/svg+xml" in response.content  # the QR code, an image CSP allows
+    secret = client.session[SECRET_SESSION_KEY]
+    code = format_hotp_value(hotp_value(secret, int(time.time()) // 30))
+    with django_capture_on_commit_callbacks(execute=True):  # allauth signals after the commit
+        response = client.post("/accounts/2fa/totp/activate/", {"code": code})
+    assert response.status_code == 302
+    assert Authenticator.objects.filter(user=owner, type="totp").exists()
+    assert AuditEvent.objects.filter(kind="mfa_added", actor=owner).exists()
+
+    client.logout()
+    response = log_in(client, "owner", "owner-pass-123")
+    assert response.status_code == 302 and response["Location"] == "/accounts/2fa/authenticate/"
+    assert not logged_in(client)
+
+
+def test_security_headers(client, owner):
+    response = client.get(LOGIN)
+    policy = response["Content-Security-Policy"]
+    assert "unsafe-inline" not in policy and "unsafe-eval" not in policy
+    for directive in (
+        "default-src 'self'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "frame-ancestors 'none'",
+    ):
+        assert directive in policy
+    assert "camera=()" in response["Permissions-Policy"]
+    assert response["Cross-Origin-Opener-Policy"] == "same-origin"
+    assert response["X-Frame-Options"] == "DENY"
+    assert response["X-Content-Type-Options"] == "nosniff"
+
+
+def test_audit_page_is_for_operators(client, owner, django_user_model):
+    log_in(client, "owner", "wrong")
+    client.force_login(owner)
+    assert client.get(reverse("audit-list")).status_code == 403
+    operator = django_user_model.objects.create_user("op", password="op-pass-123", is_staff=True)
+    client.force_login(operator)
+    response = client.get(reverse("audit-list"))
+    assert response.status_code == 200
+    assert b"Failed login" in response.content
+    assert b"127.0.0.0/24" in response.content  # the network, not the address
