@@ -86,7 +86,7 @@ def _drive(run: Run) -> None:
     # Ownership is checked again before every run (docs/outbound-policy.md, "Verification"): until it
     # holds, the verification requests are all that is sent.
     urls = [arm.url for arm in config.arms]
-    if verification.origins_needing(urls):
+    if verification.origins_needing(urls, config.pinned):
         outcome = verification.verify(run.target, urls, config.pinned)
         if not outcome.verified:
             finish(run, Run.Status.FAILED, f"target not verified, nothing was sent: {outcome.error}")

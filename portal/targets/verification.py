@@ -28,9 +28,10 @@ def target_urls(target: Target) -> list[str]:
     return [url for url in (target.plain_url, target.tls_url) if url]
 
 
-def origins_needing(urls: list[str]) -> list[tuple[str, str]]:
+def origins_needing(urls: list[str], pins: dict[str, str] | None = None) -> list[tuple[str, str]]:
     """(url, pinned address) of the first URL of each origin that needs verification. Refused URLs
-    are left out: the outbound policy refuses them on its own."""
+    are left out: the outbound policy refuses them on its own. ``pins`` (the run's
+    ``EngineConfig.pinned``): judge the addresses checked at run start, never resolve again."""
     rule = outbound.policy()
     verify_networks = parse_networks(settings.TOLLGATE_VERIFY_NETWORKS)
     seen: dict[str, tuple[str, str]] = {}
@@ -38,12 +39,15 @@ def origins_needing(urls: list[str]) -> list[tuple[str, str]]:
         key = lib.origin(url)
         if key in seen:
             continue
-        decision = rule.check_url(url)
-        if not decision.allowed:
-            continue
-        addresses = [ipaddress.ip_address(a) for a in decision.addresses]
-        if lib.needs_verification(addresses, rule, verify_networks):
-            seen[key] = (url, decision.pinned)
+        if pins and pin_key(url) in pins:
+            addresses, pinned = [pins[pin_key(url)]], pins[pin_key(url)]
+        else:
+            decision = rule.check_url(url)
+            if not decision.allowed:
+                continue
+            addresses, pinned = decision.addresses, decision.pinned
+        if lib.needs_verification([ipaddress.ip_address(a) for a in addresses], rule, verify_networks):
+            seen[key] = (url, pinned)
     return list(seen.values())
 
 
@@ -66,10 +70,9 @@ def verify(target: Target, urls: list[str] | None = None, pins: dict[str, str] |
     """Fetch the token from every origin that needs it and store the outcome on the target. Only the
     verification requests are sent, to the addresses the policy checked (``pins``: the run's own,
     ``EngineConfig.pinned``, so the proof comes from the address that would receive the load)."""
-    needing = origins_needing(urls if urls is not None else target_urls(target))
+    needing = origins_needing(urls if urls is not None else target_urls(target), pins)
     errors, methods = [], set()
-    for url, checked in needing:
-        pinned = (pins or {}).get(pin_key(url), checked)
+    for url, pinned in needing:
         outcome = lib.verify_origin(url, pinned, target.verification_token)
         if outcome.verified:
             methods.add(outcome.method)

@@ -200,11 +200,6 @@ class Command(BaseCommand):
 
     def _run_form(self, options: dict, owner=None) -> RunForm:
         """The same form as the web page validates the CLI's values: one set of rules."""
-        if options.get("local_process") and not settings.TOLLGATE_LOCAL_PROBE:
-            raise CommandError(
-                "--local-process: the local process probe is off on this installation (it samples the "
-                "worker's own machine); an operator turns it on with TOLLGATE_LOCAL_PROBE=1"
-            )
         arrival = None if options["closed_loop"] else options["arrival_rate"]
         form = RunForm(
             data={
@@ -281,6 +276,11 @@ class Command(BaseCommand):
 
     def handle_run(self, options: dict) -> None:
         owner = self._owner(options["owner"])
+        if options.get("local_process") and not settings.TOLLGATE_LOCAL_PROBE:
+            raise CommandError(
+                "--local-process: the local process probe is off on this installation (it samples the "
+                "worker's own machine); an operator turns it on with TOLLGATE_LOCAL_PROBE=1"
+            )
         form = self._run_form(options, owner)
         ssh = self._ssh_form(options)
         run = self._create_run(owner, form, ssh, options)
