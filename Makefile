@@ -16,6 +16,8 @@ export CHROMIUM ?= /usr/bin/chromium
 demo test lint pytest: export TOLLGATE_DEMO = 1
 # The outbound address policy (README, Production): the demo, the tests and CI reach loopback only.
 demo test lint pytest: export TOLLGATE_ALLOW_NETWORKS = 127.0.0.0/8,::1/128
+# The local process probe samples this machine: on for the demo (and the tests), off by default.
+demo test lint pytest: export TOLLGATE_LOCAL_PROBE = 1
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: requirements.txt requirements-dev.txt

@@ -316,6 +316,16 @@ try:
     TOLLGATE_ALLOW_NETWORKS = [str(net) for net in netpolicy.parse_networks(envlist(netpolicy.ALLOW_ENV, ""))]
 except netpolicy.PolicyError as exc:
     raise ImproperlyConfigured(f"{netpolicy.ALLOW_ENV}: {exc}") from None
+# Ownership verification (portal/targets/verification.py): allow-listed ranges that are reachable but
+# still need the target verified (shared internal networks), and how long a verification counts.
+try:
+    _verify = envlist("TOLLGATE_VERIFY_NETWORKS", "")
+    TOLLGATE_VERIFY_NETWORKS = [str(net) for net in netpolicy.parse_networks(_verify)]
+except netpolicy.PolicyError as exc:
+    raise ImproperlyConfigured(f"TOLLGATE_VERIFY_NETWORKS: {exc}") from None
+TOLLGATE_VERIFICATION_MAX_AGE_DAYS = envint("TOLLGATE_VERIFICATION_MAX_AGE_DAYS", "30")
+# The local process probe samples the worker's own machine: an operator's choice (on in the demo).
+TOLLGATE_LOCAL_PROBE = envbool("TOLLGATE_LOCAL_PROBE", "false")
 # Pre-filled values of the run form (the demo points them at its own target).
 TOLLGATE_DEFAULT_PLAIN_URL = os.environ.get("TOLLGATE_DEFAULT_PLAIN_URL", "")
 TOLLGATE_DEFAULT_TLS_URL = os.environ.get("TOLLGATE_DEFAULT_TLS_URL", "")

@@ -16,4 +16,6 @@ import os
 LOOPBACK = "127.0.0.0/8,::1/128"
 
 os.environ.setdefault("TOLLGATE_DEMO", "1")
+# The demo samples its own target process on the generator host; tests of the default turn it off.
+os.environ.setdefault("TOLLGATE_LOCAL_PROBE", "1")
 os.environ["TOLLGATE_ALLOW_NETWORKS"] = LOOPBACK

@@ -19,6 +19,7 @@ from portal.runs.configs import engine_dict
 from portal.runs.live import PROGRESS_TTL_S, probing_key, progress_key
 from portal.runs.models import Run
 from portal.runs.reporting import store_summary
+from portal.targets import verification
 from portal.vault import SecretError
 from workers.driver import EngineProcess, Heartbeat
 from workers.probes import session as probing
@@ -82,6 +83,14 @@ def _drive(run: Run) -> None:
     except outbound.Refused as exc:
         finish(run, Run.Status.FAILED, f"refused by the outbound address policy: {exc}")
         return
+    # Ownership is checked again before every run (docs/outbound-policy.md, "Verification"): until it
+    # holds, the verification requests are all that is sent.
+    urls = [arm.url for arm in config.arms]
+    if verification.origins_needing(urls, config.pinned):
+        outcome = verification.verify(run.target, urls, config.pinned)
+        if not outcome.verified:
+            finish(run, Run.Status.FAILED, f"target not verified, nothing was sent: {outcome.error}")
+            return
     engine = EngineProcess(run, config, engine_limit_s(config))
     with Heartbeat(run) as heart:
         heart.on_cancel = engine.cancel

@@ -196,6 +196,7 @@ def run_demo(
     os.environ.setdefault("TOLLGATE_DEFAULT_TLS_URL", f"https://{host}:{tls_port}/1k")
     os.environ.setdefault("TOLLGATE_DEFAULT_VERIFY_TLS", "false")
     os.environ.setdefault("TOLLGATE_DEFAULT_LOCAL_PROCESS", PROCESS_NAME)
+    os.environ.setdefault("TOLLGATE_LOCAL_PROBE", "1")
     # The outbound address policy lets the demo reach its own target on loopback (and nothing else).
     os.environ.setdefault("TOLLGATE_ALLOW_NETWORKS", "127.0.0.0/8,::1/128")
     call_command("migrate", "--noinput", verbosity=0)

@@ -10,6 +10,8 @@ from portal.lib.protocol import ARM_SCHEMES, ARMS
 from portal.runs import defaults
 from portal.runs.inputs import MAX_HEADERS_FIELD, MAX_PATHS_FIELD, parse_headers, parse_paths, parse_status
 from portal.runs.scenarios import SavedSecrets, arm_origins, http_arms
+from portal.targets import verification
+from portal.targets.models import Target
 from portal.targets.validators import check_url, non_ascii, validate_process_name, validate_text
 
 ARM_LABELS = {
@@ -170,12 +172,18 @@ class RunForm(forms.Form):
         help_text="Optional name to reuse these settings later.",
     )
 
-    def __init__(self, *args, saved: SavedSecrets | None = None, **kwargs) -> None:
+    def __init__(self, *args, saved: SavedSecrets | None = None, owner=None, **kwargs) -> None:
         # saved: the sealed headers and credentials of the scenario the run starts from; a blank
         # field keeps them (they are never rendered back), for the origins they were saved for only.
         self.saved = saved
         self._secrets: dict = {}
+        # owner: whose targets the verification check looks at (None: no check, e.g. a scenario's form).
+        self.owner = owner
+        self.unverified_target: Target | None = None
         super().__init__(*args, **kwargs)
+        if not settings.TOLLGATE_LOCAL_PROBE:
+            # It samples the worker's own machine: the operator's choice (TOLLGATE_LOCAL_PROBE).
+            del self.fields["local_process"]
         # Limits come from settings so operators can change them without a code change.
         limits = {
             "users": settings.TOLLGATE_MAX_USERS,
@@ -224,7 +232,18 @@ class RunForm(forms.Form):
                 self.add_error(field, f"Required for the arm(s) {', '.join(needing)}.")
         if not any(name in self.errors for name in SECRET_INPUTS):
             self._clean_secrets(data)
+        if self.owner is not None and not any(name in self.errors for name in ("plain_url", "tls_url")):
+            self._clean_verification(data)
         return data
+
+    def _clean_verification(self, data: dict) -> None:
+        """No load on an address outside the allow-list before the target is verified."""
+        urls = [data.get("plain_url") or "", data.get("tls_url") or ""]
+        target = Target.objects.filter(owner=self.owner, plain_url=urls[0], tls_url=urls[1]).first()
+        problem = verification.form_problem(target, [url for url in urls if url])
+        if problem:
+            self.unverified_target = target
+            self.add_error(None, problem)
 
     def _clean_auth(self, data: dict) -> None:
         auth = data.get("auth_type") or "none"

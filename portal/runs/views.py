@@ -203,7 +203,7 @@ def runs_new(request: HttpRequest) -> HttpResponse:
         # fields are left blank (they are never rendered back into the form).
         code = request.POST.get("scenario")
         base = find_scenario(scenarios, code)
-        form = RunForm(request.POST, saved=SavedSecrets.of(base))
+        form = RunForm(request.POST, saved=SavedSecrets.of(base), owner=request.user)
         if code and base is None:
             form.add_error(None, "The saved scenario was not found (deleted, or not yours): start again.")
         if form.is_valid():

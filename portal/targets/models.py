@@ -12,6 +12,7 @@ from uuid import uuid4
 from django.conf import settings
 from django.db import models
 
+from portal.lib.verification import new_token
 from portal.targets.validators import validate_process_name
 
 
@@ -26,6 +27,12 @@ class Target(models.Model):
     baseline = models.ForeignKey(
         "runs.Run", models.SET_NULL, null=True, blank=True, related_name="baseline_of", db_constraint=True
     )
+    # Ownership verification (portal/targets/verification.py): the token the target's origins serve,
+    # when and how it was last seen, and why the last attempt failed.
+    verification_token = models.CharField(max_length=64, default=new_token, editable=False)
+    verified_at = models.DateTimeField(null=True, blank=True)
+    verified_by_method = models.CharField(max_length=16, blank=True)  # "file" or "header"
+    verification_error = models.TextField(blank=True)
 
     class Meta:
         constraints = [

@@ -12,8 +12,11 @@ from portal import vault
 from portal.audit import log as audit
 from portal.audit.models import AuditEvent
 from portal.lib.sshkeys import generate_key, key_from_known_hosts, public_line
+from portal.lib.verification import HEADER, WELL_KNOWN_PATH
+from portal.lib.verification import origin as lib_origin
 from portal.runs import services
 from portal.runs.access import targets_for
+from portal.targets import verification
 from portal.targets.forms import SshAccessForm, TargetForm
 from portal.targets.models import SshAccess
 from portal.targets.naming import labels_of
@@ -77,6 +80,30 @@ def ssh_settings(request: HttpRequest, code) -> HttpResponse:
 
 
 @login_required
+@require_http_methods(["GET", "POST"])
+def target_verification(request: HttpRequest, code) -> HttpResponse:
+    """The token and how to serve it; POST (Verify now) fetches it, sending nothing else."""
+    target = get_object_or_404(targets_for(request.user), code=code)
+    if request.method == "POST":
+        outcome = verification.verify(target)
+        if outcome.verified:
+            messages.info(request, f"Verified ({outcome.method}).")
+        else:
+            messages.error(request, f"Not verified: {outcome.error}")
+        return redirect("target-verification", code=target.code)
+    urls = verification.target_urls(target)
+    ctx = {
+        "target": target,
+        "state": verification.status(target),
+        "expires": verification.expires_at(target),
+        "origins": [lib_origin(url) for url, _ in verification.origins_needing(urls)],
+        "path": WELL_KNOWN_PATH,
+        "header": HEADER,
+    }
+    return render(request, "targets/verification.html", ctx)
+
+
+@login_required
 @require_POST
 def ssh_forget_host_key(request: HttpRequest, code) -> HttpResponse:
     target = get_object_or_404(targets_for(request.user), code=code)
@@ -99,6 +126,9 @@ def targets_list(request: HttpRequest) -> HttpResponse:
             target = services.get_or_create_target(
                 request.user, data["name"], data["plain_url"], data["tls_url"]
             )
+            if verification.status(target) in (verification.UNVERIFIED, verification.EXPIRED):
+                messages.info(request, f"Target {target.name} is added; verify it before the first run.")
+                return redirect("target-verification", code=target.code)
             messages.info(request, f"Target {target.name} is ready; give it SSH access for server probes.")
             return redirect("target-ssh", code=target.code)
     else:

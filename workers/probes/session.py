@@ -14,6 +14,7 @@ import socket
 import subprocess
 import time
 
+from django.conf import settings
 from django.utils import timezone
 
 from portal import outbound, vault
@@ -66,7 +67,10 @@ class ProbeSession:
             except Exception as exc:  # noqa: BLE001 - a probe never fails the run
                 log.exception("run %s: probe start failed", self.run.code)
                 self.errors.append(f"server probe: {type(exc).__name__}: {exc}")
-        if self.options.get("local_process"):
+        if self.options.get("local_process") and not settings.TOLLGATE_LOCAL_PROBE:
+            # Stored before the operator turned it off, or not through the form: never sampled.
+            self.errors.append("local probe: off on this installation (TOLLGATE_LOCAL_PROBE); not sampled")
+        elif self.options.get("local_process"):
             try:
                 self.local_sampler = CpuSampler.local(self.options["local_process"])
             except ProbeError as exc:

@@ -198,7 +198,8 @@ class CpuSampler:
 
     @classmethod
     def over_ssh(cls, session: SshSession, process: str, interval_s: float = 1.0) -> CpuSampler:
-        lines, close = session.stream(sampler_script(process, interval_s))
+        script = sampler_script(process, interval_s)  # checks the name before anything is sent
+        lines, close = session.stream(script)
         return cls(lines, close).start()
 
     @classmethod

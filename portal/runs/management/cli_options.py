@@ -35,6 +35,7 @@ SSH_OPTIONS = {
 
 def problems(form, names: dict[str, str]) -> str:
     """A form's errors in one line, each under the option that filled the field."""
+    names = {"__all__": "target", **names}
     return "; ".join(
         f"{names.get(field, '--' + field.replace('_', '-'))}: {' '.join(errors)}"
         for field, errors in form.errors.items()

@@ -171,7 +171,7 @@ class Command(BaseCommand):
             return {"auth_type": "bearer", "auth_secret": value}
         return {"auth_type": "none"}
 
-    def _run_form(self, options: dict) -> RunForm:
+    def _run_form(self, options: dict, owner=None) -> RunForm:
         """The same form as the web page validates the CLI's values: one set of rules."""
         arrival = None if options["closed_loop"] else options["arrival_rate"]
         form = RunForm(
@@ -198,7 +198,8 @@ class Command(BaseCommand):
                 "local_process": options.get("local_process") or "",
                 "send_credentials_over_http": options["send_credentials_over_http"],
                 **self._auth(options),
-            }
+            },
+            owner=owner,
         )
         if not form.is_valid():
             raise CommandError(f"invalid options: {cli_options.problems(form, cli_options.RUN_OPTIONS)}")
@@ -248,7 +249,12 @@ class Command(BaseCommand):
 
     def handle_run(self, options: dict) -> None:
         owner = self._owner(options["owner"])
-        form = self._run_form(options)
+        if options.get("local_process") and not settings.TOLLGATE_LOCAL_PROBE:
+            raise CommandError(
+                "--local-process: the local process probe is off on this installation (it samples the "
+                "worker's own machine); an operator turns it on with TOLLGATE_LOCAL_PROBE=1"
+            )
+        form = self._run_form(options, owner)
         ssh = self._ssh_form(options)
         run = self._create_run(owner, form, ssh, options)
         per_arm_s = form.cleaned_data["warmup_s"] + form.cleaned_data["duration_s"]

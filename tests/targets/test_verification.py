@@ -1,0 +1,216 @@
+"""Ownership verification against real local servers on 127.0.0.65-70, a range the tests declare
+reachable but still to be verified (TOLLGATE_VERIFY_NETWORKS); every request counted server-side."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from portal.lib.verification import HEADER, WELL_KNOWN_PATH
+from portal.runs import services
+from portal.runs.forms import RunForm
+from portal.runs.models import Run
+from portal.targets import verification
+from tests.servers import LocalServer
+from workers import runner
+
+VERIFY = "127.0.0.64/26"
+
+
+class TokenSite:
+    """Serves the pages, and the well-known file or header as told; remembers each path asked."""
+
+    def __init__(self) -> None:
+        self.file = b""
+        self.header = ""
+        self.redirect_to = ""
+        self.paths: list[str] = []
+
+    def __call__(self, request):
+        self.paths.append(request.path)
+        if self.redirect_to:
+            return 302, {"Location": self.redirect_to}, b""
+        headers = {HEADER: self.header} if self.header else {}
+        if request.path == WELL_KNOWN_PATH:
+            return (
+                (200, {**headers, "Content-Type": "text/plain"}, self.file)
+                if self.file
+                else (404, headers, b"")
+            )
+        return 200, {**headers, "Content-Type": "text/html"}, b"x" * 1024
+
+
+@pytest.fixture(autouse=True)
+def _verify_range(settings):
+    settings.TOLLGATE_VERIFY_NETWORKS = [VERIFY]
+
+
+@pytest.fixture
+def site():
+    app = TokenSite()
+    server = LocalServer(app=app, host="127.0.0.65").start()
+    server.app = app
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def elsewhere():
+    server = LocalServer(host="127.0.0.66").start()
+    yield server
+    server.stop()
+
+
+def _target(owner, server):
+    return services.get_or_create_target(owner, "site", server.url("/1k"), "")
+
+
+@pytest.mark.django_db
+def test_the_token_file_verifies(owner, site):
+    target = _target(owner, site)
+    assert verification.status(target) == verification.UNVERIFIED
+    site.app.file = f"someone-else\n{target.verification_token}\n".encode()
+    outcome = verification.verify(target)
+    assert outcome.verified and outcome.method == "file"
+    target.refresh_from_db()
+    assert target.verified_at and target.verified_by_method == "file"
+    assert verification.status(target) == verification.VERIFIED
+    assert site.app.paths == [WELL_KNOWN_PATH]
+
+
+@pytest.mark.django_db
+def test_the_header_verifies(owner, site):
+    target = _target(owner, site)
+    site.app.header = target.verification_token
+    assert verification.verify(target).method == "header"
+
+
+@pytest.mark.django_db
+def test_a_wrong_token_is_refused_with_the_reason(owner, site):
+    target = _target(owner, site)
+    site.app.file = b"tollgate-not-this-one\n"
+    outcome = verification.verify(target)
+    assert not outcome.verified and "does not contain this target's token" in outcome.error
+    target.refresh_from_db()
+    assert target.verified_at is None and "does not contain" in target.verification_error
+
+
+@pytest.mark.django_db
+def test_a_missing_file_is_refused(owner, site):
+    target = _target(owner, site)
+    outcome = verification.verify(target)
+    assert not outcome.verified and "answered HTTP 404" in outcome.error
+    assert f"no {HEADER} header" in outcome.error
+
+
+@pytest.mark.django_db
+def test_a_redirect_to_another_host_is_not_followed(owner, site, elsewhere):
+    target = _target(owner, site)
+    elsewhere_token = elsewhere.url(WELL_KNOWN_PATH)
+    site.app.redirect_to = elsewhere_token
+    outcome = verification.verify(target)
+    assert not outcome.verified and "another origin: not followed" in outcome.error
+    assert elsewhere.counters.snapshot()["requests"] == 0
+
+
+@pytest.mark.django_db
+def test_a_same_origin_redirect_is_followed(owner, django_user_model):
+    app = TokenSite()
+    server = LocalServer(app=app, host="127.0.0.67").start()
+    try:
+        target = _target(owner, server)
+
+        def moved(request):
+            if request.path == WELL_KNOWN_PATH:
+                app.paths.append(request.path)
+                return 301, {"Location": "/token.txt"}, b""
+            app.paths.append(request.path)
+            return 200, {}, target.verification_token.encode()
+
+        server.httpd.app = moved
+        assert verification.verify(target).verified
+        assert app.paths == [WELL_KNOWN_PATH, "/token.txt"]
+    finally:
+        server.stop()
+
+
+@pytest.mark.django_db
+def test_an_expired_verification_no_longer_counts(owner, site, settings):
+    settings.TOLLGATE_VERIFICATION_MAX_AGE_DAYS = 30
+    target = _target(owner, site)
+    target.verified_at = timezone.now() - timedelta(days=31)
+    target.save()
+    assert verification.status(target) == verification.EXPIRED
+    form = RunForm({"plain_url": site.url("/1k"), "arms": ["plain"], **FORM}, owner=owner)
+    assert not form.is_valid() and "verification expired" in form.non_field_errors()[0]
+    site.app.file = target.verification_token.encode()
+    assert verification.verify(target).verified
+    assert RunForm({"plain_url": site.url("/1k"), "arms": ["plain"], **FORM}, owner=owner).is_valid()
+
+
+FORM = {"users": 1, "spawn_rate": 10, "warmup_s": 0, "duration_s": 1}
+
+
+@pytest.mark.django_db
+def test_allow_listed_networks_skip_verification(owner, plain_server):
+    target = _target(owner, plain_server)  # 127.0.0.1: allow-listed, outside TOLLGATE_VERIFY_NETWORKS
+    assert verification.status(target) == verification.NOT_NEEDED
+    assert RunForm({"plain_url": plain_server.url("/1k"), "arms": ["plain"], **FORM}, owner=owner).is_valid()
+
+
+@pytest.mark.django_db
+def test_the_form_refuses_an_unverified_target(owner, site):
+    form = RunForm({"plain_url": site.url("/1k"), "arms": ["plain"], **FORM}, owner=owner)
+    assert not form.is_valid() and "must be verified" in form.non_field_errors()[0]
+    _target(owner, site)
+    form = RunForm({"plain_url": site.url("/1k"), "arms": ["plain"], **FORM}, owner=owner)
+    assert not form.is_valid() and "is not verified" in form.non_field_errors()[0]
+    assert site.counters.snapshot()["requests"] == 0  # the form itself sends nothing
+
+
+def _run(owner, target, url):
+    config = {"arms": [{"name": "plain", "url": url}], "users": 1, "spawn_rate": 10, "warmup_s": 0.2}
+    return services.create_run(owner, target, {**config, "duration_s": 1.0, "verify_tls": False})
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_on_an_unverified_target_sends_nothing_but_the_check(owner, site):
+    target = _target(owner, site)
+    run = runner.execute_run(_run(owner, target, site.url("/1k")).pk)
+    assert run.status == Run.Status.FAILED and "target not verified" in run.error
+    # The well-known file, then the target URL once for the header: nothing else.
+    assert site.app.paths == [WELL_KNOWN_PATH, "/1k"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_worker_checks_again_before_each_run(owner, site):
+    target = _target(owner, site)
+    site.app.file = target.verification_token.encode()
+    assert verification.verify(target).verified
+    site.app.file = b""  # the token is gone: the stored verification does not carry the next run
+    run = runner.execute_run(_run(owner, target, site.url("/1k")).pk)
+    assert run.status == Run.Status.FAILED and "answered HTTP 404" in run.error
+    target.refresh_from_db()
+    assert target.verified_at is None
+    site.app.file = target.verification_token.encode()
+    site.app.paths.clear()
+    run = runner.execute_run(_run(owner, target, site.url("/1k")).pk)
+    assert run.status == Run.Status.SUCCEEDED, run.error
+    assert site.app.paths[0] == WELL_KNOWN_PATH and site.app.paths.count("/1k") > 1
+
+
+@pytest.mark.django_db
+def test_the_verification_page_and_verify_now(client, owner, outsider, site):
+    target = _target(owner, site)
+    url = f"/targets/{target.code}/verification/"
+    client.force_login(outsider)
+    assert client.get(url).status_code == 404
+    assert client.post(url).status_code == 404
+    client.force_login(owner)
+    page = client.get(url).content.decode()
+    assert target.verification_token in page and WELL_KNOWN_PATH in page and 'data-state="unverified"' in page
+    site.app.file = target.verification_token.encode()
+    assert client.post(url).status_code == 302
+    assert 'data-state="verified"' in client.get(url).content.decode()
