@@ -7,6 +7,7 @@ urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("runs/", include("portal.runs.urls")),
     path("targets/", include("portal.targets.urls")),
+    path("projects/", include("portal.projects.urls")),
     path("admin/", admin.site.urls),
 ]
 

@@ -18,6 +18,7 @@ from django.core.management import call_command
 
 from portal.lib.certs import make_self_signed
 from portal.lib.demo_target import PROCESS_NAME
+from portal.projects.models import personal_project
 
 DEMO_USER = "demo"
 DEMO_PASSWORD = "tollgate-demo"  # noqa: S105 - the demo's published login, printed on start
@@ -124,6 +125,7 @@ def ensure_demo_user() -> None:
     if created or not user.check_password(DEMO_PASSWORD):
         user.set_password(DEMO_PASSWORD)
         user.save()
+    personal_project(user)  # where the demo's runs go
 
 
 def _celery(*args: str) -> list[str]:

@@ -4,14 +4,15 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
 from portal import vault
 from portal.lib.sshkeys import generate_key, key_from_known_hosts, public_line
+from portal.projects.models import Role
 from portal.runs import services
-from portal.runs.access import targets_for
+from portal.runs.access import current_project, get_target_for_user, require_role, targets_for
 from portal.targets.forms import SshAccessForm, TargetForm
 from portal.targets.models import SshAccess
 from portal.targets.naming import labels_of
@@ -20,7 +21,9 @@ from portal.targets.naming import labels_of
 @login_required
 @require_http_methods(["GET", "POST"])
 def ssh_settings(request: HttpRequest, code) -> HttpResponse:
-    target = get_object_or_404(targets_for(request.user), code=code)
+    # SSH credentials are the project owners' business: members and viewers get 403.
+    target, role = get_target_for_user(request, code)
+    require_role(role, Role.OWNER)
     access = SshAccess.objects.filter(target=target).first()
     if request.method == "POST":
         form = SshAccessForm(request.POST, has_key=access is not None)
@@ -68,7 +71,8 @@ def ssh_settings(request: HttpRequest, code) -> HttpResponse:
 @login_required
 @require_POST
 def ssh_forget_host_key(request: HttpRequest, code) -> HttpResponse:
-    target = get_object_or_404(targets_for(request.user), code=code)
+    target, role = get_target_for_user(request, code)
+    require_role(role, Role.OWNER)
     SshAccess.objects.filter(target=target).update(known_hosts="", host_key_fingerprint="", pinned_at=None)
     messages.info(request, "The pinned host key is forgotten; the next probe pins the key it sees.")
     return redirect("target-ssh", code=target.code)
@@ -77,20 +81,30 @@ def ssh_forget_host_key(request: HttpRequest, code) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def targets_list(request: HttpRequest) -> HttpResponse:
+    project, role = current_project(request)
     targets = (
-        targets_for(request.user).annotate(run_count=Count("runs")).select_related("ssh").order_by("name")
+        targets_for(request.user)
+        .filter(project=project)
+        .annotate(run_count=Count("runs"))
+        .select_related("ssh")
+        .order_by("name")
     )
     if request.method == "POST":
+        require_role(role, Role.MEMBER)
         form = TargetForm(request.POST)
         if form.is_valid():
             data = form.cleaned_data
-            target = services.get_or_create_target(
-                request.user, data["name"], data["plain_url"], data["tls_url"]
-            )
+            target = services.get_or_create_target(project, data["name"], data["plain_url"], data["tls_url"])
             messages.info(request, f"Target {target.name} is ready; give it SSH access for server probes.")
             return redirect("target-ssh", code=target.code)
     else:
         form = TargetForm()
     targets = list(targets)
-    ctx = {"targets": targets, "form": form, "target_labels": labels_of(targets)}
+    ctx = {
+        "targets": targets,
+        "form": form,
+        "target_labels": labels_of(targets),
+        "can_write": role != Role.VIEWER,
+        "is_owner": role == Role.OWNER,
+    }
     return render(request, "targets/list.html", ctx)

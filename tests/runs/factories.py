@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.utils import timezone
 
 from portal.lib import hdr
+from portal.projects.models import personal_project
 from portal.runs.models import ArmResult, Run
 from portal.targets.models import Target
 
@@ -34,7 +35,7 @@ def make_run(
     ``server_cpu_ms``: server CPU-ms per request per arm, stored as a probe's 10-point window;
     ``local_cpu_ms``: the same for a local process sampled on the generator host."""
     target, _ = Target.objects.get_or_create(
-        owner=owner,
+        project=personal_project(owner),
         plain_url=f"http://127.0.0.1:1/{target_name}",
         tls_url=f"https://127.0.0.1:2/{target_name}",
         defaults={"name": target_name},
@@ -52,6 +53,7 @@ def make_run(
     }
     now = timezone.now()
     run = Run.objects.create(
+        project_id=target.project_id,
         owner=owner,
         target=target,
         config=config,

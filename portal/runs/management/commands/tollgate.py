@@ -19,6 +19,7 @@ from django.utils import timezone
 from portal import vault
 from portal.lib import evidence
 from portal.lib.sshkeys import key_from_known_hosts, public_line
+from portal.projects import cli as project_cli
 from portal.runs import reporting, services
 from portal.runs.demo import run_demo, start_demo_target, stop_processes
 from portal.runs.forms import RunForm
@@ -75,6 +76,7 @@ class Command(BaseCommand):
         run = sub.add_parser("run", help="benchmark through the engine, store the run, print the report")
         _add_run_arguments(run)
         _add_probe_arguments(run.add_argument_group("server probes over SSH"))
+        project_cli.add_arguments(sub)
         sub.add_parser(
             "rotate-secrets", help="re-encrypt every stored secret with the first key of TOLLGATE_SECRET_KEYS"
         )
@@ -92,6 +94,8 @@ class Command(BaseCommand):
         action = options["action"]
         if action == "run":
             self.handle_run(options)
+        elif action == "project":
+            self.stdout.write(project_cli.handle(options))
         elif action == "demo-target":
             self.handle_demo_target(options)
         elif action == "rotate-secrets":
@@ -228,7 +232,10 @@ class Command(BaseCommand):
         # half-created stays behind whatever fails.
         with transaction.atomic():
             target = services.get_or_create_target(
-                owner, form.target_name_or_default(), data.get("plain_url"), data.get("tls_url")
+                project_cli.project_for_run(owner, options["project"]),
+                form.target_name_or_default(),
+                data.get("plain_url"),
+                data.get("tls_url"),
             )
             if ssh is not None:
                 self._store_ssh(target, ssh, options.get("server_process") or "")
@@ -369,7 +376,8 @@ def _add_run_arguments(run: CommandParser) -> None:
     run.add_argument("--arrival-rate", type=float, help="open loop: total requests/s on a fixed schedule")
     run.add_argument("--rounds", type=int, default=1, help="interleaved rounds of all arms (A B C A B C …)")
     run.add_argument("--no-follow-redirects", action="store_true", help="measure redirects as answered")
-    run.add_argument("--owner", default="", help="username owning the run (default: first superuser)")
+    run.add_argument("--owner", default="", help="username starting the run (default: first superuser)")
+    run.add_argument("--project", default="", help="project of the run (default: the user's personal one)")
     run.add_argument(
         "--name", default="", help="target name (default: the host, with port and path when not the defaults)"
     )
