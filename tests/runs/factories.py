@@ -29,13 +29,15 @@ def make_run(
     server_cpu_ms: dict[str, float] | None = None,
     probes: dict | None = None,
     local_cpu_ms: dict[str, float] | None = None,
+    project=None,
 ) -> Run:
     """``seconds``: also store a per-second series (that many points, each at the arm's median), so
     costs get per-second intervals; ``summarize``: write the run's summary as a finished run has;
     ``server_cpu_ms``: server CPU-ms per request per arm, stored as a probe's 10-point window;
-    ``local_cpu_ms``: the same for a local process sampled on the generator host."""
+    ``local_cpu_ms``: the same for a local process sampled on the generator host; ``project``: where
+    the run and its target go (default: the owner's personal project)."""
     target, _ = Target.objects.get_or_create(
-        project=personal_project(owner),
+        project=project or personal_project(owner),
         plain_url=f"http://127.0.0.1:1/{target_name}",
         tls_url=f"https://127.0.0.1:2/{target_name}",
         defaults={"name": target_name},
