@@ -111,6 +111,7 @@ INSTALLED_APPS = [
     "allauth.mfa",
     "csp",
     "portal.audit",
+    "portal.projects",
     "portal.targets",
     "portal.runs",
 ]
@@ -181,6 +182,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "portal.accounts.signup_context",
+                "portal.projects.context_processors.projects",
             ],
         },
     },

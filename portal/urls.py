@@ -8,6 +8,7 @@ urlpatterns = [
     path("audit/", include("portal.audit.urls")),
     path("runs/", include("portal.runs.urls")),
     path("targets/", include("portal.targets.urls")),
+    path("projects/", include("portal.projects.urls")),
     path("admin/", admin.site.urls),
 ]
 

@@ -18,6 +18,7 @@ from django.core.management import call_command
 
 from portal.lib.certs import make_self_signed
 from portal.lib.demo_target import PROCESS_NAME
+from portal.projects.models import personal_project
 
 GUNICORN_TLS_CONFIG = "python:portal.lib.demo_gunicorn"
 DEMO_USER = "demo"
@@ -131,6 +132,7 @@ def ensure_demo_user() -> None:
     if created or not user.check_password(DEMO_PASSWORD):
         user.set_password(DEMO_PASSWORD)
         user.save()
+    personal_project(user)  # where the demo's runs go
 
 
 def _celery(*args: str) -> list[str]:

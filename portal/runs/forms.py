@@ -172,13 +172,13 @@ class RunForm(forms.Form):
         help_text="Optional name to reuse these settings later.",
     )
 
-    def __init__(self, *args, saved: SavedSecrets | None = None, owner=None, **kwargs) -> None:
+    def __init__(self, *args, saved: SavedSecrets | None = None, project=None, **kwargs) -> None:
         # saved: the sealed headers and credentials of the scenario the run starts from; a blank
         # field keeps them (they are never rendered back), for the origins they were saved for only.
         self.saved = saved
         self._secrets: dict = {}
-        # owner: whose targets the verification check looks at (None: no check, e.g. a scenario's form).
-        self.owner = owner
+        # project: whose targets the verification check looks at (None: no check, e.g. a scenario's form).
+        self.project = project
         self.unverified_target: Target | None = None
         super().__init__(*args, **kwargs)
         if not settings.TOLLGATE_LOCAL_PROBE:
@@ -232,14 +232,14 @@ class RunForm(forms.Form):
                 self.add_error(field, f"Required for the arm(s) {', '.join(needing)}.")
         if not any(name in self.errors for name in SECRET_INPUTS):
             self._clean_secrets(data)
-        if self.owner is not None and not any(name in self.errors for name in ("plain_url", "tls_url")):
+        if self.project is not None and not any(name in self.errors for name in ("plain_url", "tls_url")):
             self._clean_verification(data)
         return data
 
     def _clean_verification(self, data: dict) -> None:
         """No load on an address outside the allow-list before the target is verified."""
         urls = [data.get("plain_url") or "", data.get("tls_url") or ""]
-        target = Target.objects.filter(owner=self.owner, plain_url=urls[0], tls_url=urls[1]).first()
+        target = Target.objects.filter(project=self.project, plain_url=urls[0], tls_url=urls[1]).first()
         problem = verification.form_problem(target, [url for url in urls if url])
         if problem:
             self.unverified_target = target

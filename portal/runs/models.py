@@ -22,6 +22,8 @@ class Run(models.Model):
     TERMINAL = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED)
 
     code = models.UUIDField(default=uuid4, unique=True, editable=False)
+    project = models.ForeignKey("projects.Project", models.CASCADE, related_name="runs")
+    # Who started it: a member may delete the runs they started.
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="runs")
     target = models.ForeignKey(Target, models.CASCADE, related_name="runs")
     scenario = models.ForeignKey(Scenario, models.SET_NULL, null=True, blank=True, related_name="runs")
@@ -49,8 +51,8 @@ class Run(models.Model):
     class Meta:
         ordering = ["-created"]
         indexes = [
-            # Runs list: an owner's runs, newest first.
-            models.Index(fields=["owner", "-created"], name="run_owner_created_idx"),
+            # Runs list: a project's runs, newest first.
+            models.Index(fields=["project", "-created"], name="run_project_created_idx"),
             # Reaper: running runs by heartbeat.
             models.Index(
                 fields=["heartbeat"], condition=Q(status="running"), name="run_running_heartbeat_idx"

@@ -8,9 +8,10 @@ from portal.runs.models import Run
 from portal.targets.models import Scenario, Target
 
 
-def get_or_create_target(owner, name: str, plain_url: str, tls_url: str) -> Target:
+def get_or_create_target(project, name: str, plain_url: str, tls_url: str) -> Target:
+    """The project's target for this URL pair (made on first use), so runs group by target."""
     target, _ = Target.objects.get_or_create(
-        owner=owner, plain_url=plain_url or "", tls_url=tls_url or "", defaults={"name": name}
+        project=project, plain_url=plain_url or "", tls_url=tls_url or "", defaults={"name": name}
     )
     return target
 
@@ -25,7 +26,15 @@ def create_run(
     secrets: dict | None = None,
 ) -> Run:
     """``secrets`` (``{"headers": {...}, "auth": {"type", "user", "secret"}}``) are encrypted into the
-    run's config; the plaintext is never stored."""
+    run's config; the plaintext is never stored. The run belongs to its target's project; ``owner``
+    is who started it."""
     config = seal_into(config, secrets or {})
     EngineConfig.from_dict(engine_dict(config))  # the engine must accept it; raises ValueError otherwise
-    return Run.objects.create(owner=owner, target=target, scenario=scenario, config=config, source=source)
+    return Run.objects.create(
+        project_id=target.project_id,
+        owner=owner,
+        target=target,
+        scenario=scenario,
+        config=config,
+        source=source,
+    )

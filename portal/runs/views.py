@@ -17,8 +17,18 @@ from django.utils.dateparse import parse_date
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from portal.lib import compare, costs, evidence, validity
+from portal.projects.models import Role
 from portal.runs import dispatch, exports, reporting, services
-from portal.runs.access import get_run_for_user, runs_for, scenarios_for, targets_for
+from portal.runs.access import (
+    can,
+    current_project,
+    get_run_for_user,
+    may_delete_run,
+    require_role,
+    runs_for,
+    scenarios_for,
+    targets_for,
+)
 from portal.runs.forms import RunForm
 from portal.runs.live import progress_data
 from portal.runs.models import Run
@@ -43,10 +53,11 @@ SORTS = {
 @login_required
 @require_GET
 def runs_list(request: HttpRequest) -> HttpResponse:
-    # Queries: the page of runs with their targets (1), the count for the paginator (1), the
-    # targets for the filter (1).
-    runs = runs_for(request.user).select_related("target")
-    targets = list(targets_for(request.user).order_by("name"))
+    # Queries: the current project (1), the page of runs with their targets (1), the count for the
+    # paginator (1), the targets for the filter (1). The run list shows the current project only.
+    project, _ = current_project(request)
+    runs = runs_for(request.user).filter(project=project).select_related("target")
+    targets = list(targets_for(request.user).filter(project=project).order_by("name"))
     chosen = {key: request.GET.get(key, "") for key in ("target", "status", "since", "until", "sort")}
     errors = []
     if chosen["target"]:
@@ -197,17 +208,20 @@ def target_trend(request: HttpRequest, target) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def runs_new(request: HttpRequest) -> HttpResponse:
-    scenarios = scenarios_for(request.user).select_related("target")
+    # A run is made in the current project: starting one needs the member role there.
+    project, role = current_project(request)
+    require_role(role, Role.MEMBER)
+    scenarios = scenarios_for(request.user).filter(project=project).select_related("target")
     if request.method == "POST":
         # A run started from a saved scenario keeps the scenario's sealed secrets when the secret
         # fields are left blank (they are never rendered back into the form).
         code = request.POST.get("scenario")
         base = find_scenario(scenarios, code)
-        form = RunForm(request.POST, saved=SavedSecrets.of(base), owner=request.user)
+        form = RunForm(request.POST, saved=SavedSecrets.of(base), project=project)
         if code and base is None:
             form.add_error(None, "The saved scenario was not found (deleted, or not yours): start again.")
         if form.is_valid():
-            run = _start_run(request, form, base)
+            run = _start_run(request, project, form, base)
             return redirect("runs-detail", code=run.code)
     else:
         initial = {}
@@ -228,18 +242,18 @@ def runs_new(request: HttpRequest) -> HttpResponse:
     return render(request, "runs/new.html", ctx)
 
 
-def _start_run(request: HttpRequest, form: RunForm, base: Scenario | None) -> Run:
+def _start_run(request: HttpRequest, project, form: RunForm, base: Scenario | None) -> Run:
     """Target, scenario (when saved) and run in one transaction; queued once it commits."""
     data = form.cleaned_data
     secrets, config = form.secrets(), form.engine_config()
     with transaction.atomic():
         target = services.get_or_create_target(
-            request.user, form.target_name_or_default(), data.get("plain_url"), data.get("tls_url")
+            project, form.target_name_or_default(), data.get("plain_url"), data.get("tls_url")
         )
         scenario = base
         if data.get("save_as"):
             scenario, _ = Scenario.objects.update_or_create(
-                owner=request.user,
+                project=project,
                 name=data["save_as"],
                 defaults={"target": target, "config": scenario_config(data, form.data, config, secrets)},
             )
@@ -269,10 +283,11 @@ COST_LABELS = {
 @login_required
 @require_GET
 def runs_detail(request: HttpRequest, code) -> HttpResponse:
-    run, can_write = get_run_for_user(request, code)
+    run, role = get_run_for_user(request, code)
     ctx: dict = {
         "run": run,
-        "can_write": can_write,
+        "can_write": can(role, Role.MEMBER),
+        "can_delete": may_delete_run(request.user, run, role),
         "is_baseline": run.target.baseline_id == run.pk,
         "target_label": target_labels(targets_for(request.user), [run.target.name])[run.target.code],
         "cost_labels": COST_LABELS,
@@ -324,9 +339,8 @@ def runs_report_csv(request: HttpRequest, code) -> HttpResponse:
 @login_required
 @require_POST
 def runs_pin_baseline(request: HttpRequest, code) -> HttpResponse:
-    run, can_write = get_run_for_user(request, code)
-    if not can_write:
-        return HttpResponse(status=403)
+    run, role = get_run_for_user(request, code)
+    require_role(role, Role.MEMBER)
     target = run.target
     if request.POST.get("unpin") and target.baseline_id == run.pk:
         target.baseline = None
@@ -363,9 +377,8 @@ def runs_report_json(request: HttpRequest, code) -> JsonResponse:
 @require_http_methods(["GET", "POST"])
 def runs_cancel(request: HttpRequest, code) -> HttpResponse:
     """GET asks for confirmation (a page: works without JavaScript); POST with ``confirm`` cancels."""
-    run, can_write = get_run_for_user(request, code)
-    if not can_write:
-        return HttpResponse(status=403)
+    run, role = get_run_for_user(request, code)
+    require_role(role, Role.MEMBER)
     if run.is_terminal:
         messages.warning(request, f"The run has already {run.status}.")
         return redirect("runs-detail", code=run.code)

@@ -5,7 +5,7 @@ from portal.targets.models import Scenario, SshAccess, Target
 
 @admin.register(Target)
 class TargetAdmin(admin.ModelAdmin):
-    list_display = ("name", "owner", "plain_url", "tls_url", "created")
+    list_display = ("name", "project", "plain_url", "tls_url", "created")
     search_fields = ("name", "plain_url", "tls_url")
     readonly_fields = ("code", "created")
 

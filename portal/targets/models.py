@@ -1,15 +1,13 @@
 """What is measured: a Target (the service, reachable over plain HTTP and/or TLS) and saved
 Scenarios (how to measure it).
 
-Ownership lives in one place, ``owner`` here and ``portal.runs.access``; a later issue moves it
-to projects (tenants) with members.
+Both belong to a project (``portal.projects``); who may see them is decided in ``portal.runs.access``.
 """
 
 from __future__ import annotations
 
 from uuid import uuid4
 
-from django.conf import settings
 from django.db import models
 
 from portal.lib.verification import new_token
@@ -18,7 +16,7 @@ from portal.targets.validators import validate_process_name
 
 class Target(models.Model):
     code = models.UUIDField(default=uuid4, unique=True, editable=False)
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="targets")
+    project = models.ForeignKey("projects.Project", models.CASCADE, related_name="targets")
     name = models.CharField(max_length=200)
     plain_url = models.URLField(max_length=500, blank=True)
     tls_url = models.URLField(max_length=500, blank=True)
@@ -36,8 +34,10 @@ class Target(models.Model):
 
     class Meta:
         constraints = [
-            # One target per owner and URL pair: the form reuses it, so runs group by target.
-            models.UniqueConstraint(fields=["owner", "plain_url", "tls_url"], name="target_owner_urls_uniq"),
+            # One target per project and URL pair: the form reuses it, so runs group by target.
+            models.UniqueConstraint(
+                fields=["project", "plain_url", "tls_url"], name="target_project_urls_uniq"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -48,7 +48,7 @@ class Scenario(models.Model):
     """A saved, reusable measurement recipe. ``config`` holds the form's cleaned values."""
 
     code = models.UUIDField(default=uuid4, unique=True, editable=False)
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="scenarios")
+    project = models.ForeignKey("projects.Project", models.CASCADE, related_name="scenarios")
     target = models.ForeignKey(Target, models.CASCADE, related_name="scenarios")
     name = models.CharField(max_length=200)
     config = models.JSONField(default=dict)
@@ -57,7 +57,7 @@ class Scenario(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["owner", "name"], name="scenario_owner_name_uniq"),
+            models.UniqueConstraint(fields=["project", "name"], name="scenario_project_name_uniq"),
         ]
         ordering = ["name"]
 

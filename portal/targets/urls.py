@@ -1,10 +1,14 @@
 from django.urls import path
 
+from portal.runs import deletion
 from portal.targets import views
 
 urlpatterns = [
     path("", views.targets_list, name="targets-list"),
     path("<uuid:code>/ssh/", views.ssh_settings, name="target-ssh"),
     path("<uuid:code>/verification/", views.target_verification, name="target-verification"),
+    path("<uuid:code>/delete/", deletion.targets_delete, name="targets-delete"),
+    path("<uuid:code>/ssh/delete/", deletion.ssh_delete, name="target-ssh-delete"),
+    path("scenarios/<uuid:code>/delete/", deletion.scenarios_delete, name="scenarios-delete"),
     path("<uuid:code>/ssh/forget-host-key/", views.ssh_forget_host_key, name="target-ssh-forget"),
 ]

@@ -4,7 +4,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
@@ -14,8 +14,9 @@ from portal.audit.models import AuditEvent
 from portal.lib.sshkeys import generate_key, key_from_known_hosts, public_line
 from portal.lib.verification import HEADER, WELL_KNOWN_PATH
 from portal.lib.verification import origin as lib_origin
+from portal.projects.models import Role
 from portal.runs import services
-from portal.runs.access import targets_for
+from portal.runs.access import current_project, get_target_for_user, require_role, targets_for
 from portal.targets import verification
 from portal.targets.forms import SshAccessForm, TargetForm
 from portal.targets.models import SshAccess
@@ -27,7 +28,9 @@ Kind = AuditEvent.Kind
 @login_required
 @require_http_methods(["GET", "POST"])
 def ssh_settings(request: HttpRequest, code) -> HttpResponse:
-    target = get_object_or_404(targets_for(request.user), code=code)
+    # SSH credentials are the project owners' business: members and viewers get 403.
+    target, role = get_target_for_user(request, code)
+    require_role(role, Role.OWNER)
     access = SshAccess.objects.filter(target=target).first()
     if request.method == "POST":
         form = SshAccessForm(request.POST, has_key=access is not None)
@@ -82,9 +85,11 @@ def ssh_settings(request: HttpRequest, code) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def target_verification(request: HttpRequest, code) -> HttpResponse:
-    """The token and how to serve it; POST (Verify now) fetches it, sending nothing else."""
-    target = get_object_or_404(targets_for(request.user), code=code)
+    """The token and how to serve it; POST (Verify now, members and owners) fetches it, sending
+    nothing else."""
+    target, role = get_target_for_user(request, code)
     if request.method == "POST":
+        require_role(role, Role.MEMBER)
         outcome = verification.verify(target)
         if outcome.verified:
             messages.info(request, f"Verified ({outcome.method}).")
@@ -106,7 +111,8 @@ def target_verification(request: HttpRequest, code) -> HttpResponse:
 @login_required
 @require_POST
 def ssh_forget_host_key(request: HttpRequest, code) -> HttpResponse:
-    target = get_object_or_404(targets_for(request.user), code=code)
+    target, role = get_target_for_user(request, code)
+    require_role(role, Role.OWNER)
     SshAccess.objects.filter(target=target).update(known_hosts="", host_key_fingerprint="", pinned_at=None)
     audit.record(request, Kind.CREDENTIAL_FORGOTTEN, credential="ssh host key", target=str(target.code))
     messages.info(request, "The pinned host key is forgotten; the next probe pins the key it sees.")
@@ -116,16 +122,20 @@ def ssh_forget_host_key(request: HttpRequest, code) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def targets_list(request: HttpRequest) -> HttpResponse:
+    project, role = current_project(request)
     targets = (
-        targets_for(request.user).annotate(run_count=Count("runs")).select_related("ssh").order_by("name")
+        targets_for(request.user)
+        .filter(project=project)
+        .annotate(run_count=Count("runs"))
+        .select_related("ssh")
+        .order_by("name")
     )
     if request.method == "POST":
+        require_role(role, Role.MEMBER)
         form = TargetForm(request.POST)
         if form.is_valid():
             data = form.cleaned_data
-            target = services.get_or_create_target(
-                request.user, data["name"], data["plain_url"], data["tls_url"]
-            )
+            target = services.get_or_create_target(project, data["name"], data["plain_url"], data["tls_url"])
             if verification.status(target) in (verification.UNVERIFIED, verification.EXPIRED):
                 messages.info(request, f"Target {target.name} is added; verify it before the first run.")
                 return redirect("target-verification", code=target.code)
@@ -134,5 +144,11 @@ def targets_list(request: HttpRequest) -> HttpResponse:
     else:
         form = TargetForm()
     targets = list(targets)
-    ctx = {"targets": targets, "form": form, "target_labels": labels_of(targets)}
+    ctx = {
+        "targets": targets,
+        "form": form,
+        "target_labels": labels_of(targets),
+        "can_write": role != Role.VIEWER,
+        "is_owner": role == Role.OWNER,
+    }
     return render(request, "targets/list.html", ctx)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.utils import timezone
 
 from portal.lib import hdr
+from portal.projects.models import personal_project
 from portal.runs.models import ArmResult, Run
 from portal.targets.models import Target
 
@@ -28,13 +29,15 @@ def make_run(
     server_cpu_ms: dict[str, float] | None = None,
     probes: dict | None = None,
     local_cpu_ms: dict[str, float] | None = None,
+    project=None,
 ) -> Run:
     """``seconds``: also store a per-second series (that many points, each at the arm's median), so
     costs get per-second intervals; ``summarize``: write the run's summary as a finished run has;
     ``server_cpu_ms``: server CPU-ms per request per arm, stored as a probe's 10-point window;
-    ``local_cpu_ms``: the same for a local process sampled on the generator host."""
+    ``local_cpu_ms``: the same for a local process sampled on the generator host; ``project``: where
+    the run and its target go (default: the owner's personal project)."""
     target, _ = Target.objects.get_or_create(
-        owner=owner,
+        project=project or personal_project(owner),
         plain_url=f"http://127.0.0.1:1/{target_name}",
         tls_url=f"https://127.0.0.1:2/{target_name}",
         defaults={"name": target_name},
@@ -52,6 +55,7 @@ def make_run(
     }
     now = timezone.now()
     run = Run.objects.create(
+        project_id=target.project_id,
         owner=owner,
         target=target,
         config=config,

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import time
 
+from portal.projects.models import personal_project
 from portal.runs import dispatch, services
 from portal.runs.models import Run
 from portal.targets.models import Target
 
 
 def test_a_queued_run_is_measured_by_a_real_worker(celery_worker, owner, plain_server, tls_server):
-    target = Target.objects.create(owner=owner, name="local")
+    target = Target.objects.create(project=personal_project(owner), name="local")
     config = {
         "arms": [{"name": "plain", "url": plain_server.url()}, {"name": "tls_new", "url": tls_server.url()}],
         "users": 2,

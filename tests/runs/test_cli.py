@@ -7,6 +7,7 @@ import re
 import pytest
 from django.core.management import CommandError, call_command
 
+from portal.projects.models import personal_project
 from portal.runs.models import Run
 
 # Transactional: the executor's heartbeat thread writes the run row through its own connection.
@@ -103,7 +104,7 @@ def test_rotate_secrets_re_encrypts_runs_scenarios_and_ssh_keys(owner, settings)
 
     old, new = vault.generate_key(), vault.generate_key()
     settings.TOLLGATE_SECRET_KEYS = [old]
-    target = Target.objects.create(owner=owner, name="t", plain_url="http://127.0.0.1:1/")
+    target = Target.objects.create(project=personal_project(owner), name="t", plain_url="http://127.0.0.1:1/")
     config = {
         "arms": [{"name": "plain", "url": "http://127.0.0.1:1/"}],
         "users": 1,
@@ -113,7 +114,7 @@ def test_rotate_secrets_re_encrypts_runs_scenarios_and_ssh_keys(owner, settings)
     }
     run = services.create_run(owner, target, config, secrets={"headers": {"X-Key": "k1"}})
     scenario = Scenario.objects.create(
-        owner=owner, target=target, name="s", config={"secrets": vault.seal({"a": 1})}
+        project=personal_project(owner), target=target, name="s", config={"secrets": vault.seal({"a": 1})}
     )
     from portal.targets.models import SshAccess
 

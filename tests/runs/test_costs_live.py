@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from portal.lib.certs import make_self_signed
+from portal.projects.models import personal_project
 from portal.runs import reporting, services
 from tests.servers import LocalServer
 from workers import runner
@@ -14,7 +15,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def handshake_run(owner, plain: LocalServer, tls: LocalServer) -> dict:
-    target = services.get_or_create_target(owner, f"rsa-{tls.port}", plain.url(), tls.url())
+    target = services.get_or_create_target(personal_project(owner), f"rsa-{tls.port}", plain.url(), tls.url())
     config = {
         "arms": [{"name": "plain_new", "url": plain.url()}, {"name": "tls_new", "url": tls.url()}],
         "users": 1,

@@ -7,6 +7,7 @@ import pytest
 from django.urls import reverse
 
 from portal import vault
+from portal.projects.models import personal_project
 from portal.runs import services
 from portal.runs.forms import RunForm
 from portal.runs.models import Run
@@ -139,7 +140,9 @@ def logged(tls_cert):
 @pytest.mark.parametrize("over_http", [False, True])
 def test_the_plain_server_never_sees_credentials_unless_allowed(owner, logged, over_http):
     plain, plain_log, tls, tls_log = logged
-    target = Target.objects.create(owner=owner, name="t", plain_url=plain.url(), tls_url=tls.url())
+    target = Target.objects.create(
+        project=personal_project(owner), name="t", plain_url=plain.url(), tls_url=tls.url()
+    )
     config = {
         "arms": [{"name": "plain", "url": plain.url()}, {"name": "tls", "url": tls.url()}],
         "users": 1,

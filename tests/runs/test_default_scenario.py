@@ -12,6 +12,7 @@ import pytest
 
 from bench.nginx import Nginx
 from portal.lib.protocol import ARMS
+from portal.projects.models import personal_project
 from portal.runs import defaults, reporting, services
 from portal.runs.demo import start_demo_target, stop_processes
 from portal.runs.forms import RunForm
@@ -34,7 +35,7 @@ def default_run(owner, plain_url: str, tls_url: str, arms: list[str]) -> dict:
     assert form.is_valid(), form.errors
     config = form.engine_config()
     assert (config["arrival_rate"], config["users"]) == (defaults.ARRIVAL_RATE, defaults.USERS)
-    target = services.get_or_create_target(owner, "defaults", plain_url, tls_url)
+    target = services.get_or_create_target(personal_project(owner), "defaults", plain_url, tls_url)
     run = runner.execute_run(services.create_run(owner, target, config).pk)
     assert run.status == Run.Status.SUCCEEDED, run.error
     return reporting.run_report(run)

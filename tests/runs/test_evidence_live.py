@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
+from portal.projects.models import personal_project
 from portal.runs import reporting, services
 from portal.runs.models import Run
 from portal.targets.models import Target
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def measure(owner, arms, **options) -> tuple[Run, dict]:
-    target, _ = Target.objects.get_or_create(owner=owner, name="evidence")
+    target, _ = Target.objects.get_or_create(project=personal_project(owner), name="evidence")
     config = {
         "arms": [{"name": name, "url": url} for name, url in arms],
         "users": 2,

@@ -10,6 +10,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from portal.projects.models import personal_project
 from portal.runs import services
 from portal.runs.models import ArmResult, Run
 from portal.targets.models import Target
@@ -18,7 +19,7 @@ from workers import runner, tasks
 
 
 def new_run(owner, arms: list[tuple[str, str]], duration_s: float = 1.5) -> Run:
-    target, _ = Target.objects.get_or_create(owner=owner, name="local")
+    target, _ = Target.objects.get_or_create(project=personal_project(owner), name="local")
     config = {
         "arms": [{"name": name, "url": url} for name, url in arms],
         "users": 2,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from django.core.management import CommandError, call_command
 
+from portal.projects.models import personal_project
 from portal.runs import services
 from portal.runs.forms import RunForm
 from workers.probes.session import ProbeSession
@@ -54,7 +55,7 @@ def test_off_the_cli_refuses_the_option(owner, settings):
 @pytest.mark.django_db
 def test_off_the_worker_ignores_a_stored_local_probe(owner, settings):
     settings.TOLLGATE_LOCAL_PROBE = False
-    target = services.get_or_create_target(owner, "t", "http://127.0.0.1:1/1k", "")
+    target = services.get_or_create_target(personal_project(owner), "t", "http://127.0.0.1:1/1k", "")
     config = {"arms": [{"name": "plain", "url": "http://127.0.0.1:1/1k"}], "users": 1, "spawn_rate": 1}
     config |= {"warmup_s": 0, "duration_s": 1, "probes": {"local_process": "python3"}}
     session = ProbeSession(services.create_run(owner, target, config)).start()

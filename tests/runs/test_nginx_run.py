@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from portal.projects.models import personal_project
 from portal.runs import reporting, services
 from portal.runs.models import Run, RunReport
 from workers import runner
@@ -16,7 +17,9 @@ def test_five_arms_against_nginx_give_split_costs_tls_facts_and_validity(owner):
     from bench.nginx import Nginx
 
     with Nginx() as nginx:
-        target = services.get_or_create_target(owner, "nginx", nginx.plain_url("/1k"), nginx.tls_url("/1k"))
+        target = services.get_or_create_target(
+            personal_project(owner), "nginx", nginx.plain_url("/1k"), nginx.tls_url("/1k")
+        )
         arms = ["plain", "tls", "plain_new", "tls_new", "tls_resumed"]
         config = {
             "arms": [

@@ -17,6 +17,7 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from portal import outbound
+from portal.projects.models import personal_project
 from portal.runs import services
 from portal.runs.forms import RunForm
 from portal.runs.models import Run
@@ -92,7 +93,7 @@ def config(url: str) -> dict:
 
 def new_run(owner, url: str) -> Run:
     """A run whose URL never met a form (stored before the policy, or changed since)."""
-    target = Target.objects.create(owner=owner, name="t", plain_url=url)
+    target = Target.objects.create(project=personal_project(owner), name="t", plain_url=url)
     return services.create_run(owner, target, config(url))
 
 
@@ -170,7 +171,7 @@ def test_a_name_that_rebinds_after_the_form_is_refused_at_run_start(owner, plain
     url = f"http://rebind.test:{plain_server.port}/1k"
     form = RunForm({**FORM, "plain_url": url, "arms": ["plain"], "tls_url": ""})
     assert form.is_valid(), form.errors  # the form saw 127.0.0.1
-    target = services.get_or_create_target(owner, "rebind", url, "")
+    target = services.get_or_create_target(personal_project(owner), "rebind", url, "")
     run = runner.execute_run(services.create_run(owner, target, form.engine_config()).pk)
     assert rebinding.asked == 2
     assert run.status == Run.Status.FAILED

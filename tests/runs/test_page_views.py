@@ -12,6 +12,7 @@ import pytest
 from django.core.cache import cache
 from django.urls import reverse
 
+from portal.projects.models import personal_project
 from portal.runs.live import progress_key, with_point
 from portal.runs.models import ArmResult, Run
 from portal.targets.models import Target
@@ -71,8 +72,8 @@ def test_compare_without_javascript_puts_the_pinned_baseline_first(client, owner
 
 
 def test_targets_with_one_name_are_told_apart_by_port_in_lists(client, owner):
-    a = Target.objects.create(owner=owner, name="shop", tls_url="https://127.0.0.1:8443/")
-    b = Target.objects.create(owner=owner, name="shop", tls_url="https://127.0.0.1:9443/")
+    a = Target.objects.create(project=personal_project(owner), name="shop", tls_url="https://127.0.0.1:8443/")
+    b = Target.objects.create(project=personal_project(owner), name="shop", tls_url="https://127.0.0.1:9443/")
     for target in (a, b):
         run = make_run(owner)
         Run.objects.filter(pk=run.pk).update(target=target)

@@ -16,6 +16,7 @@ from django.core.management import call_command
 
 from portal import vault
 from portal.lib.sshkeys import generate_key
+from portal.projects.models import personal_project
 from portal.runs import reporting, services
 from portal.runs.models import Run
 from portal.targets.models import SshAccess
@@ -63,7 +64,9 @@ def test_server_cpu_per_request_over_ssh_orders_the_arms_and_pins_the_host_key(o
     from bench.nginx import Nginx
 
     with Nginx() as nginx:
-        target = services.get_or_create_target(owner, "nginx", nginx.plain_url("/1k"), nginx.tls_url("/1k"))
+        target = services.get_or_create_target(
+            personal_project(owner), "nginx", nginx.plain_url("/1k"), nginx.tls_url("/1k")
+        )
         _access(target, sshd)
         config = _config(nginx.plain_url("/1k"), nginx.tls_url("/1k"), ["plain", "tls", "tls_new"], 3.0)
         run = runner.execute_run(services.create_run(owner, target, config).pk)
@@ -144,7 +147,7 @@ def test_a_changed_host_key_stops_the_probe_and_the_run_still_completes(owner, s
 
     other_pem, _ = generate_key()
     wrong = known_hosts_line("127.0.0.1", sshd.port, public_key_from_pem(other_pem))
-    target = services.get_or_create_target(owner, "changed", plain_server.url("/1k"), "")
+    target = services.get_or_create_target(personal_project(owner), "changed", plain_server.url("/1k"), "")
     _access(target, sshd, known_hosts=wrong + "\n", process="python3")
     config = _config(plain_server.url("/1k"), "", ["plain"], 1.0, openssl_speed=True)
     run = runner.execute_run(services.create_run(owner, target, config).pk)
@@ -160,7 +163,8 @@ def test_a_changed_host_key_stops_the_probe_and_the_run_still_completes(owner, s
 
 
 def test_bad_credentials_give_a_clear_message_and_the_run_completes(owner, sshd, plain_server):
-    target = services.get_or_create_target(owner, "unknown_key", plain_server.url("/1k"), "")
+    project = personal_project(owner)
+    target = services.get_or_create_target(project, "unknown_key", plain_server.url("/1k"), "")
     _access(target, sshd, key=generate_key()[0], process="python3")
     run = runner.execute_run(
         services.create_run(owner, target, _config(plain_server.url("/1k"), "", ["plain"], 1.0)).pk
@@ -175,7 +179,7 @@ def test_a_closed_port_and_a_port_that_is_not_ssh_look_alike(owner, sshd, plain_
     is the same."""
     from tests.servers import closed_port
 
-    target = services.get_or_create_target(owner, "scan", plain_server.url("/1k"), "")
+    target = services.get_or_create_target(personal_project(owner), "scan", plain_server.url("/1k"), "")
     access = _access(target, sshd, process="python3")
     errors = {}
     for case, port in (("closed", closed_port()), ("http", plain_server.port)):
@@ -194,7 +198,7 @@ def test_a_closed_port_and_a_port_that_is_not_ssh_look_alike(owner, sshd, plain_
 
 def test_an_ssh_host_the_policy_refuses_is_never_contacted(owner, sshd, plain_server, settings):
     settings.TOLLGATE_ALLOW_NETWORKS = ["127.0.0.1/32"]
-    target = services.get_or_create_target(owner, "refused", plain_server.url("/1k"), "")
+    target = services.get_or_create_target(personal_project(owner), "refused", plain_server.url("/1k"), "")
     access = _access(target, sshd, process="python3")
     access.host = "127.0.0.2"  # loopback, but outside the allow-list now
     access.save()
@@ -210,7 +214,7 @@ def test_an_ssh_host_the_policy_refuses_is_never_contacted(owner, sshd, plain_se
 
 
 def test_a_process_name_that_matches_nothing_is_reported(owner, sshd, plain_server):
-    target = services.get_or_create_target(owner, "nothing", plain_server.url("/1k"), "")
+    target = services.get_or_create_target(personal_project(owner), "nothing", plain_server.url("/1k"), "")
     _access(target, sshd, process="no-such-proc")
     run = runner.execute_run(
         services.create_run(owner, target, _config(plain_server.url("/1k"), "", ["plain"], 1.0)).pk
@@ -262,7 +266,7 @@ def test_local_process_is_sampled_on_the_generator_host_without_ssh(owner, plain
     """The engine is a Python process on this host: sampling every process named like this test's
     interpreter catches it (and the test server), so CPU-ms per request comes out positive."""
     comm = Path(f"/proc/{os.getpid()}/comm").read_text().strip()
-    target = services.get_or_create_target(owner, "local", plain_server.url("/1k"), "")
+    target = services.get_or_create_target(personal_project(owner), "local", plain_server.url("/1k"), "")
     config = _config(plain_server.url("/1k"), "", ["plain"], 1.5)
     config["probes"] = {"local_process": comm}
     run = runner.execute_run(services.create_run(owner, target, config).pk)
@@ -284,7 +288,7 @@ def test_a_server_without_openssl_gives_a_clear_error_and_the_run_completes(owne
     empty.mkdir()
     bare = Sshd(tmp_path, extra_config=f"SetEnv PATH={empty}\n").start()
     try:
-        target = services.get_or_create_target(owner, "bare", plain_server.url("/1k"), "")
+        target = services.get_or_create_target(personal_project(owner), "bare", plain_server.url("/1k"), "")
         _access(target, bare, process="python3")
         config = _config(plain_server.url("/1k"), "", ["plain"], 1.0, openssl_speed=True)
         run = runner.execute_run(services.create_run(owner, target, config).pk)

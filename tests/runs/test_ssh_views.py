@@ -108,7 +108,7 @@ def test_targets_page_adds_a_target_before_its_first_run(client, owner, django_u
     response = client.post(url, {"name": "shop", "plain_url": "", "tls_url": "https://127.0.0.1:8443/shop"})
     from portal.targets.models import Target
 
-    target = Target.objects.get(owner=owner, name="shop")
+    target = Target.objects.get(project__personal_of=owner, name="shop")
     assert response.status_code == 302 and response.url == reverse("target-ssh", args=[target.code])
     page = client.get(url).content.decode()
     assert "shop" in page and reverse("target-ssh", args=[target.code]) in page

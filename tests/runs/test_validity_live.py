@@ -11,6 +11,7 @@ import shutil
 
 import pytest
 
+from portal.projects.models import personal_project
 from portal.runs import reporting, services
 from portal.runs.models import Run
 from portal.targets.models import Target
@@ -30,7 +31,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def measure(owner, arms, *, secrets: dict | None = None, **options) -> tuple[Run, dict]:
-    target, _ = Target.objects.get_or_create(owner=owner, name="validity")
+    target, _ = Target.objects.get_or_create(project=personal_project(owner), name="validity")
     config = {
         "arms": [{"name": name, "url": url} for name, url in arms],
         "users": 2,

@@ -9,6 +9,7 @@ import pytest
 from django.utils import timezone
 
 from portal.lib.verification import HEADER, WELL_KNOWN_PATH
+from portal.projects.models import personal_project
 from portal.runs import services
 from portal.runs.forms import RunForm
 from portal.runs.models import Run
@@ -64,7 +65,7 @@ def elsewhere():
 
 
 def _target(owner, server):
-    return services.get_or_create_target(owner, "site", server.url("/1k"), "")
+    return services.get_or_create_target(personal_project(owner), "site", server.url("/1k"), "")
 
 
 @pytest.mark.django_db

@@ -14,6 +14,7 @@ from django.db import connection
 from django.utils import timezone
 
 from portal import vault
+from portal.projects.models import personal_project
 from portal.runs import dispatch, services
 from portal.runs.models import ArmResult, Run
 from portal.targets.models import SshAccess
@@ -60,7 +61,7 @@ def test_a_probe_slower_than_the_reapers_window_does_not_look_dead(owner, plain_
     fake.chmod(0o755)
     sshd = Sshd(tmp_path, extra_config=f"SetEnv PATH={bin_dir}:/usr/bin:/bin\n").start()
     try:
-        target = services.get_or_create_target(owner, "slow", plain_server.url("/1k"), "")
+        target = services.get_or_create_target(personal_project(owner), "slow", plain_server.url("/1k"), "")
         SshAccess.objects.create(
             target=target,
             host="127.0.0.1",
@@ -109,7 +110,7 @@ def test_a_reaped_run_stays_failed_its_engine_stops_and_it_keeps_a_summary(owner
 
 
 def _target_and_config(owner, server, **kwargs):
-    target = services.get_or_create_target(owner, "local", server.url("/1k"), "")
+    target = services.get_or_create_target(personal_project(owner), "local", server.url("/1k"), "")
     return target, _config(server.url("/1k"), **kwargs)
 
 

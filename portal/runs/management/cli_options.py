@@ -75,7 +75,8 @@ def add_run_arguments(run: CommandParser) -> None:
     )
     _add_load_arguments(run)
     run.add_argument("--no-follow-redirects", action="store_true", help="measure redirects as answered")
-    run.add_argument("--owner", default="", help="username owning the run (default: first superuser)")
+    run.add_argument("--owner", default="", help="username starting the run (default: first superuser)")
+    run.add_argument("--project", default="", help="project of the run (default: the user's personal one)")
     run.add_argument(
         "--name", default="", help="target name (default: the host, with port and path when not the defaults)"
     )

@@ -20,6 +20,7 @@ from django.utils import timezone
 from portal import outbound, vault
 from portal.lib import evidence
 from portal.lib.sshkeys import key_from_known_hosts, public_line
+from portal.projects import cli as project_cli
 from portal.runs import reporting, services
 from portal.runs.demo import run_demo, start_demo_target, stop_processes
 from portal.runs.forms import RunForm
@@ -49,6 +50,7 @@ class Command(BaseCommand):
         )
         check.add_argument("url")
         check.add_argument("--json", action="store_true", help="print the decision as JSON")
+        project_cli.add_arguments(sub)
         sub.add_parser(
             "rotate-secrets", help="re-encrypt every stored secret with the first key of TOLLGATE_SECRET_KEYS"
         )
@@ -68,6 +70,8 @@ class Command(BaseCommand):
             self.handle_run(options)
         elif action == "check-target":
             self.handle_check_target(options)
+        elif action == "project":
+            self.stdout.write(project_cli.handle(options))
         elif action == "demo-target":
             self.handle_demo_target(options)
         elif action == "rotate-secrets":
@@ -171,7 +175,7 @@ class Command(BaseCommand):
             return {"auth_type": "bearer", "auth_secret": value}
         return {"auth_type": "none"}
 
-    def _run_form(self, options: dict, owner=None) -> RunForm:
+    def _run_form(self, options: dict, project=None) -> RunForm:
         """The same form as the web page validates the CLI's values: one set of rules."""
         arrival = None if options["closed_loop"] else options["arrival_rate"]
         form = RunForm(
@@ -199,19 +203,19 @@ class Command(BaseCommand):
                 "send_credentials_over_http": options["send_credentials_over_http"],
                 **self._auth(options),
             },
-            owner=owner,
+            project=project,
         )
         if not form.is_valid():
             raise CommandError(f"invalid options: {cli_options.problems(form, cli_options.RUN_OPTIONS)}")
         return form
 
-    def _create_run(self, owner, form: RunForm, ssh: SshAccessForm | None, options: dict) -> Run:
+    def _create_run(self, owner, project, form: RunForm, ssh: SshAccessForm | None, options: dict) -> Run:
         data = form.cleaned_data
         # Every option was checked by the forms before this; one transaction all the same, so nothing
         # half-created stays behind whatever fails.
         with transaction.atomic():
             target = services.get_or_create_target(
-                owner, form.target_name_or_default(), data.get("plain_url"), data.get("tls_url")
+                project, form.target_name_or_default(), data.get("plain_url"), data.get("tls_url")
             )
             if ssh is not None:
                 self._store_ssh(target, ssh, options.get("server_process") or "")
@@ -254,9 +258,10 @@ class Command(BaseCommand):
                 "--local-process: the local process probe is off on this installation (it samples the "
                 "worker's own machine); an operator turns it on with TOLLGATE_LOCAL_PROBE=1"
             )
-        form = self._run_form(options, owner)
+        project = project_cli.project_for_run(owner, options["project"])
+        form = self._run_form(options, project)
         ssh = self._ssh_form(options)
-        run = self._create_run(owner, form, ssh, options)
+        run = self._create_run(owner, project, form, ssh, options)
         per_arm_s = form.cleaned_data["warmup_s"] + form.cleaned_data["duration_s"]
         self.stderr.write(f"run {run.code}: {', '.join(run.arm_names)}, about {per_arm_s:.0f} s per arm")
         started = time.monotonic()

@@ -1,0 +1,27 @@
+"""The project switcher's data on every page: the user's memberships and the current project."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest
+from django.utils.functional import SimpleLazyObject
+
+from portal.projects.models import Membership
+from portal.runs.access import SESSION_KEY
+
+
+def projects(request: HttpRequest) -> dict:
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return {}
+
+    def memberships() -> list[Membership]:
+        # Queries: the memberships with their projects (1), only when a page shows the switcher.
+        found = list(Membership.objects.filter(user=user).select_related("project").order_by("project__name"))
+        chosen = request.session.get(SESSION_KEY)
+        if not any(str(m.project.code) == chosen for m in found):
+            chosen = next((str(m.project.code) for m in found if m.project.personal_of_id == user.pk), None)
+        for m in found:
+            m.is_current = str(m.project.code) == chosen
+        return found
+
+    return {"project_memberships": SimpleLazyObject(memberships)}

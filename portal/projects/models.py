@@ -1,0 +1,76 @@
+"""Projects (tenants): every target, run, scenario and SSH credential belongs to one; users see a
+project's objects through a Membership whose role says what they may do there.
+
+Who may see or do what is decided in one place, ``portal.runs.access``.
+"""
+
+from __future__ import annotations
+
+from uuid import uuid4
+
+from django.conf import settings
+from django.db import models
+from django.utils.text import slugify
+
+
+class Role(models.TextChoices):
+    # In rising order of rights: each role may do everything the ones before it may.
+    VIEWER = "viewer"
+    MEMBER = "member"
+    OWNER = "owner"
+
+
+RANK = {Role.VIEWER: 0, Role.MEMBER: 1, Role.OWNER: 2}
+
+
+class Project(models.Model):
+    code = models.UUIDField(default=uuid4, unique=True, editable=False)
+    name = models.CharField(max_length=150, unique=True)
+    slug = models.SlugField(max_length=150)
+    # The user whose personal project this is (made for every user, named after them).
+    personal_of = models.OneToOneField(
+        settings.AUTH_USER_MODEL, models.CASCADE, null=True, blank=True, related_name="personal_project"
+    )
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def save(self, *args, **kwargs) -> None:
+        self.slug = self.slug or slugify(self.name)[:150] or "project"
+        super().save(*args, **kwargs)
+
+
+class Membership(models.Model):
+    project = models.ForeignKey(Project, models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=8, choices=Role.choices, default=Role.MEMBER)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["project__name", "user__username"]
+        constraints = [
+            # One role per user and project: access checks read exactly one row.
+            models.UniqueConstraint(fields=["project", "user"], name="membership_project_user_uniq"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} is {self.role} of {self.project}"
+
+
+def personal_project(user) -> Project:
+    """The user's personal project, made on first use (users created after the migration get theirs
+    here), named after the user; a name already taken by another project gets a number."""
+    project = Project.objects.filter(personal_of=user).first()
+    if project is not None:
+        return project
+    name, n = user.get_username(), 1
+    while Project.objects.filter(name=name).exists():
+        n += 1
+        name = f"{user.get_username()}-{n}"
+    project = Project.objects.create(name=name, personal_of=user)
+    Membership.objects.create(project=project, user=user, role=Role.OWNER)
+    return project

@@ -1,0 +1,115 @@
+"""The projects page, the switcher and members: owners add members by username with a role,
+change roles and remove members, never the last owner nor a personal project's own user."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.contrib.auth.decorators import login_required
+from django.db import IntegrityError, transaction
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_http_methods, require_POST
+
+from portal.projects.models import Membership, Project, Role
+from portal.runs.access import SESSION_KEY, current_project, get_project_for_user, require_role
+
+
+class ProjectForm(forms.Form):
+    name = forms.CharField(max_length=150)
+
+    def clean_name(self) -> str:
+        name = self.cleaned_data["name"].strip()
+        if Project.objects.filter(name=name).exists():
+            raise forms.ValidationError("A project of that name exists: choose another.")
+        return name
+
+
+class MemberForm(forms.Form):
+    username = forms.CharField(max_length=150)
+    role = forms.ChoiceField(choices=Role.choices)
+    action = forms.ChoiceField(choices=[("add", "add"), ("role", "change role"), ("remove", "remove")])
+
+    def clean_username(self):
+        users = get_user_model().objects
+        try:
+            return users.get(username=self.cleaned_data["username"].strip())
+        except users.model.DoesNotExist:
+            raise forms.ValidationError("No user of that name.") from None
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def projects_list(request: HttpRequest) -> HttpResponse:
+    """The user's projects and roles; any user may start a new project (and owns it)."""
+    current, _ = current_project(request)
+    form = ProjectForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        with transaction.atomic():
+            project = Project.objects.create(name=form.cleaned_data["name"])
+            Membership.objects.create(project=project, user=request.user, role=Role.OWNER)
+        request.session[SESSION_KEY] = str(project.code)
+        messages.info(request, f"Project {project.name} created; it is now your current project.")
+        return redirect("projects-members", code=project.code)
+    memberships = Membership.objects.filter(user=request.user).select_related("project")
+    ctx = {"memberships": memberships, "current": current, "form": form}
+    return render(request, "projects/list.html", ctx)
+
+
+@login_required
+@require_POST
+def projects_switch(request: HttpRequest) -> HttpResponse:
+    project, _ = get_project_for_user(request, request.POST.get("project") or "")
+    request.session[SESSION_KEY] = str(project.code)
+    back = request.POST.get("next") or ""
+    if not url_has_allowed_host_and_scheme(back, {request.get_host()}, require_https=request.is_secure()):
+        back = ""
+    # The object on the page may belong to the project left: the list of the new one is safer.
+    return redirect(back if back.startswith("/projects/") else "runs-list")
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def projects_members(request: HttpRequest, code) -> HttpResponse:
+    project, role = get_project_for_user(request, code)
+    form = MemberForm(request.POST or None)
+    if request.method == "POST":
+        require_role(role, Role.OWNER)
+        if form.is_valid():
+            problem = _change_member(project, form.cleaned_data)
+            if problem is None:
+                return redirect("projects-members", code=project.code)
+            form.add_error(None, problem)
+    members = project.memberships.select_related("user").order_by("user__username")
+    ctx = {"project": project, "role": role, "members": members, "form": form, "roles": Role.choices}
+    return render(request, "projects/members.html", ctx)
+
+
+def _change_member(project: Project, data: dict) -> str | None:
+    """Add, re-role or remove a member; the reason it cannot be done, or None when done."""
+    user, role, action = data["username"], data["role"], data["action"]
+    found = project.memberships.filter(user=user).first()
+    if action == "add":
+        if found is not None:
+            return f"{user.username} is already {found.role} of {project.name}."
+        try:
+            with transaction.atomic():
+                Membership.objects.create(project=project, user=user, role=role)
+        except IntegrityError:
+            return f"{user.username} is already a member."
+        return None
+    if found is None:
+        return f"{user.username} is not a member of {project.name}."
+    if project.personal_of_id == user.pk and (action == "remove" or role != Role.OWNER):
+        return f"{project.name} is the personal project of {user.username}: they stay its owner."
+    others = project.memberships.filter(role=Role.OWNER).exclude(pk=found.pk)
+    if found.role == Role.OWNER and (action == "remove" or role != Role.OWNER) and not others.exists():
+        return "A project keeps at least one owner: make someone else owner first."
+    if action == "remove":
+        found.delete()
+    else:
+        found.role = role
+        found.save(update_fields=["role"])
+    return None
