@@ -13,6 +13,8 @@ from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods, require_POST
 
+from portal.audit import log as audit
+from portal.audit.models import AuditEvent
 from portal.projects.models import Membership, Project, Role
 from portal.runs.access import SESSION_KEY, current_project, get_project_for_user, require_role
 
@@ -80,6 +82,7 @@ def projects_members(request: HttpRequest, code) -> HttpResponse:
         if form.is_valid():
             problem = _change_member(project, form.cleaned_data)
             if problem is None:
+                _audit_member(request, project, form.cleaned_data)
                 return redirect("projects-members", code=project.code)
             form.add_error(None, problem)
     members = project.memberships.select_related("user").order_by("user__username")
@@ -113,3 +116,12 @@ def _change_member(project: Project, data: dict) -> str | None:
         found.role = role
         found.save(update_fields=["role"])
     return None
+
+
+Kind = AuditEvent.Kind
+MEMBER_EVENTS = {"add": Kind.MEMBER_ADDED, "remove": Kind.MEMBER_REMOVED}
+
+
+def _audit_member(request: HttpRequest, project: Project, data: dict) -> None:
+    kind = MEMBER_EVENTS.get(data["action"], Kind.MEMBER_CHANGED)
+    audit.record(request, kind, member=data["username"].username, role=data["role"], project_id=project.pk)

@@ -61,6 +61,7 @@ def ssh_settings(request: HttpRequest, code) -> HttpResponse:
                 credential="ssh",
                 target=str(target.code),
                 key=data["key_source"],
+                project_id=target.project_id,
             )
             messages.info(
                 request, "SSH access saved. Add the public key below to the server's authorized_keys."
@@ -91,6 +92,15 @@ def target_verification(request: HttpRequest, code) -> HttpResponse:
     if request.method == "POST":
         require_role(role, Role.MEMBER)
         outcome = verification.verify(target)
+        audit.record(
+            request,
+            Kind.TARGET_VERIFIED,
+            target=str(target.code),
+            verified=outcome.verified,
+            method=outcome.method or "",
+            error=outcome.error or "",
+            project_id=target.project_id,
+        )
         if outcome.verified:
             messages.info(request, f"Verified ({outcome.method}).")
         else:
@@ -114,7 +124,13 @@ def ssh_forget_host_key(request: HttpRequest, code) -> HttpResponse:
     target, role = get_target_for_user(request, code)
     require_role(role, Role.OWNER)
     SshAccess.objects.filter(target=target).update(known_hosts="", host_key_fingerprint="", pinned_at=None)
-    audit.record(request, Kind.CREDENTIAL_FORGOTTEN, credential="ssh host key", target=str(target.code))
+    audit.record(
+        request,
+        Kind.CREDENTIAL_FORGOTTEN,
+        credential="ssh host key",
+        target=str(target.code),
+        project_id=target.project_id,
+    )
     messages.info(request, "The pinned host key is forgotten; the next probe pins the key it sees.")
     return redirect("target-ssh", code=target.code)
 

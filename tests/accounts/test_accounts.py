@@ -156,13 +156,31 @@ def test_security_headers(client, owner):
     assert response["X-Content-Type-Options"] == "nosniff"
 
 
-def test_audit_page_is_for_operators(client, owner, django_user_model):
+def test_audit_page_shows_operators_everything_and_owners_their_projects(
+    client, owner, outsider, django_user_model
+):
+    from portal.audit import log as audit
+    from portal.audit.models import AuditEvent
+    from portal.projects.models import personal_project
+
     log_in(client, "owner", "wrong")
+    mine = personal_project(owner)
+    audit.record(
+        None, AuditEvent.Kind.MEMBER_ADDED, actor=owner, member="ann", role="viewer", project_id=mine.pk
+    )
+    theirs = personal_project(outsider)
+    audit.record(
+        None, AuditEvent.Kind.CREDENTIAL_SAVED, actor=outsider, credential="ssh", project_id=theirs.pk
+    )
     client.force_login(owner)
-    assert client.get(reverse("audit-list")).status_code == 403
+    response = client.get(reverse("audit-list"))
+    assert response.status_code == 200
+    page = response.content.decode()
+    # An owner sees their project's events, not another project's, nor the unscoped login failures.
+    assert "Member added" in page and "Credential saved" not in page and "Failed login" not in page
     operator = django_user_model.objects.create_user("op", password="op-pass-123", is_staff=True)
     client.force_login(operator)
     response = client.get(reverse("audit-list"))
     assert response.status_code == 200
-    assert b"Failed login" in response.content
+    assert b"Failed login" in response.content and b"Credential saved" in response.content
     assert b"127.0.0.0/24" in response.content  # the network, not the address

@@ -12,14 +12,8 @@ from portal.runs.access import SESSION_KEY
 # Patterns not ours to check here, with the reason.
 NOT_OURS = {
     "admin": "Django admin: staff only, its own permission system",
-    "login": "django.contrib.auth's login page: public by design",
-    "logout": "django.contrib.auth: POST logs out whoever asks",
-    "password_change": "django.contrib.auth: the requester's own password",
-    "password_change_done": "django.contrib.auth",
-    "password_reset": "django.contrib.auth: public by design",
-    "password_reset_done": "django.contrib.auth",
-    "password_reset_confirm": "django.contrib.auth: signed token in the URL",
-    "password_reset_complete": "django.contrib.auth",
+    "allauth": "django-allauth's account pages (accounts/): the requester's own account, or public by "
+    "design (login, sign-up, reset); tests/accounts checks them",
 }
 ROLES = ("owner", "member", "viewer", "outsider", "anonymous")
 OK, MOVED, FORBIDDEN, MISSING, NOT_ALLOWED = 200, 302, 403, 404, 405
@@ -86,6 +80,13 @@ MATRIX = {
         row((OK, OK, FORBIDDEN, MISSING), (OK, OK, FORBIDDEN, MISSING)),
     ),
     "projects-list": (lambda a: reverse("projects-list"), row((OK,) * 4, (OK,) * 4)),
+    # Everyone logged in may open it; it lists only the events of projects they own (test_audit).
+    "audit-list": (lambda a: reverse("audit-list"), row((OK,) * 4, GET_ONLY)),
+    # Verify now sends one request to the target (a closed loopback port here): members and owners.
+    "target-verification": (
+        lambda a: reverse("target-verification", args=[a.target.code]),
+        row(READ, (MOVED, MOVED, FORBIDDEN, MISSING)),
+    ),
     "projects-switch": (lambda a: reverse("projects-switch"), row(GET_ONLY, (MOVED, MOVED, MOVED, MISSING))),
     "projects-members": (
         lambda a: reverse("projects-members", args=[a.project.code]),
@@ -99,6 +100,9 @@ def _patterns(resolvers=None, prefix: str = "") -> list[tuple[str, str]]:
     found = []
     for entry in resolvers if resolvers is not None else get_resolver().url_patterns:
         if isinstance(entry, URLResolver):
+            if str(entry.pattern) == "accounts/":
+                found.append(("allauth", prefix + str(entry.pattern)))
+                continue
             if entry.namespace == "admin":
                 found.append(("admin", prefix + str(entry.pattern)))
                 continue

@@ -144,11 +144,13 @@ def test_an_expired_verification_no_longer_counts(owner, site, settings):
     target.verified_at = timezone.now() - timedelta(days=31)
     target.save()
     assert verification.status(target) == verification.EXPIRED
-    form = RunForm({"plain_url": site.url("/1k"), "arms": ["plain"], **FORM}, owner=owner)
+    form = RunForm({"plain_url": site.url("/1k"), "arms": ["plain"], **FORM}, project=personal_project(owner))
     assert not form.is_valid() and "verification expired" in form.non_field_errors()[0]
     site.app.file = target.verification_token.encode()
     assert verification.verify(target).verified
-    assert RunForm({"plain_url": site.url("/1k"), "arms": ["plain"], **FORM}, owner=owner).is_valid()
+    assert RunForm(
+        {"plain_url": site.url("/1k"), "arms": ["plain"], **FORM}, project=personal_project(owner)
+    ).is_valid()
 
 
 FORM = {"users": 1, "spawn_rate": 10, "warmup_s": 0, "duration_s": 1}
@@ -158,15 +160,17 @@ FORM = {"users": 1, "spawn_rate": 10, "warmup_s": 0, "duration_s": 1}
 def test_allow_listed_networks_skip_verification(owner, plain_server):
     target = _target(owner, plain_server)  # 127.0.0.1: allow-listed, outside TOLLGATE_VERIFY_NETWORKS
     assert verification.status(target) == verification.NOT_NEEDED
-    assert RunForm({"plain_url": plain_server.url("/1k"), "arms": ["plain"], **FORM}, owner=owner).is_valid()
+    assert RunForm(
+        {"plain_url": plain_server.url("/1k"), "arms": ["plain"], **FORM}, project=personal_project(owner)
+    ).is_valid()
 
 
 @pytest.mark.django_db
 def test_the_form_refuses_an_unverified_target(owner, site):
-    form = RunForm({"plain_url": site.url("/1k"), "arms": ["plain"], **FORM}, owner=owner)
+    form = RunForm({"plain_url": site.url("/1k"), "arms": ["plain"], **FORM}, project=personal_project(owner))
     assert not form.is_valid() and "must be verified" in form.non_field_errors()[0]
     _target(owner, site)
-    form = RunForm({"plain_url": site.url("/1k"), "arms": ["plain"], **FORM}, owner=owner)
+    form = RunForm({"plain_url": site.url("/1k"), "arms": ["plain"], **FORM}, project=personal_project(owner))
     assert not form.is_valid() and "is not verified" in form.non_field_errors()[0]
     assert site.counters.snapshot()["requests"] == 0  # the form itself sends nothing
 
