@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import socket
 import ssl
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -268,57 +269,80 @@ class DriftingPages:
         return pages_handler(request)
 
 
-class StallingServer:
-    """A plain HTTP server with a listen backlog of 1 that stops accepting for ``stall_s`` every
-    ``serve_s`` (a GC pause, a blocked worker). During a stall its accept queue overflows, the
-    kernel drops SYNs and clients retransmit them 1 s later, when it serves again: connects of
-    about 1 s, the SAP study's unexplained '> 1000 ms' tail."""
+class _RawServer:
+    """A hand-made plain HTTP server on loopback, for behaviours http.server cannot show: it accepts
+    in one thread and answers each connection with a 1 KB page (``answer``) unless a subclass says
+    otherwise."""
 
-    def __init__(self, serve_s: float = 1.5, stall_s: float = 0.3) -> None:
+    backlog = 128
+
+    def __init__(self) -> None:
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(1)
+        self.sock.listen(self.backlog)
         self.sock.settimeout(0.05)
         self.port = self.sock.getsockname()[1]
-        self.serve_s = serve_s
-        self.stall_s = stall_s
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._serve, daemon=True)
+        body = sized_page(1024)
+        head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        self.response = head.encode() + body
 
     def url(self, path: str = "/1k") -> str:
         return f"http://127.0.0.1:{self.port}{path}"
 
-    def start(self) -> StallingServer:
+    def start(self):
         self.thread.start()
         return self
 
     def _serve(self) -> None:
-        import time
+        raise NotImplementedError
 
-        body = sized_page(1024)
-        head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
-        phase_end = time.monotonic() + self.serve_s
-        while not self.stopping.is_set():
-            if time.monotonic() >= phase_end:
-                self.stopping.wait(self.stall_s)
-                phase_end = time.monotonic() + self.serve_s
-            try:
-                conn, _ = self.sock.accept()
-            except (TimeoutError, OSError):
-                continue
-            with conn:
-                conn.settimeout(2)
-                try:
-                    conn.recv(65536)
-                    conn.sendall(head + body)
-                except OSError:
-                    pass
+    def accept(self) -> socket.socket | None:
+        try:
+            conn, _ = self.sock.accept()
+        except (TimeoutError, OSError):
+            return None
+        return conn
+
+    def answer(self, conn: socket.socket) -> None:
+        conn.settimeout(2)
+        try:
+            conn.recv(65536)
+            conn.sendall(self.response)
+        except OSError:
+            pass
 
     def stop(self) -> None:
         self.stopping.set()
         self.thread.join(timeout=5)
         self.sock.close()
+
+
+class StallingServer(_RawServer):
+    """A plain HTTP server with a listen backlog of 1 that stops accepting for ``stall_s`` every
+    ``serve_s`` (a GC pause, a blocked worker). During a stall its accept queue overflows, the
+    kernel drops SYNs and clients retransmit them 1 s later, when it serves again: connects of
+    about 1 s, the SAP study's unexplained '> 1000 ms' tail."""
+
+    backlog = 1
+
+    def __init__(self, serve_s: float = 1.5, stall_s: float = 0.3) -> None:
+        super().__init__()
+        self.serve_s = serve_s
+        self.stall_s = stall_s
+
+    def _serve(self) -> None:
+        phase_end = time.monotonic() + self.serve_s
+        while not self.stopping.is_set():
+            if time.monotonic() >= phase_end:
+                self.stopping.wait(self.stall_s)
+                phase_end = time.monotonic() + self.serve_s
+            conn = self.accept()
+            if conn is not None:
+                with conn:
+                    self.answer(conn)
 
 
 def gzipped_pages(sizes: dict[str, int]) -> Handler:
@@ -344,40 +368,21 @@ def answering(status: int) -> Handler:
     return handler
 
 
-class ResettingServer:
+class ResettingServer(_RawServer):
     """A plain HTTP server that answers one connection in ``every`` and resets the others at once
     (SO_LINGER 0): an arm with a new connection per request sees most attempts fail. The first
     connection is answered, so the engine's preflight passes."""
 
     def __init__(self, every: int = 4) -> None:
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(128)
-        self.sock.settimeout(0.05)
-        self.port = self.sock.getsockname()[1]
+        super().__init__()
         self.every = every
         self.accepted = 0
         self.reset = 0
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-
-    def url(self, path: str = "/1k") -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
-
-    def start(self) -> ResettingServer:
-        self.thread.start()
-        return self
 
     def _serve(self) -> None:
-        import struct
-
-        body = sized_page(1024)
-        head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
         while not self.stopping.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except (TimeoutError, OSError):
+            conn = self.accept()
+            if conn is None:
                 continue
             self.accepted += 1
             with conn:
@@ -385,14 +390,4 @@ class ResettingServer:
                     conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                     self.reset += 1
                     continue
-                conn.settimeout(2)
-                try:
-                    conn.recv(65536)
-                    conn.sendall(head + body)
-                except OSError:
-                    pass
-
-    def stop(self) -> None:
-        self.stopping.set()
-        self.thread.join(timeout=5)
-        self.sock.close()
+                self.answer(conn)
