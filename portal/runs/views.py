@@ -217,7 +217,7 @@ def runs_new(request: HttpRequest) -> HttpResponse:
         # fields are left blank (they are never rendered back into the form).
         code = request.POST.get("scenario")
         base = find_scenario(scenarios, code)
-        form = RunForm(request.POST, saved=SavedSecrets.of(base))
+        form = RunForm(request.POST, saved=SavedSecrets.of(base), project=project)
         if code and base is None:
             form.add_error(None, "The saved scenario was not found (deleted, or not yours): start again.")
         if form.is_valid():
@@ -230,7 +230,7 @@ def runs_new(request: HttpRequest) -> HttpResponse:
             if base is None:
                 raise Http404("no such scenario")
             initial = {key: value for key, value in base.config.items() if key not in SCENARIO_ONLY_KEYS}
-        form = RunForm(initial=initial or _default_initial())
+        form = RunForm(initial=initial or _default_initial(), project=project)
     ctx = {
         "form": form,
         "too_short": form.too_short_for_intervals(),

@@ -193,8 +193,9 @@ class Command(BaseCommand):
             return {"auth_type": "bearer", "auth_secret": value}
         return {"auth_type": "none"}
 
-    def _run_form(self, options: dict) -> RunForm:
-        """The same form as the web page validates the CLI's values: one set of rules."""
+    def _run_form(self, options: dict, project) -> RunForm:
+        """The same form as the web page validates the CLI's values: one set of rules (and the
+        project's quota)."""
         arrival = options["arrival_rate"]
         form = RunForm(
             data={
@@ -220,19 +221,20 @@ class Command(BaseCommand):
                 "local_process": options.get("local_process") or "",
                 "send_credentials_over_http": options["send_credentials_over_http"],
                 **self._auth(options),
-            }
+            },
+            project=project,
         )
         if not form.is_valid():
             raise CommandError(f"invalid options: {_problems(form, RUN_OPTIONS)}")
         return form
 
-    def _create_run(self, owner, form: RunForm, ssh: SshAccessForm | None, options: dict) -> Run:
+    def _create_run(self, owner, project, form: RunForm, ssh: SshAccessForm | None, options: dict) -> Run:
         data = form.cleaned_data
         # Every option was checked by the forms before this; one transaction all the same, so nothing
         # half-created stays behind whatever fails.
         with transaction.atomic():
             target = services.get_or_create_target(
-                project_cli.project_for_run(owner, options["project"]),
+                project,
                 form.target_name_or_default(),
                 data.get("plain_url"),
                 data.get("tls_url"),
@@ -252,7 +254,12 @@ class Command(BaseCommand):
 
         signal.signal(signal.SIGINT, interrupt)
         try:
-            return runner.execute_run(run.pk)
+            done = runner.execute_run(run.pk)
+            while done is not None and done.status == Run.Status.QUEUED:
+                self.stderr.write(f"run {run.code}: {done.waiting}")
+                time.sleep(runner.WAIT_RETRY_S)
+                done = runner.execute_run(run.pk)
+            return done
         finally:
             signal.signal(signal.SIGINT, previous)
 
@@ -273,9 +280,10 @@ class Command(BaseCommand):
 
     def handle_run(self, options: dict) -> None:
         owner = self._owner(options["owner"])
-        form = self._run_form(options)
+        project = project_cli.project_for_run(owner, options["project"])
+        form = self._run_form(options, project)
         ssh = self._ssh_form(options)
-        run = self._create_run(owner, form, ssh, options)
+        run = self._create_run(owner, project, form, ssh, options)
         per_arm_s = form.cleaned_data["warmup_s"] + form.cleaned_data["duration_s"]
         self.stderr.write(f"run {run.code}: {', '.join(run.arm_names)}, about {per_arm_s:.0f} s per arm")
         started = time.monotonic()
