@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import socket
+import time
+from collections.abc import Callable
 
 from django.conf import settings
 from django.core.cache import cache
@@ -102,6 +104,16 @@ def execute_run(run_id: int) -> Run | None:
         finish(run, Run.Status.FAILED, f"internal error: {type(exc).__name__}: {exc}")
         raise
     run.refresh_from_db()
+    return run
+
+
+def execute_when_free(run_id: int, say: Callable[[str], object] = log.info) -> Run | None:
+    """``execute_run``, waiting in this process while the generator or the project is full (the CLI)."""
+    run = execute_run(run_id)
+    while run is not None and run.status == Run.Status.QUEUED:
+        say(f"run {run.code}: {run.waiting}")
+        time.sleep(WAIT_RETRY_S)
+        run = execute_run(run_id)
     return run
 
 

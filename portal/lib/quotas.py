@@ -66,7 +66,8 @@ def check(limits: Limits, config: dict, project: str) -> list[tuple[str | None, 
         if value is not None and value > limit:
             problems.append((field, f"At most {unit.format(limit)} in project {project} (operator limit)."))
     planned = planned_requests(config)
-    if planned > limits.max_requests_per_run:
+    # Above a field's limit the plan is moot: that field's message says what to change.
+    if not problems and planned > limits.max_requests_per_run:
         loop = (
             "the arrival rate"
             if config.get("arrival_rate")

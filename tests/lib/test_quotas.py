@@ -40,8 +40,12 @@ def test_each_limit_has_its_message():
     assert problems["duration_s"] == "At most 60 s of measurement per arm in project Acme (operator limit)."
     assert problems["warmup_s"] == "At most 10 s of warm-up per arm in project Acme (operator limit)."
     assert problems["rounds"] == "At most 3 rounds in project Acme (operator limit)."
-    assert problems[None].startswith("This run may send up to 58,176 requests")
-    assert "at most 10,000 per run (operator limit)" in problems[None]
+    # The request budget speaks once the fields are within their limits.
+    assert None not in problems
+    [(field, message)] = quotas.check(LIMITS, {**config, "users": 10, "arrival_rate": 100, "warmup_s": 10,
+                                                "duration_s": 60, "rounds": 3}, "Acme")  # fmt: skip
+    assert field is None and message.startswith("This run may send up to 42,000 requests")
+    assert "at most 10,000 per run (operator limit)" in message
     concurrent, daily = quotas.check_counts(LIMITS, 2, 5, "Acme")
     assert concurrent.startswith("Project Acme already has 2 run(s) queued or running; at most 2 at a time")
     assert daily.startswith("Project Acme started 5 run(s) in the last 24 hours; at most 5 a day")

@@ -194,8 +194,7 @@ class Command(BaseCommand):
         return {"auth_type": "none"}
 
     def _run_form(self, options: dict, project) -> RunForm:
-        """The same form as the web page validates the CLI's values: one set of rules (and the
-        project's quota)."""
+        """The same form as the web page validates the CLI's values (and the project's quota)."""
         arrival = options["arrival_rate"]
         form = RunForm(
             data={
@@ -254,12 +253,7 @@ class Command(BaseCommand):
 
         signal.signal(signal.SIGINT, interrupt)
         try:
-            done = runner.execute_run(run.pk)
-            while done is not None and done.status == Run.Status.QUEUED:
-                self.stderr.write(f"run {run.code}: {done.waiting}")
-                time.sleep(runner.WAIT_RETRY_S)
-                done = runner.execute_run(run.pk)
-            return done
+            return runner.execute_when_free(run.pk, self.stderr.write)
         finally:
             signal.signal(signal.SIGINT, previous)
 
