@@ -305,7 +305,8 @@ else:
         }
     }
 
-# Limits of what one run may ask for (quotas per tenant come later).
+# Quotas: the operator's defaults of what one project may ask for (portal/lib/quotas.py); a project's
+# ProjectQuota (Django admin) overrides any of them.
 TOLLGATE_MAX_USERS = envint("TOLLGATE_MAX_USERS", "500")
 TOLLGATE_MAX_DURATION_S = envint("TOLLGATE_MAX_DURATION_S", "3600")
 TOLLGATE_MAX_WARMUP_S = envint("TOLLGATE_MAX_WARMUP_S", "600")
@@ -328,6 +329,11 @@ except netpolicy.PolicyError as exc:
 TOLLGATE_VERIFICATION_MAX_AGE_DAYS = envint("TOLLGATE_VERIFICATION_MAX_AGE_DAYS", "30")
 # The local process probe samples the worker's own machine: an operator's choice (on in the demo).
 TOLLGATE_LOCAL_PROBE = envbool("TOLLGATE_LOCAL_PROBE", "false")
+TOLLGATE_MAX_REQUESTS_PER_RUN = envint("TOLLGATE_MAX_REQUESTS_PER_RUN", "100000000")
+TOLLGATE_MAX_CONCURRENT_RUNS_PER_PROJECT = envint("TOLLGATE_MAX_CONCURRENT_RUNS_PER_PROJECT", "4")
+TOLLGATE_MAX_RUNS_PER_DAY_PER_PROJECT = envint("TOLLGATE_MAX_RUNS_PER_DAY_PER_PROJECT", "200")
+# Runs one generator host runs at once; more wait, visibly, for a generator.
+TOLLGATE_MAX_RUNS_PER_GENERATOR = envint("TOLLGATE_MAX_RUNS_PER_GENERATOR", "1")
 # Pre-filled values of the run form (the demo points them at its own target).
 TOLLGATE_DEFAULT_PLAIN_URL = os.environ.get("TOLLGATE_DEFAULT_PLAIN_URL", "")
 TOLLGATE_DEFAULT_TLS_URL = os.environ.get("TOLLGATE_DEFAULT_TLS_URL", "")

@@ -9,15 +9,22 @@ and a finished one never to ``failed``, whoever comes second.
 from __future__ import annotations
 
 import logging
+import socket
+import time
+from collections.abc import Callable
 
+from django.conf import settings
 from django.core.cache import cache
+from django.db import transaction
 from django.utils import timezone
 
 from portal import outbound
+from portal.lib import quotas
 from portal.lib.protocol import EngineConfig, engine_limit_s
 from portal.runs.configs import engine_dict
 from portal.runs.live import PROGRESS_TTL_S, probing_key, progress_key
-from portal.runs.models import Run
+from portal.runs.models import GeneratorHost, Run
+from portal.runs.quotas import limits_for
 from portal.runs.reporting import store_summary
 from portal.targets import verification
 from portal.vault import SecretError
@@ -28,23 +35,70 @@ log = logging.getLogger(__name__)
 
 # The reaper fails a run whose heartbeat (every 2 s) has been silent this long.
 REAP_AFTER_SILENCE_S = 120.0
+# A run waiting for a generator (or its project) is tried again this often.
+WAIT_RETRY_S = 10
+CLAIMED, WAITING, GONE = "claimed", "waiting", "gone"
 
 
-def claim(run_id: int) -> bool:
-    """Atomically move a queued run to running; False if someone else has it (redelivery)."""
-    now = timezone.now()
-    claimed = Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(
-        status=Run.Status.RUNNING, started=now, heartbeat=now
-    )
-    return claimed == 1
+def claim(run_id: int, host: str = "") -> str:
+    """Move a queued run to running on this generator host, atomically. ``CLAIMED``; ``WAITING`` when
+    the host already runs ``TOLLGATE_MAX_RUNS_PER_GENERATOR`` runs or the project its most (the run
+    stays queued and says why); ``GONE`` when it is not queued any more (redelivery, cancel)."""
+    host = host or socket.gethostname()
+    GeneratorHost.objects.get_or_create(host=host)
+    with transaction.atomic():
+        # Locks the host's row until the commit: claims on one host take turns, so two workers of
+        # one host never both see the last free slot.
+        GeneratorHost.objects.filter(host=host).update(last_claim=timezone.now())
+        run = Run.objects.select_related("project").filter(pk=run_id, status=Run.Status.QUEUED).first()
+        if run is None:
+            return GONE
+        reason = _waiting_reason(run, host)
+        if reason:
+            Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(waiting=reason)
+            return WAITING
+        now = timezone.now()
+        claimed = Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(
+            status=Run.Status.RUNNING, started=now, heartbeat=now, generator_host=host, waiting=""
+        )
+    return CLAIMED if claimed else GONE
+
+
+def _waiting_reason(run: Run, host: str) -> str:
+    running = Run.objects.filter(status=Run.Status.RUNNING)
+    on_host = running.filter(generator_host=host).count()
+    if on_host >= settings.TOLLGATE_MAX_RUNS_PER_GENERATOR:
+        return f"waiting for a generator ({on_host} running on {host})"
+    in_project = running.filter(project_id=run.project_id).count()
+    if in_project >= limits_for(run.project).max_concurrent_runs:
+        return f"waiting for a run of project {run.project.name} to end ({in_project} running)"
+    return ""
+
+
+def over_limits(run: Run) -> str:
+    """Why the run's config is above its project's limits now (lowered after it was queued), or ""."""
+    problems = quotas.check(limits_for(run.project), run.config, run.project.name)
+    if not problems:
+        return ""
+    return "Not started, above the limits of its project: " + " ".join(message for _, message in problems)
 
 
 def execute_run(run_id: int) -> Run | None:
-    """Run a queued run to a terminal state. Returns None when the run was not ours to take."""
-    if not claim(run_id):
+    """Run a queued run to a terminal state. Returns None when the run was not ours to take, and the
+    still queued run when it has to wait (the caller tries again later)."""
+    outcome = claim(run_id)
+    if outcome == GONE:
         log.info("run %s is not queued any more; skipping", run_id)
         return None
-    run = Run.objects.get(pk=run_id)
+    run = Run.objects.select_related("project").get(pk=run_id)
+    if outcome == WAITING:
+        log.info("run %s: %s", run.code, run.waiting)
+        return run
+    refused = over_limits(run)
+    if refused:
+        finish(run, Run.Status.FAILED, refused)
+        run.refresh_from_db()
+        return run
     try:
         _drive(run)
     except BaseException as exc:
@@ -52,6 +106,16 @@ def execute_run(run_id: int) -> Run | None:
         finish(run, Run.Status.FAILED, f"internal error: {type(exc).__name__}: {exc}")
         raise
     run.refresh_from_db()
+    return run
+
+
+def execute_when_free(run_id: int, say: Callable[[str], object] = log.info) -> Run | None:
+    """``execute_run``, waiting in this process while the generator or the project is full (the CLI)."""
+    run = execute_run(run_id)
+    while run is not None and run.status == Run.Status.QUEUED:
+        say(f"run {run.code}: {run.waiting}")
+        time.sleep(WAIT_RETRY_S)
+        run = execute_run(run_id)
     return run
 
 

@@ -7,12 +7,16 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from portal.runs.models import Run
 from workers import runner
 
 
-@shared_task(name="workers.tasks.run_benchmark", acks_late=True)
-def run_benchmark(run_id: int) -> str | None:
+@shared_task(name="workers.tasks.run_benchmark", acks_late=True, bind=True)
+def run_benchmark(self, run_id: int) -> str | None:
     run = runner.execute_run(run_id)
+    if run is not None and run.status == Run.Status.QUEUED:
+        # Waiting for a generator: the same task again later, as long as it takes.
+        raise self.retry(countdown=runner.WAIT_RETRY_S, max_retries=None)
     return run.status if run else None
 
 

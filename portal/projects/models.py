@@ -61,6 +61,24 @@ class Membership(models.Model):
         return f"{self.user} is {self.role} of {self.project}"
 
 
+class ProjectQuota(models.Model):
+    """A project's own limits, set by operators in the Django admin (never by project owners); an
+    empty field keeps the operator's default from settings (portal.runs.quotas.limits_for)."""
+
+    project = models.OneToOneField(Project, models.CASCADE, related_name="quota")
+    max_users = models.PositiveIntegerField(null=True, blank=True)
+    max_arrival_rate = models.FloatField(null=True, blank=True, help_text="req/s")
+    max_duration_s = models.FloatField(null=True, blank=True, help_text="measured seconds per arm")
+    max_warmup_s = models.FloatField(null=True, blank=True, help_text="warm-up seconds per arm")
+    max_rounds = models.PositiveIntegerField(null=True, blank=True)
+    max_requests_per_run = models.PositiveBigIntegerField(null=True, blank=True)
+    max_concurrent_runs = models.PositiveIntegerField(null=True, blank=True)
+    max_runs_per_day = models.PositiveIntegerField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"quota of {self.project}"
+
+
 def personal_project(user) -> Project:
     """The user's personal project, made on first use (users created after the migration get theirs
     here), named after the user; a name already taken by another project gets a number."""

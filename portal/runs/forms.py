@@ -2,13 +2,13 @@ from __future__ import annotations
 
 from django import forms
 from django.conf import settings
-from django.core.validators import MaxValueValidator
 
-from portal.lib import evidence, targetnames
+from portal.lib import evidence, quotas, targetnames
 from portal.lib.names import PROCESS_NAME_MAX
 from portal.lib.protocol import ARM_SCHEMES, ARMS
 from portal.runs import defaults
 from portal.runs.inputs import MAX_HEADERS_FIELD, MAX_PATHS_FIELD, parse_headers, parse_paths, parse_status
+from portal.runs.quotas import count_problems, limits_for
 from portal.runs.scenarios import SavedSecrets, arm_origins, http_arms
 from portal.targets import verification
 from portal.targets.models import Target
@@ -175,28 +175,24 @@ class RunForm(forms.Form):
     def __init__(self, *args, saved: SavedSecrets | None = None, project=None, **kwargs) -> None:
         # saved: the sealed headers and credentials of the scenario the run starts from; a blank
         # field keeps them (they are never rendered back), for the origins they were saved for only.
+        # project: whose quota applies (portal.runs.quotas; None: the operator's defaults) and whose
+        # targets the verification check looks at (None: no check).
         self.saved = saved
-        self._secrets: dict = {}
-        # project: whose targets the verification check looks at (None: no check, e.g. a scenario's form).
         self.project = project
+        self._secrets: dict = {}
         self.unverified_target: Target | None = None
         super().__init__(*args, **kwargs)
         if not settings.TOLLGATE_LOCAL_PROBE:
             # It samples the worker's own machine: the operator's choice (TOLLGATE_LOCAL_PROBE).
             del self.fields["local_process"]
-        # Limits come from settings so operators can change them without a code change.
-        limits = {
-            "users": settings.TOLLGATE_MAX_USERS,
-            "duration_s": settings.TOLLGATE_MAX_DURATION_S,
-            "warmup_s": settings.TOLLGATE_MAX_WARMUP_S,
-            "rounds": settings.TOLLGATE_MAX_ROUNDS,
-            "arrival_rate": settings.TOLLGATE_MAX_ARRIVAL_RATE,
-        }
-        for name, limit in limits.items():
-            field = self.fields[name]
-            field.max_value = limit
-            field.validators.append(MaxValueValidator(limit))
-            field.widget.attrs["max"] = limit
+        self.limits = limits_for(project)
+        self.project_name = project.name if project is not None else "(none)"
+        for name, (limit, _) in quotas.FIELD_LIMITS.items():
+            self.fields[name].widget.attrs["max"] = getattr(self.limits, limit)
+
+    def limits_line(self) -> str:
+        """What the run form states under its title: the limits of this project."""
+        return quotas.summary(self.limits)
 
     def clean_plain_url(self) -> str:
         value = self.cleaned_data["plain_url"]
@@ -234,6 +230,7 @@ class RunForm(forms.Form):
             self._clean_secrets(data)
         if self.project is not None and not any(name in self.errors for name in ("plain_url", "tls_url")):
             self._clean_verification(data)
+        self._clean_quota(data)
         return data
 
     def _clean_verification(self, data: dict) -> None:
@@ -244,6 +241,19 @@ class RunForm(forms.Form):
         if problem:
             self.unverified_target = target
             self.add_error(None, problem)
+
+    def _clean_quota(self, data: dict) -> None:
+        """Above a limit of the project: a field error, or the form's own (request budget, runs in
+        flight, runs per day); nothing is queued."""
+        config = {key: data.get(key) for key in ("users", "warmup_s", "duration_s", "think_time_s")}
+        config.update(
+            arms=data.get("arms") or [], arrival_rate=data.get("arrival_rate"), rounds=data.get("rounds")
+        )
+        for field, message in quotas.check(self.limits, config, self.project_name):
+            if field is None or field not in self.errors:
+                self.add_error(field, message)
+        for message in count_problems(self.project, self.limits) if self.project is not None else []:
+            self.add_error(None, message)
 
     def _clean_auth(self, data: dict) -> None:
         auth = data.get("auth_type") or "none"

@@ -75,6 +75,8 @@ def progress_data(run: Run) -> dict:
         "arms": run.arm_names,
         "started": run.started.isoformat() if run.started else None,
         "finished": run.finished.isoformat() if run.finished else None,
+        # A queued run that a full generator (or project) holds back says so.
+        "waiting": run.waiting if run.status == Run.Status.QUEUED and run.waiting else None,
     }
     running = run.status == Run.Status.RUNNING
     live = cache.get(progress_key(run.code)) if running else None

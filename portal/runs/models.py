@@ -47,6 +47,10 @@ class Run(models.Model):
     # Touched by the task while it runs; the reaper fails runs whose heartbeat stopped.
     heartbeat = models.DateTimeField(null=True, blank=True)
     source = models.CharField(max_length=16, default="web")  # web, cli, api, webhook
+    # The host whose worker claimed it (TOLLGATE_MAX_RUNS_PER_GENERATOR counts running runs per host).
+    generator_host = models.CharField(max_length=255, blank=True)
+    # Why a queued run has not started yet, e.g. "waiting for a generator (1 running on HOST)".
+    waiting = models.CharField(max_length=300, blank=True)
 
     class Meta:
         ordering = ["-created"]
@@ -71,6 +75,17 @@ class Run(models.Model):
     @property
     def arm_names(self) -> list[str]:
         return [arm["name"] for arm in self.config.get("arms", [])]
+
+
+class GeneratorHost(models.Model):
+    """One row per generator host: claims on a host lock its row, so two workers of one host never
+    both see a free slot (workers.runner.claim)."""
+
+    host = models.CharField(max_length=255, unique=True)
+    last_claim = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return self.host
 
 
 class ArmResult(models.Model):

@@ -230,7 +230,7 @@ def runs_new(request: HttpRequest) -> HttpResponse:
             if base is None:
                 raise Http404("no such scenario")
             initial = {key: value for key, value in base.config.items() if key not in SCENARIO_ONLY_KEYS}
-        form = RunForm(initial=initial or _default_initial())
+        form = RunForm(initial=initial or _default_initial(), project=project)
     ctx = {
         "form": form,
         "too_short": form.too_short_for_intervals(),

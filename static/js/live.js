@@ -96,6 +96,8 @@
       text("run-rps", "· " + p.rps.toFixed(0) + " req/s now · " + p.users + " users");
     } else if (p.status === "running") {
       text("run-elapsed", "starting the engine…");
+    } else if (p.waiting) {
+      text("run-elapsed", p.waiting);
     }
     showLive(p);
   }

@@ -175,8 +175,8 @@ class Command(BaseCommand):
             return {"auth_type": "bearer", "auth_secret": value}
         return {"auth_type": "none"}
 
-    def _run_form(self, options: dict, project=None) -> RunForm:
-        """The same form as the web page validates the CLI's values: one set of rules."""
+    def _run_form(self, options: dict, project) -> RunForm:
+        """The same form as the web page validates the CLI's values (and the project's quota)."""
         arrival = None if options["closed_loop"] else options["arrival_rate"]
         form = RunForm(
             data={
@@ -232,7 +232,7 @@ class Command(BaseCommand):
 
         signal.signal(signal.SIGINT, interrupt)
         try:
-            return runner.execute_run(run.pk)
+            return runner.execute_when_free(run.pk, self.stderr.write)
         finally:
             signal.signal(signal.SIGINT, previous)
 
