@@ -181,6 +181,7 @@ class RunForm(forms.Form):
         self.project = project
         self._secrets: dict = {}
         self.unverified_target: Target | None = None
+        self.quota_refusals: list[str] = []
         super().__init__(*args, **kwargs)
         if not settings.TOLLGATE_LOCAL_PROBE:
             # It samples the worker's own machine: the operator's choice (TOLLGATE_LOCAL_PROBE).
@@ -249,11 +250,13 @@ class RunForm(forms.Form):
         config.update(
             arms=data.get("arms") or [], arrival_rate=data.get("arrival_rate"), rounds=data.get("rounds")
         )
-        for field, message in quotas.check(self.limits, config, self.project_name):
+        refusals = quotas.check(self.limits, config, self.project_name)
+        if self.project is not None:
+            refusals += [(None, message) for message in count_problems(self.project, self.limits)]
+        for field, message in refusals:
             if field is None or field not in self.errors:
                 self.add_error(field, message)
-        for message in count_problems(self.project, self.limits) if self.project is not None else []:
-            self.add_error(None, message)
+        self.quota_refusals = [message for _, message in refusals]  # for the audit log
 
     def _clean_auth(self, data: dict) -> None:
         auth = data.get("auth_type") or "none"

@@ -8,6 +8,8 @@ from dataclasses import fields
 from django.conf import settings
 from django.utils import timezone
 
+from portal.audit import log as audit
+from portal.audit.models import AuditEvent
 from portal.lib.quotas import DAY_S, Limits, check_counts
 from portal.projects.models import Project, ProjectQuota
 from portal.runs.models import Run
@@ -42,3 +44,9 @@ def count_problems(project: Project, limits: Limits) -> list[str]:
     active = runs.filter(status__in=[Run.Status.QUEUED, Run.Status.RUNNING]).count()
     since = timezone.now() - timezone.timedelta(seconds=DAY_S)
     return check_counts(limits, active, runs.filter(created__gte=since).count(), project.name)
+
+
+def audit_refusals(request, project: Project, refusals: list[str]) -> None:
+    """A run refused by a quota is a security event (someone asked for more than allowed)."""
+    if refusals:
+        audit.record(request, AuditEvent.Kind.QUOTA_REFUSED, reasons=refusals, project_id=project.pk)

@@ -18,7 +18,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from portal.lib import compare, costs, evidence, validity
 from portal.projects.models import Role
-from portal.runs import dispatch, exports, reporting, services
+from portal.runs import dispatch, exports, quotas, reporting, services
 from portal.runs.access import (
     can,
     current_project,
@@ -221,8 +221,8 @@ def runs_new(request: HttpRequest) -> HttpResponse:
         if code and base is None:
             form.add_error(None, "The saved scenario was not found (deleted, or not yours): start again.")
         if form.is_valid():
-            run = _start_run(request, project, form, base)
-            return redirect("runs-detail", code=run.code)
+            return redirect("runs-detail", code=_start_run(request, project, form, base).code)
+        quotas.audit_refusals(request, project, form.quota_refusals)
     else:
         initial = {}
         base = find_scenario(scenarios, request.GET.get("scenario"))

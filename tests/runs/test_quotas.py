@@ -13,6 +13,7 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 from django.utils import timezone
 
+from portal.audit.models import AuditEvent
 from portal.projects.models import Membership, Project, ProjectQuota, Role, personal_project
 from portal.runs import services
 from portal.runs.forms import RunForm
@@ -102,6 +103,9 @@ def test_the_page_states_the_limits_and_refuses_without_queueing(client, owner, 
     assert response.status_code == 200
     assert "At most 3 users in project owner (operator limit)." in response.content.decode()
     assert Run.objects.count() == 0 and broker.llen("runs") == 0
+    # The refusal is in the project's audit log, for its owners.
+    (event,) = AuditEvent.objects.filter(kind=AuditEvent.Kind.QUOTA_REFUSED)
+    assert event.project_id == personal_project(owner).pk and "At most 3 users" in event.detail["reasons"][0]
 
 
 @pytest.mark.django_db
