@@ -7,6 +7,8 @@ import os
 import pytest
 import redis
 
+from tests.servers import LocalServer
+
 
 @pytest.fixture
 def broker():
@@ -18,3 +20,18 @@ def broker():
     client.delete("runs")
     yield client
     client.delete("runs")
+
+
+@pytest.fixture
+def server_with():
+    """Start local servers (LocalServer keyword arguments) that stop after the test."""
+    started = []
+
+    def start(**kwargs) -> LocalServer:
+        server = LocalServer(**kwargs).start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()

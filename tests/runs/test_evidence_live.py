@@ -12,7 +12,7 @@ from portal.projects.models import personal_project
 from portal.runs import reporting, services
 from portal.runs.models import Run
 from portal.targets.models import Target
-from tests.servers import LocalServer, ResettingServer, answering, gzipped_pages, sized_pages
+from tests.servers import ResettingServer, answering, gzipped_pages, sized_pages
 from workers import runner
 
 # Transactional: the executor's heartbeat thread writes the run row through its own connection.
@@ -41,20 +41,6 @@ def checks(report: dict) -> dict[str, dict]:
 def cost(report: dict, name: str, metric: str = "ttlb_p50_us") -> dict:
     (found,) = [c for c in report["costs"] if c["name"] == name and c["metric"] == metric]
     return found
-
-
-@pytest.fixture
-def server_with():
-    started = []
-
-    def start(**kwargs) -> LocalServer:
-        server = LocalServer(**kwargs).start()
-        started.append(server)
-        return server
-
-    yield start
-    for server in started:
-        server.stop()
 
 
 def test_mapped_paths_with_different_bodies_fail_same_content(owner, server_with, tls_cert):

@@ -18,7 +18,6 @@ from portal.targets.models import Target
 from tests.servers import (
     AuthPages,
     DriftingPages,
-    LocalServer,
     StallingServer,
     redirecting_pages,
     sized_pages,
@@ -48,20 +47,6 @@ def measure(owner, arms, *, secrets: dict | None = None, **options) -> tuple[Run
 
 def checks(report: dict) -> dict[str, dict]:
     return {item["check"]: item for item in report["validity"]}
-
-
-@pytest.fixture
-def server_with():
-    started = []
-
-    def start(**kwargs) -> LocalServer:
-        server = LocalServer(**kwargs).start()
-        started.append(server)
-        return server
-
-    yield start
-    for server in started:
-        server.stop()
 
 
 def test_a_healthy_open_loop_run_keeps_every_check_quiet(owner, server_with, tls_cert):
