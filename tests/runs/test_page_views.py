@@ -172,3 +172,19 @@ def test_projection_uses_the_local_process_the_page_shows_beside_it(client, owne
     assert 'data-source="local_process"' in formula and "<code>tollgate-demo</code>" in formula
     assert "0.0300 − 0.0200 = 0.0100 CPU-ms" in formula and "0.6500 − 0.0200 = 0.6300 CPU-ms" in formula
     assert 'id="generator-cpu-table"' in page  # the figures it uses, on the same page
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("facts", "shown"),
+    [
+        ({"session_ticket_issued": True, "session_ticket": False}, "issued; no reconnect resumed with it"),
+        ({"session_ticket_issued": True, "session_ticket": True}, "issued; a reconnect with it resumed"),
+    ],
+)
+def test_tls_facts_tell_a_ticket_issued_from_a_ticket_that_resumed(client, owner, facts, shown):
+    run = make_run(owner, arms={"plain": [300] * 50, "tls": [400] * 50})
+    Run.objects.filter(pk=run.pk).update(tls_info={"protocol": "TLSv1.3", "session_id": None, **facts})
+    client.force_login(owner)
+    page = client.get(reverse("runs-detail", args=[run.code])).content.decode()
+    assert shown in page and "not applicable (TLS 1.3)" in page
