@@ -40,11 +40,10 @@ def pins(urls: Iterable[str]) -> dict[str, str]:
     rule = policy()
     pinned: dict[str, str] = {}
     for url in urls:
-        key = pin_key(url)
-        if key in pinned:
-            continue
+        # The policy first: it refuses a malformed URL (a bad port) with a reason, where computing
+        # the pin's key would raise.
         decision = rule.check_url(url)
         if not decision.allowed:
             raise Refused(f"{url}: {decision.reason}")
-        pinned[key] = decision.pinned
+        pinned.setdefault(pin_key(url), decision.pinned)
     return pinned

@@ -7,6 +7,8 @@ takes effect at once.
 
 from __future__ import annotations
 
+import functools
+
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
@@ -16,8 +18,15 @@ __all__ = ["SecretError", "decrypt", "encrypt", "generate_key", "rotate", "seal"
 
 
 def _vault() -> Vault:
+    return _vault_of(tuple(settings.TOLLGATE_SECRET_KEYS))
+
+
+@functools.lru_cache(maxsize=4)
+def _vault_of(keys: tuple[str, ...]) -> Vault:
+    """Built once per key list (``rotate-secrets`` calls this for every stored token); a changed
+    setting is a new key list, so it still takes effect at once."""
     try:
-        return Vault(settings.TOLLGATE_SECRET_KEYS)
+        return Vault(list(keys))
     except InvalidKeyError as exc:
         raise ImproperlyConfigured(f"TOLLGATE_SECRET_KEYS: {exc}") from None
 

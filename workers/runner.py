@@ -21,6 +21,7 @@ from django.utils import timezone
 from portal import outbound
 from portal.lib import quotas
 from portal.lib.protocol import EngineConfig, engine_limit_s
+from portal.projects.models import Project
 from portal.runs.configs import engine_dict
 from portal.runs.live import PROGRESS_TTL_S, probing_key, progress_key
 from portal.runs.models import GeneratorHost, Run
@@ -53,6 +54,9 @@ def claim(run_id: int, host: str = "") -> str:
         run = Run.objects.select_related("project").filter(pk=run_id, status=Run.Status.QUEUED).first()
         if run is None:
             return GONE
+        # And the project's row (always after the host's, so two claims never deadlock): hosts take
+        # turns on a project's last slot too.
+        Project.objects.select_for_update().filter(pk=run.project_id).first()
         reason = _waiting_reason(run, host)
         if reason:
             Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(waiting=reason)

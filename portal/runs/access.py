@@ -58,7 +58,10 @@ def current_project(request: HttpRequest) -> tuple[Project, str]:
     user's personal project when none was chosen or the membership is gone."""
     code = request.session.get(SESSION_KEY)
     memberships = Membership.objects.filter(user=request.user).select_related("project")
-    found = memberships.filter(project__code=code).first() if code else None
+    try:
+        found = memberships.filter(project__code=code).first() if code else None
+    except ValidationError:  # a session value that is no UUID: the personal project
+        found = None
     if found is None:
         found = memberships.filter(project__personal_of=request.user).first()
     if found is None:
@@ -67,7 +70,11 @@ def current_project(request: HttpRequest) -> tuple[Project, str]:
 
 
 def get_project_for_user(request: HttpRequest, code) -> tuple[Project, str]:
-    found = Membership.objects.filter(user=request.user, project__code=code).select_related("project").first()
+    memberships = Membership.objects.filter(user=request.user).select_related("project")
+    try:
+        found = memberships.filter(project__code=code).first()
+    except ValidationError:  # not a UUID: no such project either
+        found = None
     if found is None:
         raise Http404("No such project")
     return found.project, found.role

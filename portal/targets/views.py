@@ -5,13 +5,10 @@ from django.contrib.auth.decorators import login_required
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
-from portal import vault
 from portal.audit import log as audit
 from portal.audit.models import AuditEvent
-from portal.lib.sshkeys import generate_key, key_from_known_hosts, public_line
 from portal.lib.verification import HEADER, WELL_KNOWN_PATH
 from portal.lib.verification import origin as lib_origin
 from portal.projects.models import Role
@@ -21,6 +18,7 @@ from portal.targets import verification
 from portal.targets.forms import SshAccessForm, TargetForm
 from portal.targets.models import SshAccess
 from portal.targets.naming import labels_of
+from portal.targets.sshaccess import save_ssh_access
 
 Kind = AuditEvent.Kind
 
@@ -35,34 +33,7 @@ def ssh_settings(request: HttpRequest, code) -> HttpResponse:
     if request.method == "POST":
         form = SshAccessForm(request.POST, has_key=access is not None)
         if form.is_valid():
-            data = form.cleaned_data
-            access = access or SshAccess(target=target)
-            moved = (access.host, access.port) != (data["host"], data["port"])
-            access.host, access.port, access.username = data["host"], data["port"], data["username"]
-            access.server_process = data["server_process"]
-            if data["key_source"] == "generate":
-                pem, public = generate_key()
-                access.private_key_enc, access.public_key = vault.encrypt(pem), public
-            elif data["key_source"] == "paste":
-                pem = data["private_key"].strip() + "\n"
-                access.private_key_enc, access.public_key = vault.encrypt(pem), public_line(pem)
-            known = (data.get("known_hosts") or "").strip()
-            if known:
-                key = key_from_known_hosts(known, data["host"], data["port"])
-                access.known_hosts = known
-                access.host_key_fingerprint, access.pinned_at = key.fingerprint, timezone.now()
-            elif moved:
-                # Another server: its key is not the pinned one.
-                access.known_hosts, access.host_key_fingerprint, access.pinned_at = "", "", None
-            access.save()
-            audit.record(
-                request,
-                Kind.CREDENTIAL_SAVED,
-                credential="ssh",
-                target=str(target.code),
-                key=data["key_source"],
-                project_id=target.project_id,
-            )
+            save_ssh_access(target, form.cleaned_data, request=request)
             messages.info(
                 request, "SSH access saved. Add the public key below to the server's authorized_keys."
             )

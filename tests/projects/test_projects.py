@@ -117,3 +117,14 @@ def test_the_migration_moves_each_users_objects_into_a_personal_project(django_u
         assert project.memberships.get().role == Role.OWNER
         assert [t.name for t in project.targets.all()] == [f"{name}'s"]
         assert project.runs.get().owner.username == name
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("value", ["", "not-a-uuid", "00000000-0000-0000-0000-000000000000"])
+def test_switching_to_a_malformed_or_unknown_project_is_404(client, world, value):
+    client.force_login(world["users"]["owner"])
+    assert client.post(reverse("projects-switch"), {"project": value}).status_code == 404
+    assert (
+        client.get(reverse("projects-members", args=["00000000-0000-0000-0000-000000000000"])).status_code
+        == 404
+    )

@@ -166,6 +166,7 @@ def test_cli_scenario_options_rounds_and_preemptive_auth(admin, tls_cert, monkey
             "--send-credentials-over-http",  # the plain arm too: both servers check them
             "--rounds",
             "3",
+            "--closed-loop",  # thousands of requests: the weighted mix is judged on enough of them
             "--users",
             "1",
             "--spawn-rate",

@@ -234,3 +234,11 @@ def test_check_target_prints_the_decision_and_sends_nothing(plain_server):
         call_command("tollgate", "check-target", "http://0x0a.0.0.1/", stdout=out)
     assert exited.value.code == 1
     assert out.getvalue().strip() == f"refused: 10.0.0.1 is a private address (10.0.0.0/8); {HINT}"
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:99999/1k", "http://[::1/x", "http://10.0.0.1/1k"])
+def test_pins_refuse_with_a_reason_never_an_exception(url):
+    # A stored URL that no form would accept today (a bad port) must still end as a refusal the
+    # run can report, not as an internal error.
+    with pytest.raises(outbound.Refused, match=r"^http"):
+        outbound.pins([url])

@@ -15,11 +15,9 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
-from django.utils import timezone
 
 from portal import outbound, vault
 from portal.lib import evidence
-from portal.lib.sshkeys import key_from_known_hosts, public_line
 from portal.projects import cli as project_cli
 from portal.runs import reporting, services
 from portal.runs.demo import run_demo, start_demo_target, stop_processes
@@ -28,6 +26,7 @@ from portal.runs.management import cli_options
 from portal.runs.models import Run
 from portal.targets.forms import SshAccessForm
 from portal.targets.models import Scenario, SshAccess
+from portal.targets.sshaccess import save_ssh_access
 from portal.targets.validators import validate_text
 
 # The CLI is an entry point like the Celery worker: `tollgate run` executes the run in this process
@@ -138,26 +137,10 @@ class Command(BaseCommand):
     @staticmethod
     def _store_ssh(target, form: SshAccessForm, server_process: str) -> None:
         """The target's SSH access from the checked form: key encrypted, host key pinned if given."""
-        data = form.cleaned_data
-        host, port, pem = data["host"], data["port"], data["private_key"]
-        access = SshAccess.objects.filter(target=target).first() or SshAccess(target=target)
-        moved = (access.host, access.port) != (host, port)
-        access.host, access.port, access.username = host, port, data["username"]
-        access.private_key_enc, access.public_key = vault.encrypt(pem), public_line(pem)
-        if server_process:
-            access.server_process = data["server_process"]
-        known = data["known_hosts"].strip()
-        if known:
-            key = key_from_known_hosts(known, host, port)
-            access.known_hosts, access.host_key_fingerprint = known, key.fingerprint
-            access.pinned_at = timezone.now()
-        elif moved:
-            access.known_hosts, access.host_key_fingerprint, access.pinned_at = "", "", None
         try:
-            access.full_clean(exclude=["target"])  # the model's own rules, once more
+            save_ssh_access(target, form.cleaned_data, keep_process=not server_process)
         except ValidationError as exc:
             raise CommandError(f"invalid options: {'; '.join(exc.messages)}") from None
-        access.save()
 
     @staticmethod
     def _auth(options: dict) -> dict:
