@@ -1,0 +1,7 @@
+from django.urls import path
+
+from portal.signing import views
+
+urlpatterns = [
+    path(".well-known/tollgate-report-keys.json", views.report_keys, name="signing-keys"),
+]
