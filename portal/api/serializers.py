@@ -1,0 +1,188 @@
+"""What the API answers (output serializers) and what it accepts (input serializers, which also
+document the request bodies in the OpenAPI schema). Runs are validated by the run form through
+``portal.runs.starting``; the inline run serializer only describes the keys it takes."""
+
+from __future__ import annotations
+
+from django.urls import reverse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from portal.lib.protocol import ARMS
+from portal.runs.configs import public_config
+from portal.runs.models import Run
+from portal.runs.reporting import report_url
+
+
+def api_url(name: str, run: Run, request=None) -> str:
+    path = reverse(name, args=[run.code])
+    return request.build_absolute_uri(path) if request is not None else path
+
+
+SUMMARY_KEYS = ("requests", "arms", "costs", "headline", "validity", "checks", "invalid_arms")
+
+
+class ErrorOut(serializers.Serializer):
+    status = serializers.IntegerField(help_text="The HTTP status code, repeated.")
+    errors = serializers.DictField(
+        child=serializers.ListField(child=serializers.CharField()),
+        help_text="Field name (or non_field_errors) → messages; empty when no field is at fault.",
+    )
+    detail = serializers.CharField()
+
+
+class ConflictOut(ErrorOut):
+    run_status = serializers.ChoiceField(choices=Run.Status.choices, required=False)
+
+
+class TargetRef(serializers.Serializer):
+    id = serializers.UUIDField(source="code")
+    name = serializers.CharField()
+
+
+class TargetOut(TargetRef):
+    plain_url = serializers.CharField(allow_blank=True)
+    tls_url = serializers.CharField(allow_blank=True)
+    verified = serializers.SerializerMethodField()
+    created = serializers.DateTimeField()
+
+    def get_verified(self, target) -> bool:
+        return target.verified_at is not None
+
+
+class ScenarioOut(serializers.Serializer):
+    id = serializers.UUIDField(source="code")
+    name = serializers.CharField()
+    version = serializers.IntegerField()
+    target = TargetRef()
+    budgets = serializers.DictField(help_text="Budget name → limit (see docs/api.md).")
+    updated = serializers.DateTimeField()
+
+
+class ScenarioRef(serializers.Serializer):
+    id = serializers.UUIDField()
+    version = serializers.IntegerField(allow_null=True)
+
+
+class RunLinks(serializers.Serializer):
+    self = serializers.URLField()
+    report = serializers.URLField(help_text="The report JSON (API).")
+    report_page = serializers.URLField(help_text="The report page in the portal (needs a login).")
+    cancel = serializers.URLField()
+
+
+class RunOut(serializers.Serializer):
+    id = serializers.UUIDField(source="code")
+    status = serializers.ChoiceField(choices=Run.Status.choices)
+    error = serializers.SerializerMethodField()
+    created = serializers.DateTimeField()
+    started = serializers.DateTimeField(allow_null=True)
+    finished = serializers.DateTimeField(allow_null=True)
+    source = serializers.CharField(help_text="web, cli, api or webhook")
+    target = TargetOut()
+    scenario = serializers.SerializerMethodField()
+    config = serializers.SerializerMethodField()
+    summary = serializers.SerializerMethodField()
+    budgets = serializers.SerializerMethodField()
+    links = serializers.SerializerMethodField()
+
+    def get_error(self, run) -> str | None:
+        return run.error or None
+
+    @extend_schema_field(ScenarioRef(allow_null=True))
+    def get_scenario(self, run):
+        if run.scenario_id is None:
+            return None
+        return {"id": str(run.scenario.code), "version": run.scenario_version}
+
+    @extend_schema_field(OpenApiTypes.OBJECT)
+    def get_config(self, run) -> dict:
+        return public_config(run.config)
+
+    @extend_schema_field({"type": "object", "nullable": True, "additionalProperties": True})
+    def get_summary(self, run):
+        """Costs and headline once the run has ended (``null`` before)."""
+        summary = run.summary or {}
+        return {key: summary[key] for key in SUMMARY_KEYS if key in summary} or None
+
+    @extend_schema_field({"type": "object", "nullable": True, "additionalProperties": True})
+    def get_budgets(self, run):
+        return (run.summary or {}).get("budgets")
+
+    @extend_schema_field(RunLinks)
+    def get_links(self, run) -> dict:
+        request = self.context.get("request")
+        return {
+            "self": api_url("api-run", run, request),
+            "report": api_url("api-run-report", run, request),
+            "report_page": report_url(run, request),
+            "cancel": api_url("api-run-cancel", run, request),
+        }
+
+
+class ScenarioRunIn(serializers.Serializer):
+    scenario = serializers.UUIDField(help_text="The id of a saved scenario of the token's project.")
+    overrides = serializers.DictField(
+        required=False,
+        help_text="Keys to change for this run: arms, users, spawn_rate, warmup_s, duration_s, rounds, "
+        "think_time_s, arrival_rate, expected_status, paths, follow_redirects, verify_tls, tls_matrix, "
+        "wan_rtt_ms; and budgets "
+        "(budget name → limit), which replace the scenario's for this run ({} for none).",
+    )
+
+
+class InlineRunIn(serializers.Serializer):
+    """The keys of a report's ``run.config``, plus the URLs (limits and the address policy apply as
+    in the run form)."""
+
+    plain_url = serializers.CharField(required=False, allow_blank=True, help_text="http:// URL")
+    tls_url = serializers.CharField(required=False, allow_blank=True, help_text="https:// URL")
+    target_name = serializers.CharField(required=False, allow_blank=True)
+    arms = serializers.ListField(child=serializers.ChoiceField(choices=ARMS), required=False)
+    users = serializers.IntegerField(required=False)
+    spawn_rate = serializers.FloatField(required=False)
+    warmup_s = serializers.FloatField(required=False)
+    duration_s = serializers.FloatField(required=False)
+    rounds = serializers.IntegerField(required=False)
+    think_time_s = serializers.FloatField(required=False)
+    arrival_rate = serializers.FloatField(required=False, allow_null=True, help_text="null: closed loop")
+    verify_tls = serializers.BooleanField(required=False)
+    follow_redirects = serializers.BooleanField(required=False)
+    headers_over_http = serializers.BooleanField(required=False)
+    paths = serializers.ListField(child=serializers.JSONField(), required=False)
+    expected_status = serializers.ListField(child=serializers.IntegerField(), required=False)
+    headers = serializers.DictField(child=serializers.CharField(), required=False)
+    auth = serializers.DictField(required=False, help_text='{"type": "basic"|"bearer", "user", "secret"}')
+    probes = serializers.DictField(required=False)
+    tls_matrix = serializers.ListField(
+        child=serializers.ChoiceField(choices=["protocol", "group", "cert", "resumption"]),
+        required=False,
+        help_text="TLS configuration matrix: repeat tls_new (which arms must name) under each variant of "
+        'these dimensions, e.g. ["protocol", "cert"] (or "protocol,cert"); docs/report-schema.md, matrix.',
+    )
+    wan_rtt_ms = serializers.ListField(
+        child=serializers.FloatField(min_value=0, max_value=2000),
+        required=False,
+        help_text="RTTs (ms) of the report's WAN projection, at most 8, e.g. [2, 20, 80, 200] (the default); "
+        'or "2,20,80,200".',
+    )
+    budgets = serializers.DictField(
+        child=serializers.FloatField(),
+        required=False,
+        help_text="Budget name → limit, judged when the run ends (docs/budgets.md), e.g. "
+        '{"keepalive_tls_p50_ms": 2, "failed_checks": 0}; the verdicts appear under the run\'s budgets.',
+    )
+
+
+class ShareIn(serializers.Serializer):
+    days = serializers.IntegerField(
+        required=False, allow_null=True, min_value=1, help_text="Default 30; the operator sets a maximum."
+    )
+    note = serializers.CharField(required=False, allow_blank=True, max_length=200, default="")
+
+
+class ShareOut(serializers.Serializer):
+    id = serializers.CharField()
+    url = serializers.URLField()
+    expires_at = serializers.DateTimeField()

@@ -1,0 +1,18 @@
+from django.urls import path, re_path
+from drf_spectacular.views import SpectacularJSONAPIView
+
+from portal.api import errors, views
+from portal.api.docs import api_docs
+
+urlpatterns = [
+    path("runs", views.Runs.as_view(), name="api-runs"),
+    path("runs/<uuid:code>", views.RunDetail.as_view(), name="api-run"),
+    path("runs/<uuid:code>/report", views.RunReport.as_view(), name="api-run-report"),
+    path("runs/<uuid:code>/cancel", views.RunCancel.as_view(), name="api-run-cancel"),
+    path("runs/<uuid:code>/shares", views.RunShares.as_view(), name="api-run-shares"),
+    path("targets", views.Targets.as_view(), name="api-targets"),
+    path("scenarios", views.Scenarios.as_view(), name="api-scenarios"),
+    path("schema", SpectacularJSONAPIView.as_view(), name="api-schema"),
+    path("docs", api_docs, name="api-docs"),
+    re_path(r"^.*$", errors.not_found, name="api-not-found"),
+]

@@ -1,0 +1,139 @@
+"""Who a token acts as, and where: only its project, only its scope, only while it is valid and its
+user is still a member. Every answer here goes through the whole request stack (middleware, DRF)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from portal.api import tokens
+from portal.api.models import ApiToken
+from portal.runs.models import Run
+from tests.api.conftest import assert_error, inline
+
+pytestmark = pytest.mark.django_db
+
+
+def ids(response) -> set[str]:
+    return {row["id"] for row in response.json()["results"]}
+
+
+def test_a_token_sees_only_its_own_project(client, world, bearer):
+    a, b = world["a"], world["b"]
+    auth = bearer(world["users"]["owner"], a.project)
+    assert ids(client.get("/api/v1/runs", **auth)) == {str(r.code) for r in a.runs}
+    targets = client.get("/api/v1/targets", **auth).json()["results"]
+    assert {t["id"] for t in targets} == {str(a.runs[0].target.code), str(a.scenario.target.code)}
+    scenarios = client.get("/api/v1/scenarios", **auth).json()["results"]
+    assert [s["id"] for s in scenarios] == [str(a.scenario.code)]
+    # B's run is as unknown as a made-up one: the same 404, no hint it exists.
+    other = b.runs[0].code
+    for path in (f"/api/v1/runs/{other}", f"/api/v1/runs/{other}/report"):
+        body = assert_error(client.get(path, **auth), 404)
+        assert body["detail"] == "No such run."
+    run_auth = bearer(world["users"]["owner"], a.project, "run")
+    assert_error(client.post(f"/api/v1/runs/{other}/cancel", **run_auth), 404)
+    assert_error(client.post(f"/api/v1/runs/{other}/shares", {}, "application/json", **run_auth), 404)
+    assert Run.objects.get(code=other).status == Run.Status.SUCCEEDED
+
+
+def test_a_token_of_a_member_of_both_projects_still_sees_one(client, world, bearer):
+    a, b = world["a"], world["b"]
+    outsider = world["users"]["outsider"]  # owner of B; make them a viewer of A too
+    a.project.memberships.create(user=outsider, role="viewer")
+    assert ids(client.get("/api/v1/runs", **bearer(outsider, b.project))) == {str(r.code) for r in b.runs}
+    assert ids(client.get("/api/v1/runs", **bearer(outsider, a.project))) == {str(r.code) for r in a.runs}
+    assert_error(client.get(f"/api/v1/runs/{a.runs[0].code}", **bearer(outsider, b.project)), 404)
+
+
+def test_a_read_token_may_not_post(client, world, bearer):
+    a = world["a"]
+    auth = bearer(world["users"]["owner"], a.project, "read")
+    before = Run.objects.count()
+    body = assert_error(client.post("/api/v1/runs", inline(), "application/json", **auth), 403)
+    assert "read" in body["detail"]
+    assert_error(client.post(f"/api/v1/runs/{a.runs[0].code}/cancel", **auth), 403)
+    assert_error(client.post(f"/api/v1/runs/{a.runs[0].code}/shares", {}, "application/json", **auth), 403)
+    assert Run.objects.count() == before
+    assert client.get(f"/api/v1/runs/{a.runs[0].code}", **auth).status_code == 200
+
+
+def test_a_run_token_needs_the_member_role(client, world, bearer):
+    # Made behind the page's back (the page and the CLI refuse it): the role is checked per request.
+    a = world["a"]
+    viewer_run = bearer(world["users"]["viewer"], a.project, "run")
+    assert client.get("/api/v1/runs", **viewer_run).status_code == 200
+    body = assert_error(client.post("/api/v1/runs", inline(), "application/json", **viewer_run), 403)
+    assert "member" in body["detail"]
+    member_run = bearer(world["users"]["member"], a.project, "run")
+    assert client.post("/api/v1/runs", inline(), "application/json", **member_run).status_code == 201
+
+
+@pytest.mark.parametrize(
+    "header",
+    ["Bearer tg_unknown", "Bearer " + "tg_" + "x" * 43, "Bearer", "Bearer a b", "Bearer \u00e9t\u00e9"],
+)
+def test_unknown_or_malformed_tokens_are_401(client, world, header):
+    response = client.get("/api/v1/runs", HTTP_AUTHORIZATION=header.encode().decode("latin-1"))
+    assert_error(response, 401)
+    assert response["WWW-Authenticate"].startswith("Bearer")
+
+
+def test_no_token_is_401_and_a_session_is_not_accepted(client, world):
+    response = client.get("/api/v1/runs")
+    assert_error(response, 401)
+    assert response["WWW-Authenticate"].startswith("Bearer")
+    client.force_login(world["users"]["owner"])  # a browser's session cookie never acts on the API
+    assert_error(client.get("/api/v1/runs"), 401)
+    assert_error(client.post("/api/v1/runs", inline(), "application/json"), 401)
+
+
+def test_a_revoked_token_is_401(client, world):
+    token, plaintext = tokens.issue(world["users"]["owner"], world["a"].project, scope="run", name="ci")
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {plaintext}"}
+    assert client.get("/api/v1/runs", **auth).status_code == 200
+    assert tokens.revoke(token)
+    body = assert_error(client.get("/api/v1/runs", **auth), 401)
+    assert body["detail"] == "Unknown or revoked token."
+    assert_error(client.post("/api/v1/runs", inline(), "application/json", **auth), 401)
+
+
+def test_a_user_removed_from_the_project_loses_the_api(client, world, bearer):
+    a = world["a"]
+    auth = bearer(world["users"]["member"], a.project, "run")
+    assert client.get("/api/v1/runs", **auth).status_code == 200
+    a.project.memberships.filter(user=world["users"]["member"]).delete()
+    body = assert_error(client.get("/api/v1/runs", **auth), 401)
+    assert "no longer a member" in body["detail"]
+    # Demoted to viewer instead: reading works, starting does not.
+    a.project.memberships.create(user=world["users"]["member"], role="viewer")
+    assert client.get("/api/v1/runs", **auth).status_code == 200
+    assert_error(client.post("/api/v1/runs", inline(), "application/json", **auth), 403)
+
+
+def test_an_inactive_user_loses_the_api(client, world, bearer):
+    user = world["users"]["owner"]
+    auth = bearer(user, world["a"].project)
+    user.is_active = False
+    user.save()
+    assert_error(client.get("/api/v1/runs", **auth), 401)
+
+
+def test_only_a_digest_is_stored_and_last_use_is_written_once_a_minute(client, world):
+    token, plaintext = tokens.issue(world["users"]["owner"], world["a"].project, scope="read", name="ci")
+    assert plaintext.startswith("tg_") and len(plaintext) >= 3 + 43  # 256 random bits
+    row = ApiToken.objects.filter(pk=token.pk).values().get()
+    assert plaintext not in str(row) and row["token_hash"] == tokens.digest(plaintext)
+    assert row["prefix"] == plaintext[:8] and row["last_used"] is None
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {plaintext}"}
+    client.get("/api/v1/targets", **auth)
+    first = ApiToken.objects.get(pk=token.pk).last_used
+    assert first is not None
+    client.get("/api/v1/targets", **auth)
+    assert ApiToken.objects.get(pk=token.pk).last_used == first  # within the minute: not rewritten
+    ApiToken.objects.filter(pk=token.pk).update(last_used=first - timedelta(minutes=2))
+    client.get("/api/v1/targets", **auth)
+    assert ApiToken.objects.get(pk=token.pk).last_used > first - timedelta(seconds=1)
+    assert ApiToken.objects.get(pk=token.pk).last_used <= timezone.now()
