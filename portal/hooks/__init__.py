@@ -1,0 +1,2 @@
+"""Signed webhook triggers of saved scenarios (``/hooks/<id>``) and the signed callbacks sent when
+their runs end."""

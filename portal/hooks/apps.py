@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class HooksConfig(AppConfig):
+    name = "portal.hooks"
+    label = "hooks"

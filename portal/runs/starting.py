@@ -1,0 +1,357 @@
+"""Starting a run from data that is no web form: the API's JSON and a saved scenario with overrides
+(the API, webhooks, the scenario page).
+
+Everything goes through ``RunForm``, so limits, quotas, target verification and the outbound address
+policy apply exactly as in the form; a refusal is ``RunRefused`` with field messages under the JSON
+names. The JSON keys are those of a report's ``run.config`` (``arms`` as a list of names), plus
+``plain_url``, ``tls_url`` and ``target_name``; and ``budgets`` (``{name: limit}``,
+``portal.lib.budgets``): a run's budgets, judged in its report (on a scenario's run they replace the
+scenario's), a scenario's budgets when saving one (with ``callback_url``).
+"""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import F
+
+from portal.lib import budgets as budgetlib
+from portal.runs import defaults, dispatch, services
+from portal.runs.forms import RunForm
+from portal.runs.models import Run
+from portal.runs.scenarios import SCENARIO_ONLY_KEYS, SavedSecrets, scenario_config
+from portal.targets.models import Scenario
+from portal.targets.validators import check_callback_url
+
+# JSON key -> the form field it fills (when the names differ).
+FORM_NAMES = {
+    "headers_over_http": "send_credentials_over_http",
+}
+PLAIN_KEYS = (
+    "target_name",
+    "plain_url",
+    "tls_url",
+    "users",
+    "spawn_rate",
+    "warmup_s",
+    "duration_s",
+    "rounds",
+    "think_time_s",
+    "arrival_rate",
+    "verify_tls",
+    "follow_redirects",
+    "headers_over_http",
+)
+STRUCTURED_KEYS = (
+    "arms",
+    "paths",
+    "expected_status",
+    "headers",
+    "auth",
+    "probes",
+    "tls_matrix",
+    "wan_rtt_ms",
+)
+KEYS = (*PLAIN_KEYS, *STRUCTURED_KEYS)
+# A webhook or an API call on a saved scenario may change how it loads the target, never what it
+# targets or which secrets it sends.
+OVERRIDABLE = (
+    "arms",
+    "users",
+    "spawn_rate",
+    "warmup_s",
+    "duration_s",
+    "rounds",
+    "think_time_s",
+    "arrival_rate",
+    "expected_status",
+    "paths",
+    "follow_redirects",
+    "verify_tls",
+    "tls_matrix",
+    "wan_rtt_ms",
+)
+# Form field -> JSON key, for error messages.
+JSON_NAMES = {
+    "send_credentials_over_http": "headers_over_http",
+    "auth_type": "auth",
+    "auth_user": "auth",
+    "auth_secret": "auth",
+    "probe_server": "probes",
+    "openssl_speed": "probes",
+    "cryptsetup": "probes",
+    "local_process": "probes",
+    "__all__": "non_field_errors",
+}
+PROBE_FIELDS = {"ssh": "probe_server", "openssl_speed": "openssl_speed", "cryptsetup": "cryptsetup"}
+
+
+class RunRefused(Exception):
+    """The run was not started: ``errors`` maps JSON keys (or ``non_field_errors``) to messages;
+    ``quota_refusals`` are the quota messages among them, for the audit log (as the run page does)."""
+
+    def __init__(self, errors: dict[str, list[str]], quota_refusals: list[str] | None = None) -> None:
+        super().__init__("; ".join(f"{key}: {' '.join(msgs)}" for key, msgs in errors.items()))
+        self.errors = errors
+        self.quota_refusals = quota_refusals or []
+
+
+def default_form_data() -> dict:
+    """The form's defaults for keys a JSON body leaves out (booleans included: a missing checkbox
+    would otherwise read as unticked)."""
+    return {
+        "arms": list(defaults.ARMS),
+        "users": defaults.USERS,
+        "spawn_rate": defaults.SPAWN_RATE,
+        "warmup_s": defaults.WARMUP_S,
+        "duration_s": defaults.DURATION_S,
+        "arrival_rate": defaults.ARRIVAL_RATE,
+        "rounds": defaults.ROUNDS,
+        "verify_tls": True,
+        "follow_redirects": True,
+        "auth_type": "none",
+    }
+
+
+def _lines(value, what: str, render) -> str:
+    if isinstance(value, str):
+        return value
+    if not isinstance(value, list | dict):
+        raise RunRefused({what: ["Expected a list or a string."]})
+    try:
+        return "\n".join(render(value))
+    except (TypeError, KeyError, AttributeError):
+        raise RunRefused({what: ["Malformed entries."]}) from None
+
+
+def _structured(data: dict) -> dict:
+    """Form values for the structured JSON keys present in ``data``."""
+    out: dict = {}
+    if "arms" in data:
+        arms = data["arms"]
+        if not isinstance(arms, list) or not all(isinstance(a, str | dict) for a in arms):
+            raise RunRefused({"arms": ['A list of arm names, e.g. ["plain", "tls", "tls_new"].']})
+        out["arms"] = [a.get("name") if isinstance(a, dict) else a for a in arms]
+    if "paths" in data:
+        out["paths"] = _lines(
+            data["paths"],
+            "paths",
+            lambda items: (
+                f"{p['path']} {p.get('weight', 1)}" if isinstance(p, dict) else str(p) for p in items
+            ),
+        )
+    if "expected_status" in data:
+        out["expected_status"] = _lines(
+            data["expected_status"], "expected_status", lambda items: [", ".join(map(str, items))]
+        )
+    if "headers" in data:
+        out["headers"] = _lines(
+            data["headers"], "headers", lambda items: (f"{k}: {v}" for k, v in items.items())
+        )
+    if "auth" in data:
+        auth = data["auth"] or {}
+        if not isinstance(auth, dict):
+            raise RunRefused({"auth": ['An object {"type": "basic"|"bearer", "user", "secret"}.']})
+        out.update(
+            auth_type=auth.get("type") or "none",
+            auth_user=auth.get("user") or "",
+            auth_secret=auth.get("secret") or "",
+        )
+    if "tls_matrix" in data:  # ["protocol", "cert"] or "protocol,cert"
+        value = data["tls_matrix"] or []
+        if isinstance(value, str):  # "protocol, cert" as the CLI takes it: spaces and empty items dropped
+            value = [item.strip() for item in value.split(",") if item.strip()]
+        out["tls_matrix"] = value
+    if "wan_rtt_ms" in data:  # [2, 20, 80, 200] or "2,20,80,200"
+        out["wan_rtt_ms"] = _lines(
+            data["wan_rtt_ms"] or [], "wan_rtt_ms", lambda items: [",".join(map(str, items))]
+        )
+    if "probes" in data:
+        probes = data["probes"] or {}
+        if not isinstance(probes, dict):
+            raise RunRefused(
+                {"probes": ['An object {"ssh", "openssl_speed", "cryptsetup", "local_process"}.']}
+            )
+        out.update({field: bool(probes.get(key)) for key, field in PROBE_FIELDS.items()})
+        out["local_process"] = probes.get("local_process") or ""
+    return out
+
+
+def form_data(data: dict, base: dict | None = None) -> dict:
+    """The run form's data for a JSON body, over ``base`` (the defaults, or a saved scenario's values)."""
+    if not isinstance(data, dict):
+        raise RunRefused({"non_field_errors": ["Expected a JSON object."]})
+    unknown = sorted(set(data) - set(KEYS))
+    if unknown:
+        known = ", ".join((*KEYS, "budgets"))  # budgets_of took them out before this check
+        raise RunRefused({key: [f"Unknown field; known: {known}."] for key in unknown})
+    out = dict(base if base is not None else default_form_data())
+    for key in PLAIN_KEYS:
+        if key in data:
+            value = data[key]
+            if isinstance(value, list | dict):
+                raise RunRefused({key: ["Expected a single value."]})
+            out[FORM_NAMES.get(key, key)] = "" if value is None else value
+    out.update(_structured(data))
+    return out
+
+
+def scenario_form_data(scenario: Scenario) -> dict:
+    """A saved scenario's form values (its sealed secrets are not among them: ``SavedSecrets``)."""
+    values = {k: v for k, v in scenario.config.items() if k not in SCENARIO_ONLY_KEYS}
+    return {k: ("" if v is None else v) for k, v in values.items()}
+
+
+def _errors(form: RunForm) -> dict[str, list[str]]:
+    errors: dict[str, list[str]] = {}
+    for field, messages in form.errors.items():
+        errors.setdefault(JSON_NAMES.get(field, field), []).extend(messages)
+    return errors
+
+
+def check(project, data: dict, *, scenario: Scenario | None = None) -> RunForm:
+    """The validated form for ``data`` (JSON keys; on a scenario only ``OVERRIDABLE`` ones), or
+    ``RunRefused``."""
+    if scenario is not None:
+        extra = sorted(set(data) - set(OVERRIDABLE)) if isinstance(data, dict) else []
+        if extra:
+            raise RunRefused(
+                {
+                    key: [f"Not overridable on a saved scenario; allowed: {', '.join(OVERRIDABLE)}, budgets."]
+                    for key in extra
+                }
+            )
+        values = form_data(data, scenario_form_data(scenario))
+    else:
+        values = form_data(data)
+    form = RunForm(values, saved=SavedSecrets.of(scenario), project=project)
+    if not form.is_valid():
+        raise RunRefused(_errors(form), form.quota_refusals)
+    return form
+
+
+def budgets_of(data) -> tuple[dict, dict | None]:
+    """``data`` without its ``budgets`` key, and those budgets checked (None when absent: a scenario's
+    run then keeps the scenario's). Raises ``RunRefused``."""
+    if not isinstance(data, dict) or "budgets" not in data:
+        return data, None
+    rest = {key: value for key, value in data.items() if key != "budgets"}
+    try:
+        return rest, budgetlib.clean(data["budgets"])
+    except budgetlib.BudgetError as exc:
+        raise RunRefused({"budgets": exc.errors}) from None
+
+
+def start_run(owner, project, data: dict, *, scenario: Scenario | None = None, source: str = "api") -> Run:
+    """Validate ``data`` like the run form, then create the run (target made on first use) and queue it.
+    Raises ``RunRefused``. The caller has checked that ``owner`` may start runs in ``project``."""
+    data, budgets = budgets_of(data)
+    form = check(project, data, scenario=scenario)
+    cleaned = form.cleaned_data
+    with transaction.atomic():
+        target = (
+            scenario.target
+            if scenario is not None
+            else services.get_or_create_target(
+                project, form.target_name_or_default(), cleaned.get("plain_url"), cleaned.get("tls_url")
+            )
+        )
+        run = services.create_run(
+            owner,
+            target,
+            form.engine_config(),
+            scenario=scenario,
+            source=source,
+            secrets=form.secrets(),
+            budgets=budgets,
+        )
+        dispatch.enqueue(run)
+    return run
+
+
+def callback_of(data: dict) -> tuple[dict, str | None]:
+    """``data`` without ``callback_url``, and that URL checked by the outbound policy (None: absent)."""
+    if "callback_url" not in data:
+        return data, None
+    rest = {key: value for key, value in data.items() if key != "callback_url"}
+    url = data["callback_url"] or ""
+    if not isinstance(url, str):
+        raise RunRefused({"callback_url": ["Expected a URL string."]})
+    try:
+        return rest, check_callback_url(url) if url else ""
+    except ValidationError as exc:
+        raise RunRefused({"callback_url": exc.messages}) from None
+
+
+def save_scenario(
+    project, name: str, data: dict, *, scenario: Scenario | None = None, replace: bool = False
+) -> Scenario:
+    """Create (or, given ``scenario``, edit: its version goes up) a saved scenario from JSON keys,
+    validated like a run; on an edit, absent keys keep the scenario's values and blank secrets its
+    sealed ones — unless ``replace`` (the CLI: the options are the whole scenario). ``budgets`` and
+    ``callback_url`` are the scenario's. Raises ``RunRefused``."""
+    if not isinstance(data, dict):
+        raise RunRefused({"non_field_errors": ["Expected a JSON object."]})
+    data, budgets = budgets_of(data)
+    data, callback = callback_of(data)
+    kept = None if replace else scenario
+    base = scenario_form_data(kept) if kept is not None and kept.config else None
+    form = RunForm(form_data(data, base), saved=SavedSecrets.of(kept), project=project, queueing=False)
+    if not form.is_valid():
+        raise RunRefused(_errors(form))
+    return store_scenario(project, form, name=name, scenario=scenario, budgets=budgets, callback_url=callback)
+
+
+def store_scenario(
+    project,
+    form: RunForm,
+    *,
+    name: str,
+    scenario: Scenario | None = None,
+    budgets: dict | None = None,
+    callback_url: str | None = None,
+) -> Scenario:
+    """Save a valid run form as a scenario (an edit bumps the version); ``budgets`` and
+    ``callback_url`` None keep the scenario's (a new one: none)."""
+    cleaned = form.cleaned_data
+    config = scenario_config(cleaned, form.data, form.engine_config(), form.secrets())
+    with transaction.atomic():
+        target = services.get_or_create_target(
+            project, form.target_name_or_default(), cleaned.get("plain_url"), cleaned.get("tls_url")
+        )
+        if scenario is None:
+            scenario = Scenario(project=project, version=1)
+        else:
+            scenario = Scenario.objects.select_for_update().get(pk=scenario.pk)
+            scenario.version += 1
+        scenario.name, scenario.target, scenario.config = name, target, config
+        if budgets is not None:
+            scenario.budgets = budgets
+        if callback_url is not None:
+            scenario.callback_url = callback_url
+        scenario.save()
+        return scenario
+
+
+def start_from_form(owner, project, form: RunForm, base: Scenario | None) -> Run:
+    """The run page's run: target, scenario (when saved; saved over an existing one, its next
+    version) and run in one transaction; queued once it commits."""
+    data = form.cleaned_data
+    secrets, config = form.secrets(), form.engine_config()
+    with transaction.atomic():
+        target = services.get_or_create_target(
+            project, form.target_name_or_default(), data.get("plain_url"), data.get("tls_url")
+        )
+        scenario = base
+        if data.get("save_as"):
+            scenario, made = Scenario.objects.update_or_create(
+                project=project,
+                name=data["save_as"],
+                defaults={"target": target, "config": scenario_config(data, form.data, config, secrets)},
+            )
+            if not made:  # saved over: a new version of the scenario
+                Scenario.objects.filter(pk=scenario.pk).update(version=F("version") + 1)
+                scenario.refresh_from_db(fields=["version"])
+        run = services.create_run(owner, target, config, scenario=scenario, secrets=secrets)
+        dispatch.enqueue(run)
+    return run

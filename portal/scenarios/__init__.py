@@ -1,0 +1,1 @@
+"""Saved scenarios in the portal: list, edit (each edit a new version), budgets, run."""

@@ -1,0 +1,156 @@
+"""Callbacks: when a run of a scenario with a ``callback_url`` ends, POST its verdict there, signed.
+
+The body (docs/ci.md, "Callbacks") carries the run's status, headline, costs, budgets and links; it
+is signed like a webhook (``X-Tollgate-Timestamp`` + ``X-Tollgate-Signature``) with the current
+secret of the scenario's webhook trigger, so a CI verifies the callback with the secret it already
+holds. No webhook, no callback: the attempt is logged as failed and says so.
+
+The URL goes through the outbound address policy on every attempt and the POST connects to the
+address checked (``portal.lib.webhooks.post``): a receiver outside ``TOLLGATE_ALLOW_NETWORKS`` is
+refused and logged, never contacted. Each attempt is one ``CallbackDelivery`` row; a 5xx, 408, 429
+or a network error is retried by the task with exponential backoff
+(``TOLLGATE_CALLBACK_BACKOFF_S * 2^(attempt - 1)`` s, ``TOLLGATE_CALLBACK_ATTEMPTS`` attempts in
+all); any other answer is final.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from portal import outbound, vault
+from portal.hooks import services as hooks
+from portal.hooks.models import CallbackDelivery, WebhookDelivery
+from portal.lib import webhooks
+from portal.runs.models import Run
+from portal.targets.models import Scenario
+from workers.celery_app import app
+
+log = logging.getLogger(__name__)
+TASK = "workers.tasks.deliver_callback"
+# The maintenance worker takes it: run workers are busy for a whole run, callbacks must not wait.
+QUEUE = "maintenance"
+RETRYABLE = {408, 429}
+Status = CallbackDelivery.Status
+
+
+def schedule(run: Run) -> bool:
+    """Enqueue the callback of a run that has ended, when its scenario has a callback URL."""
+    if run.scenario_id is None:
+        return False
+    url = Scenario.objects.filter(pk=run.scenario_id).values_list("callback_url", flat=True).first()
+    if not url:
+        return False
+    # Once the run's end is committed (finish ends a run in one transaction): the task must read the
+    # final status, summary and budgets.
+    transaction.on_commit(lambda: _enqueue(run.pk))
+    return True
+
+
+def _enqueue(run_id: int) -> None:
+    try:
+        app.send_task(TASK, args=[run_id], queue=QUEUE)
+    except Exception:  # the run's own record is final already; a lost callback is logged, not fatal
+        log.exception("run %s: could not enqueue its callback", run_id)
+
+
+def backoff_s(attempt: int) -> int:
+    return settings.TOLLGATE_CALLBACK_BACKOFF_S * 2 ** (attempt - 1)
+
+
+def links(run: Run) -> dict:
+    """The links the webhook answered with (a run it started), else a new share link."""
+    answered = WebhookDelivery.objects.filter(run=run, status_code=202).exclude(response_enc="")
+    started = answered.order_by("pk").first()
+    # Made by the system (no user): the run's owner may have left the project since.
+    found = vault.unseal(started.response_enc) if started else hooks.run_links(run, None)
+    return {key: found[key] for key in ("report_url", "share_url", "status_url")}
+
+
+def payload(run: Run) -> dict:
+    summary = run.summary or {}
+    scenario = run.scenario
+    return {
+        "run_id": str(run.code),
+        "status": run.status,
+        "error": run.error or None,
+        "headline": summary.get("headline"),
+        "costs": summary.get("costs") or [],
+        "budgets": summary.get("budgets"),
+        "scenario": {"id": str(scenario.code), "name": scenario.name, "version": run.scenario_version},
+        "links": links(run),
+    }
+
+
+def _sealed_payload(run: Run, row: CallbackDelivery) -> dict:
+    """Every attempt sends the same body (one share link, not one per attempt)."""
+    first = CallbackDelivery.objects.filter(run=run).exclude(payload_enc="").order_by("attempt").first()
+    if first is not None:
+        return vault.unseal(first.payload_enc)
+    data = payload(run)
+    row.payload_enc = vault.seal(data)
+    row.save(update_fields=["payload_enc"])
+    return data
+
+
+def _end(row: CallbackDelivery, status: str, error: str = "", response_status: int | None = None) -> None:
+    row.status, row.error, row.response_status = status, error[:500], response_status
+    row.save(update_fields=["status", "error", "response_status", "sent_at", "next_attempt_at"])
+    log.info("callback of run %s, attempt %s: %s %s", row.run_id, row.attempt, status, error)
+
+
+def deliver(run_id: int, attempt: int) -> int | None:
+    """Make attempt ``attempt`` (1-based). Returns the seconds to wait before the next attempt, or
+    None when there is none (delivered, refused, or out of attempts). A redelivered task whose
+    attempt is already decided does nothing."""
+    run = Run.objects.select_related("scenario", "owner").filter(pk=run_id).first()
+    if run is None or run.scenario is None or not run.scenario.callback_url:
+        return None
+    if CallbackDelivery.objects.filter(run=run, status=Status.DELIVERED).exists():
+        return None
+    url = run.scenario.callback_url
+    row, _ = CallbackDelivery.objects.get_or_create(run=run, attempt=attempt, defaults={"url": url})
+    if row.status != Status.PENDING:
+        return None
+    secret = hooks.signing_secret(run.scenario)
+    if secret is None:
+        _end(row, Status.FAILED, "not sent: the scenario has no webhook, whose secret signs callbacks")
+        return None
+    decision = outbound.check_url(url)
+    if not decision.allowed:
+        _end(row, Status.FAILED, f"refused by the outbound address policy: {decision.reason}")
+        return None
+    try:
+        body = webhooks.canonical(_sealed_payload(run, row))
+    except Exception as exc:
+        _end(row, Status.FAILED, f"internal error: {type(exc).__name__}: {exc}")
+        raise
+    return _send(row, url, decision.pinned, body, secret)
+
+
+def _send(row: CallbackDelivery, url: str, pinned: str, body: bytes, secret: str) -> int | None:
+    row.sent_at = timezone.now()
+    try:
+        # Signed at each attempt: a retry an hour later carries a fresh timestamp.
+        code = webhooks.post(url, pinned, body, webhooks.signed_headers(secret, body, time.time()))
+    except OSError as exc:
+        code, error = None, f"no answer: {exc}"
+    else:
+        error = "" if 200 <= code < 300 else f"answered {code}"
+    if code is not None and 200 <= code < 300:
+        _end(row, Status.DELIVERED, response_status=code)
+        return None
+    retryable = code is None or code >= 500 or code in RETRYABLE
+    if not retryable or row.attempt >= settings.TOLLGATE_CALLBACK_ATTEMPTS:
+        final = "" if retryable else " (not retried)"
+        _end(row, Status.FAILED, f"{error}{final}", code)
+        return None
+    wait_s = backoff_s(row.attempt)
+    row.next_attempt_at = timezone.now() + timedelta(seconds=wait_s)
+    _end(row, Status.FAILED, f"{error}; retrying in {wait_s} s", code)
+    return wait_s
