@@ -1,0 +1,172 @@
+"""The TLS configuration matrix: which client-side variants a run repeats ``tls_new`` under, their
+sub-arm names, and the report's ``matrix`` entries.
+
+Shared by the portal (form, CLI, report) and the engine (``workers.engine.variants`` builds and
+probes each variant), so it imports neither Django nor Locust.
+
+A run option ``tls_matrix`` names the dimensions to vary (any of ``DIMENSIONS``); the variants are
+their cross product, the other dimensions left at the generator's default (``None``). Each variant
+is a sub-arm of ``tls_new`` (and, for the protocol, of ``tls``: ``MATRIX_ARMS``) named
+``<arm>@<values>`` (``variant_name``), e.g.
+``tls_new@1.2+x25519+ecdsa+full``: its own ArmResult rows, histograms, server CPU and costs,
+interleaved in rounds with the other arms. The engine probes every variant with one handshake before
+any window; a variant that the server or the generator refuses, or whose negotiated parameters are
+not what it asked for, is listed as ``refused`` with the reason and never measured.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+MATRIX_ARM = "tls_new"
+SEPARATOR = "@"
+DIMENSIONS = ("protocol", "group", "cert", "resumption")
+# The arms the matrix repeats, and the dimensions that change what each measures. ``tls`` (keep-alive)
+# pays its one handshake per user in the warm-up: in its window only the protocol (record layer and
+# its cipher suites) differs, so it is repeated for the protocol only, and only when ``tls`` runs.
+MATRIX_ARMS: dict[str, tuple[str, ...]] = {"tls_new": DIMENSIONS, "tls": ("protocol",)}
+VALUES: dict[str, tuple[str, ...]] = {
+    "protocol": ("tls1.2", "tls1.3"),
+    "group": ("x25519", "p256", "x25519mlkem768"),
+    "cert": ("rsa", "ecdsa"),
+    "resumption": ("none", "ticket", "session_id"),
+}
+# Short forms for sub-arm names (they are keys of the report's ``arms`` and of ArmResult.arm).
+SHORT = {
+    "tls1.2": "1.2",
+    "tls1.3": "1.3",
+    "x25519": "x25519",
+    "p256": "p256",
+    "x25519mlkem768": "mlkem",
+    "rsa": "rsa",
+    "ecdsa": "ecdsa",
+    "none": "full",
+    "ticket": "ticket",
+    "session_id": "sessid",
+}
+LABELS = {
+    "tls1.2": "TLS 1.2",
+    "tls1.3": "TLS 1.3",
+    "x25519": "X25519 key exchange",
+    "p256": "P-256 key exchange",
+    "x25519mlkem768": "X25519MLKEM768 (post-quantum hybrid) key exchange",
+    "rsa": "RSA certificate",
+    "ecdsa": "ECDSA certificate",
+    "none": "a full handshake per connection",
+    "ticket": "resumption by session ticket",
+    "session_id": "resumption by session ID",
+}
+# The report's variant keys (the issue's names): ``cert`` is reported as ``cert_key_type``.
+REPORT_KEYS = {"protocol": "protocol", "group": "group", "cert": "cert_key_type", "resumption": "resumption"}
+MAX_NAME = 64  # ArmResult.arm's max_length
+
+
+def parse_dimensions(text: str | list[str] | None) -> list[str]:
+    """``"protocol,group"`` (or a list) → the dimensions in canonical order; ValueError when unknown."""
+    if not text:
+        return []
+    items = text.split(",") if isinstance(text, str) else list(text)
+    wanted = {item.strip().lower() for item in items if item and item.strip()}
+    unknown = sorted(wanted - set(DIMENSIONS))
+    if unknown:
+        raise ValueError(
+            f"unknown matrix dimension(s) {', '.join(unknown)}; choose from {', '.join(DIMENSIONS)}"
+        )
+    return [dim for dim in DIMENSIONS if dim in wanted]
+
+
+def variants(dimensions: list[str], arm: str = MATRIX_ARM) -> list[dict]:
+    """The cross product of the chosen dimensions' values that matter for ``arm``
+    (``MATRIX_ARMS``); the other dimensions are ``None``."""
+    chosen = [dim for dim in MATRIX_ARMS.get(arm, ()) if dim in dimensions]
+    if not chosen:
+        return []
+    out = []
+    for values in itertools.product(*(VALUES[dim] for dim in chosen)):
+        variant = dict.fromkeys(DIMENSIONS)
+        variant.update(zip(chosen, values, strict=True))
+        out.append(variant)
+    return out
+
+
+def variant_name(variant: dict, arm: str = MATRIX_ARM) -> str:
+    """``tls_new@1.2+x25519``: the sub-arm's name, from the chosen dimensions' values in order."""
+    parts = [SHORT[variant[dim]] for dim in DIMENSIONS if variant.get(dim)]
+    return f"{arm}{SEPARATOR}{'+'.join(parts)}"
+
+
+def base_arm(name: str) -> str:
+    """The arm a (sub-)arm belongs to: ``tls_new@1.2`` → ``tls_new``."""
+    return name.split(SEPARATOR, 1)[0]
+
+
+def is_variant(name: str) -> bool:
+    return SEPARATOR in name
+
+
+def variant_count(dimensions: list[str], arms: list | None = None) -> int:
+    """How many sub-arms at most (before refusals) over ``arms`` (names or ``{"name"}`` dicts;
+    default ``tls_new`` alone): for time limits and quotas."""
+    names = [
+        a.get("name") if isinstance(a, dict) else a for a in (arms if arms is not None else [MATRIX_ARM])
+    ]
+    return sum(len(variants(dimensions, name)) for name in names if name in MATRIX_ARMS)
+
+
+def report_variant(variant: dict) -> dict:
+    """The variant as the report names it: ``{"protocol", "group", "cert_key_type", "resumption"}``."""
+    return {REPORT_KEYS[dim]: variant.get(dim) for dim in DIMENSIONS}
+
+
+def _percentiles(summary: dict | None) -> dict | None:
+    if not summary:
+        return None
+    return {key: summary[key] for key in ("p50", "p90", "p95", "p99", "mean", "count") if key in summary}
+
+
+def matrix_section(probes: list[dict] | None, arms: dict[str, dict], costs_by_arm: dict[str, dict]) -> list:
+    """The report's ``matrix``: one entry per variant the engine probed (``Run.variants``), in order.
+
+    ``probes``: the engine's ``matrix`` message variants (``name``, ``variant``, ``status``,
+    ``detail``, ``negotiated``); ``arms``: the report's arm sections; ``costs_by_arm``: each sub-arm's
+    handshake cost entry (``portal.lib.costs.compare``) against ``plain_new`` (or ``plain``).
+    A variant probed as measured whose sub-arm has no rows (cancelled before it) says so.
+    """
+    out = []
+    for probe in probes or []:
+        name = probe["name"]
+        section = arms.get(name)
+        entry = {
+            "variant": report_variant(probe.get("variant") or {}),
+            "arm": name,
+            "base_arm": base_arm(name),
+            "status": probe.get("status"),
+            "detail": probe.get("detail") or "",
+            "negotiated": probe.get("negotiated") or {},
+            "requests": None,
+            "rps": None,
+            "tls_handshake_us": None,
+            "ttlb_us": None,
+            "server_cpu_ms_per_req": None,
+            "connections_opened": None,
+            "tls_sessions_reused": None,
+            "cost": costs_by_arm.get(name),
+        }
+        if probe.get("status") == "measured":
+            if section is None:
+                entry["detail"] = (
+                    entry["detail"] + " Not reached: the run ended before this sub-arm."
+                ).strip()
+            else:
+                entry.update(
+                    requests=section["requests"],
+                    rps=section["rps"],
+                    tls_handshake_us=_percentiles(section.get("tls_handshake_us")),
+                    ttlb_us=_percentiles(section.get("ttlb_us")),
+                    server_cpu_ms_per_req=section.get("server_cpu_ms_per_req"),
+                    # Under load, not only in the probe: how many handshakes really resumed.
+                    connections_opened=section.get("connections_opened"),
+                    tls_sessions_reused=section.get("tls_sessions_reused"),
+                )
+        out.append(entry)
+    return out

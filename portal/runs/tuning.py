@@ -1,0 +1,98 @@
+"""The run form's TLS matrix and WAN projection fields (issue 14), kept beside ``RunForm``.
+
+``tls_matrix`` goes to the engine (``EngineConfig.tls_matrix``: which dimensions ``tls_new`` is
+repeated under, ``portal.lib.matrix``); ``wan_rtt_ms`` is portal-only (``portal.runs.configs``): the
+RTTs of the report's WAN projection (``portal.lib.wan``).
+"""
+
+from __future__ import annotations
+
+from django import forms
+
+from portal.lib import matrix, wan
+
+DIMENSION_LABELS = {
+    "protocol": "protocol — TLS 1.2 vs 1.3",
+    "group": "group — key exchange X25519 vs P-256 vs X25519MLKEM768 (post-quantum hybrid)",
+    "cert": "cert — RSA vs ECDSA certificate (when the server holds both; chosen in TLS 1.2)",
+    "resumption": "resumption — none vs session ticket vs session ID",
+}
+TUNING_FIELDS = ("tls_matrix", "wan_rtt_ms")
+PLACE_BEFORE = "save_as"
+
+
+class TuningFields(forms.Form):
+    tls_matrix = forms.MultipleChoiceField(
+        label="TLS configuration matrix",
+        required=False,
+        choices=[(dim, DIMENSION_LABELS[dim]) for dim in matrix.DIMENSIONS],
+        widget=forms.CheckboxSelectMultiple,
+        help_text="Repeats tls_new under every combination of the ticked dimensions (and the keep-alive "
+        "tls arm, when it runs, for the protocol), each a sub-arm with its own histograms, CPU and "
+        "costs. Each variant is probed with one handshake first: one the server or the generator "
+        "refuses is listed as refused, not measured. Each adds warm-up + duration per round (all "
+        "four: up to 36 sub-arms).",
+    )
+    wan_rtt_ms = forms.CharField(
+        label="WAN projection RTTs (ms)",
+        required=False,
+        max_length=100,
+        initial=",".join(f"{rtt:g}" for rtt in wan.DEFAULT_RTTS_MS),
+        help_text="Round-trip times the report projects each arm's time to last byte at, e.g. 2,20,80,200.",
+    )
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # Shown just before "Save as scenario", not first (base form fields come first).
+        names = [name for name in self.fields if name not in TUNING_FIELDS]
+        at = names.index(PLACE_BEFORE) if PLACE_BEFORE in names else len(names)
+        order = names[:at] + [name for name in TUNING_FIELDS if name in self.fields] + names[at:]
+        self.fields = {name: self.fields[name] for name in order}
+
+    def clean_wan_rtt_ms(self) -> list[float]:
+        try:
+            return wan.parse_rtts(self.cleaned_data.get("wan_rtt_ms") or "")
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+    def clean_tuning(self, data: dict) -> None:
+        """The matrix repeats tls_new: without that arm there is nothing to repeat."""
+        if data.get("tls_matrix") and matrix.MATRIX_ARM not in (data.get("arms") or []):
+            self.add_error(
+                "tls_matrix",
+                f"The TLS matrix repeats the {matrix.MATRIX_ARM} arm: add {matrix.MATRIX_ARM} to the arms "
+                '(tick it, or list it in --arms / "arms").',
+            )
+
+    def tuning_config(self) -> dict:
+        data = self.cleaned_data
+        return {
+            "tls_matrix": matrix.parse_dimensions(data.get("tls_matrix") or []),
+            "wan_rtt_ms": data.get("wan_rtt_ms") or list(wan.DEFAULT_RTTS_MS),
+        }
+
+
+def report_lines(report: dict) -> list[str]:
+    """The matrix's refusals, the advice and the WAN projection as ``tollgate run`` prints them
+    without ``--json`` (the arms' lines come before; measured sub-arms are among them)."""
+    lines = [
+        f"refused  {m['arm']}: {m['detail']}" for m in report.get("matrix") or [] if m["status"] == "refused"
+    ]
+    for item in report.get("advice") or []:
+        low_high = item["ci95"]
+        ci = f"95% CI {low_high[0] / 1000:.3f} … {low_high[1] / 1000:.3f} ms" if low_high else "no CI"
+        saving = item["saving_us"] / 1000
+        lines.append(
+            f"advice   {item['title']}: saves {saving:.3f} ms TTLB per request ({ci}, {item['verdict']})"
+        )
+    rows = report.get("wan") or []
+    if rows:
+        rtts = list(dict.fromkeys(row["rtt_ms"] for row in rows))
+        formula = (report.get("wan_model") or {}).get("formula", wan.FORMULA)
+        lines.append(f"WAN      {formula}; projected TTLB (ms) at RTT")
+        lines.append(f"  {'arm':28} {'round trips':>11} " + " ".join(f"{rtt:>9g} ms" for rtt in rtts))
+        for name in dict.fromkeys(row["arm"] for row in rows):
+            mine = [row for row in rows if row["arm"] == name]
+            cells = " ".join(f"{row['projected_ttlb_ms']:>12.3f}" for row in mine)
+            lines.append(f"  {name:28} {mine[0]['round_trips']:>11g} {cells}")
+    return lines

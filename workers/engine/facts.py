@@ -1,0 +1,34 @@
+"""The generator's facts for the engine's ``hello``: versions, host and CPU."""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import ssl
+
+import gevent
+import locust
+
+
+def engine_facts() -> dict:
+    cpu_model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu_model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {
+        "locust": locust.__version__,
+        "gevent": gevent.__version__,
+        "python": platform.python_version(),
+        "openssl": ssl.OPENSSL_VERSION,
+        "host": socket.gethostname(),
+        "platform": platform.platform(),
+        "cpu_model": cpu_model,
+        "cores": os.cpu_count(),
+        "pid": os.getpid(),
+    }
