@@ -42,8 +42,12 @@ lint: venv
 	$(VENV)/bin/ruff format --check .
 	DATABASE_URL=sqlite://:memory: $(PY) manage.py makemigrations --check --dry-run
 
+# Two parts: everything but the `serial` tests on two processes (pytest-xdist; each has its own
+# PostgreSQL and Redis database), then the tests whose figures compare measured CPU or latency, alone.
+PYTEST_WORKERS ?= 2
 pytest: venv node
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile -m "not serial"
+	$(PY) -m pytest -m serial
 
 test: lint pytest
 

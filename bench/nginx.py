@@ -123,6 +123,9 @@ class Nginx:
         binary: str | None = None,
         cpus: Iterable[int] | None = None,
         tls_protocols: str = "TLSv1.2 TLSv1.3",
+        extra_key_types: Iterable[str] = (),
+        ssl_conf_command: str = "",
+        access_log_format: str = "",
     ) -> None:
         if worker_processes < 1:
             raise ValueError("worker_processes must be at least 1")
@@ -139,6 +142,15 @@ class Nginx:
         self.cpus = frozenset(cpus) if cpus is not None else None
         # nginx's ssl_protocols, e.g. "TLSv1.2" to test what only TLS 1.2 has (session IDs).
         self.tls_protocols = tls_protocols
+        # More certificates beside the first (e.g. ("ec",) to serve RSA and ECDSA: OpenSSL picks by
+        # the client's cipher suites and signature algorithms).
+        self.extra_key_types = tuple(extra_key_types)
+        self.extra_certs: list[tuple[Path, Path]] = []
+        # nginx's ssl_conf_command, e.g. "Groups X25519:prime256v1" to limit the key exchange.
+        self.ssl_conf_command = ssl_conf_command
+        # An access log (``access_log_lines()``) in this format, e.g. "$ssl_protocol $ssl_curve": what
+        # the server saw per request. Empty: no access log (it costs server CPU).
+        self.access_log_format = access_log_format
         self.plain_port = 0
         self.tls_port = 0
         self.directory: Path | None = None
@@ -180,6 +192,12 @@ class Nginx:
             self.cert_path, self.key_path = make_self_signed(
                 self.directory / "tls", name="nginx", key_type=self.key_type, key_bits=self.key_bits
             )
+            self.extra_certs = [
+                make_self_signed(
+                    self.directory / "tls", name=f"nginx-{kind}", key_type=kind, key_bits=self.key_bits
+                )
+                for kind in self.extra_key_types
+            ]
             last_error = ""
             for _attempt in range(PORT_ATTEMPTS):
                 # Another process may take a port between our probe and nginx's bind: try again.
@@ -264,6 +282,16 @@ class Nginx:
     def config_text(self) -> str:
         d = self.directory
         user = "user root;\n" if os.geteuid() == 0 else ""
+        extra = "".join(
+            f"    ssl_certificate {cert};\n    ssl_certificate_key {key};\n" for cert, key in self.extra_certs
+        )
+        if self.ssl_conf_command:
+            extra += f"    ssl_conf_command {self.ssl_conf_command};\n"
+        access_log = "access_log off;"
+        if self.access_log_format:
+            access_log = (
+                f"log_format tollgate '{self.access_log_format}';\n    access_log {d}/access.log tollgate;"
+            )
         return f"""# Written by bench/nginx.py for one benchmark or test; removed when it stops.
 {user}worker_processes {self.worker_processes};
 daemon off;
@@ -276,7 +304,7 @@ events {{
 }}
 
 http {{
-    access_log off;
+    {access_log}
     default_type text/html;
     sendfile on;
     tcp_nopush off;
@@ -293,7 +321,7 @@ http {{
 
     ssl_certificate {self.cert_path};
     ssl_certificate_key {self.key_path};
-    ssl_protocols {self.tls_protocols};
+{extra}    ssl_protocols {self.tls_protocols};
     ssl_session_cache shared:TOLLGATE:10m;
     ssl_session_timeout 10m;
     ssl_session_tickets on;
@@ -317,6 +345,13 @@ http {{
 
     def tls_url(self, path: str = "/1k") -> str:
         return f"https://127.0.0.1:{self.tls_port}{path}"
+
+    def access_log_lines(self) -> list[str]:
+        """The access log's lines so far (``access_log_format``); nginx writes each as it answers."""
+        try:
+            return (self.directory / "access.log").read_text().splitlines()
+        except (OSError, TypeError):
+            return []
 
     def pids(self) -> list[int]:
         """The master's pid followed by its workers' (empty when not running)."""

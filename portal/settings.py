@@ -110,10 +110,17 @@ INSTALLED_APPS = [
     "allauth.account",
     "allauth.mfa",
     "csp",
+    "rest_framework",
+    "drf_spectacular",
     "portal.audit",
     "portal.projects",
     "portal.targets",
     "portal.runs",
+    "portal.scenarios",
+    "portal.signing",
+    "portal.sharing",
+    "portal.api",
+    "portal.hooks",
 ]
 
 MIDDLEWARE = [
@@ -192,7 +199,11 @@ DATABASE_URL = os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'tollgate.s
 DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # The demo's web and worker processes share one file; wait for locks instead of failing.
-    DATABASES["default"]["OPTIONS"] = {"timeout": 20}
+    # IMMEDIATE: a transaction takes the write lock when it begins, so one that reads and then writes
+    # (a webhook delivery deciding replay and idempotency, then starting a run) waits its turn; with
+    # SQLite's default (deferred) the second of two such transactions fails at once with "database is
+    # locked" — no timeout helps — and concurrent deliveries answered 500.
+    DATABASES["default"]["OPTIONS"] = {"timeout": 20, "transaction_mode": "IMMEDIATE"}
     DATABASES["default"]["CONN_MAX_AGE"] = 0
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -339,12 +350,50 @@ TOLLGATE_DEFAULT_PLAIN_URL = os.environ.get("TOLLGATE_DEFAULT_PLAIN_URL", "")
 TOLLGATE_DEFAULT_TLS_URL = os.environ.get("TOLLGATE_DEFAULT_TLS_URL", "")
 TOLLGATE_DEFAULT_VERIFY_TLS = envbool("TOLLGATE_DEFAULT_VERIFY_TLS", "true")
 TOLLGATE_DEFAULT_LOCAL_PROCESS = os.environ.get("TOLLGATE_DEFAULT_LOCAL_PROCESS", "")
+# Share links (portal.sharing): the longest expiry an owner may choose, in days (default 30 days).
+TOLLGATE_SHARE_MAX_DAYS = envint("TOLLGATE_SHARE_MAX_DAYS", "365")
+if TOLLGATE_SHARE_MAX_DAYS < 1:
+    raise ImproperlyConfigured(f"TOLLGATE_SHARE_MAX_DAYS must be at least 1, got {TOLLGATE_SHARE_MAX_DAYS}")
 # Public base URL for links printed by the CLI (report_url).
 TOLLGATE_BASE_URL = os.environ.get("TOLLGATE_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
+# Webhooks (portal.hooks, docs/ci.md): how long a rotated-out secret keeps verifying; callbacks are
+# tried this many times, waiting BACKOFF_S * 2^(attempt - 1) seconds between attempts.
+TOLLGATE_WEBHOOK_GRACE_HOURS = envint("TOLLGATE_WEBHOOK_GRACE_HOURS", "24")
+TOLLGATE_CALLBACK_ATTEMPTS = envint("TOLLGATE_CALLBACK_ATTEMPTS", "5")
+TOLLGATE_CALLBACK_BACKOFF_S = envint("TOLLGATE_CALLBACK_BACKOFF_S", "2")
+# Logs callers can grow (workers.retention, daily from beat): refused webhook deliveries and share
+# views go after this many days; a trigger stores at most this many refused deliveries a minute.
+TOLLGATE_LOG_RETENTION_DAYS = envint("TOLLGATE_LOG_RETENTION_DAYS", "90")
+TOLLGATE_WEBHOOK_REFUSED_LOG_PER_MINUTE = envint("TOLLGATE_WEBHOOK_REFUSED_LOG_PER_MINUTE", "60")
 
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+}
+
+# The JSON API (portal.api): Django REST framework, schema by drf-spectacular.
+# The JSON API (portal/api, docs/api.md): bearer tokens only — no session, so no CSRF and a browser's
+# cookies never act on it; JSON in and out; one error shape ({"status", "errors", "detail"}).
+REST_FRAMEWORK = {
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_AUTHENTICATION_CLASSES": ["portal.api.authentication.BearerTokenAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["portal.api.authentication.TokenScope"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "EXCEPTION_HANDLER": "portal.api.errors.handle",
+    # OPTIONS would describe the output serializers as if they were inputs: the schema does that.
+    "DEFAULT_METADATA_CLASS": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Tollgate API",
+    "DESCRIPTION": "What does turning on TLS cost us? Runs, reports, share links. "
+    "Authenticate with `Authorization: Bearer <token>`; see docs/api.md.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    # The schema and the docs page are public (they describe the API, they hold no data).
+    "SERVE_AUTHENTICATION": [],
+    "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {"RunStatusEnum": "portal.runs.models.Run.Status"},
 }

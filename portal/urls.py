@@ -9,6 +9,13 @@ urlpatterns = [
     path("runs/", include("portal.runs.urls")),
     path("targets/", include("portal.targets.urls")),
     path("projects/", include("portal.projects.urls")),
+    path("scenarios/", include("portal.scenarios.urls")),
+    path("s/", include("portal.sharing.urls")),
+    path("shares/", include("portal.sharing.manage_urls")),
+    path("api/v1/", include("portal.api.urls")),
+    path("tokens/", include("portal.api.token_urls")),
+    path("hooks/", include("portal.hooks.urls")),
+    path("", include("portal.signing.urls")),  # /.well-known/tollgate-report-keys.json
     path("admin/", admin.site.urls),
 ]
 

@@ -19,3 +19,19 @@ os.environ.setdefault("TOLLGATE_DEMO", "1")
 # The demo samples its own target process on the generator host; tests of the default turn it off.
 os.environ.setdefault("TOLLGATE_LOCAL_PROBE", "1")
 os.environ["TOLLGATE_ALLOW_NETWORKS"] = LOOPBACK
+
+
+def own_redis_db(url: str, worker: str) -> str:
+    """Under pytest-xdist each worker gets its own Redis database (broker queues, cache, rate
+    limits), as pytest-django gives it its own PostgreSQL database: worker gwN uses the base
+    database minus N, so gw0 keeps the one the environment names."""
+    base, _, db = url.rpartition("/")
+    if not worker.startswith("gw") or not db.isdigit():
+        return url
+    return f"{base}/{(int(db) - int(worker[2:])) % 16}"
+
+
+_worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+for _name in ("CELERY_BROKER_URL", "REDIS_URL"):
+    if _worker and os.environ.get(_name, "").startswith("redis"):
+        os.environ[_name] = own_redis_db(os.environ[_name], _worker)

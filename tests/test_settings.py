@@ -15,7 +15,10 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from portal.lib.secrets import derive_key, generate_key, generate_secret_key
+from tests.demo_mode import own_redis_db
 
 ROOT = Path(__file__).resolve().parent.parent
 SHOW = (
@@ -190,3 +193,60 @@ def test_the_outbound_allow_list_is_empty_by_default_and_checked_at_startup(tmp_
         message = refused(load_settings({**env, "TOLLGATE_ALLOW_NETWORKS": bad}))
         assert message.startswith("django.core.exceptions.ImproperlyConfigured: TOLLGATE_ALLOW_NETWORKS: ")
         assert "is not a network in CIDR notation" in message
+
+
+@pytest.mark.parametrize(
+    ("url", "worker", "expected"),
+    [
+        ("redis://127.0.0.1:6379/15", "gw0", "redis://127.0.0.1:6379/15"),
+        ("redis://127.0.0.1:6379/15", "gw1", "redis://127.0.0.1:6379/14"),
+        ("redis://127.0.0.1:6379/0", "gw1", "redis://127.0.0.1:6379/15"),
+        ("redis://127.0.0.1:6379", "gw1", "redis://127.0.0.1:6379"),  # no database named: left alone
+        ("redis://127.0.0.1:6379/12", "", "redis://127.0.0.1:6379/12"),  # not under xdist
+    ],
+)
+def test_each_xdist_worker_gets_its_own_redis_database(url, worker, expected):
+    assert own_redis_db(url, worker) == expected
+
+
+SQLITE_TURNS = (
+    "import json, threading, time\n"
+    "import django\n"
+    "django.setup()\n"
+    "from django.db import connection, connections, transaction\n"
+    "with connection.cursor() as c:\n"
+    "    c.execute('CREATE TABLE deliveries (n integer)')\n"
+    "errors = []\n"
+    "def deliver():\n"
+    "    try:\n"
+    "        with transaction.atomic():\n"
+    "            with connection.cursor() as c:\n"
+    "                c.execute('SELECT count(*) FROM deliveries')\n"
+    "                seen = c.fetchone()[0]\n"
+    "                time.sleep(0.2)\n"
+    "                c.execute('INSERT INTO deliveries VALUES (%s)', [seen])\n"
+    "    except Exception as exc:\n"
+    "        errors.append(repr(exc))\n"
+    "    finally:\n"
+    "        connections.close_all()\n"
+    "threads = [threading.Thread(target=deliver) for _ in range(4)]\n"
+    "[t.start() for t in threads]\n"
+    "[t.join() for t in threads]\n"
+    "with connection.cursor() as c:\n"
+    "    c.execute('SELECT n FROM deliveries ORDER BY n')\n"
+    "    print(json.dumps({'errors': errors, 'seen': [row[0] for row in c.fetchall()]}))\n"
+)
+
+
+def test_the_demo_database_lets_read_then_write_transactions_take_turns(tmp_path):
+    """The demo runs on SQLite: concurrent transactions that read, then write (a webhook delivery:
+    replay and idempotency checks, then the run) must wait for each other, not fail with "database is
+    locked" (which answered 500 to concurrent deliveries), and each must see the ones before it."""
+    env = clean_env(tmp_path, TOLLGATE_DEMO="1")
+    env.pop("DATABASE_URL", None)  # the demo's default: var/tollgate.sqlite3
+    (tmp_path / "var").mkdir()
+    proc = subprocess.run(
+        [sys.executable, "-c", SQLITE_TURNS], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout) == {"errors": [], "seen": [0, 1, 2, 3]}

@@ -25,6 +25,9 @@ app.conf.update(
     task_routes={
         "workers.tasks.run_benchmark": {"queue": "runs"},
         "workers.tasks.reap_stale_runs": {"queue": "maintenance"},
+        # Callbacks (workers.callbacks) wait for no run: the maintenance worker sends them.
+        "workers.tasks.deliver_callback": {"queue": "maintenance"},
+        "workers.tasks.prune_logs": {"queue": "maintenance"},
     },
     beat_schedule={
         # Expires: a reaper that could not run in its minute is replaced by the next one.
@@ -32,7 +35,13 @@ app.conf.update(
             "task": "workers.tasks.reap_stale_runs",
             "schedule": 60.0,
             "options": {"expires": 55},
-        }
+        },
+        # Refused webhook deliveries and share views older than TOLLGATE_LOG_RETENTION_DAYS.
+        "prune-logs": {
+            "task": "workers.tasks.prune_logs",
+            "schedule": 24 * 3600.0,
+            "options": {"expires": 3600},
+        },
     },
     broker_connection_retry_on_startup=True,
 )

@@ -173,6 +173,7 @@ class EngineProcess:
         self.config = config
         self.limit_s = limit_s
         self.on_arm: Callable[[ArmResult], None] | None = None
+        self.variants: list[dict] = []  # the TLS matrix's probed variants so far (Run.variants)
         self.timed_out = threading.Event()
         self.stopped_by: str | None = None
         self.proc: subprocess.Popen | None = None
@@ -246,6 +247,10 @@ class EngineProcess:
             Run.objects.filter(pk=run.pk).update(engine=message["engine"])
         elif kind == "tls_info":
             Run.objects.filter(pk=run.pk).update(tls_info=message["info"] | {"url": message.get("url")})
+        elif kind == "matrix":
+            # One message per repeated arm (tls_new, and tls for the protocol): they add up.
+            self.variants += message["variants"]
+            Run.objects.filter(pk=run.pk).update(variants=self.variants)
         elif kind == "arm":
             arm = store_arm(run, len(arms_done), message)
             arms_done.append(message["arm"])

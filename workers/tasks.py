@@ -8,7 +8,7 @@ from __future__ import annotations
 from celery import shared_task
 
 from portal.runs.models import Run
-from workers import runner
+from workers import callbacks, retention, runner
 
 
 @shared_task(name="workers.tasks.run_benchmark", acks_late=True, bind=True)
@@ -23,3 +23,17 @@ def run_benchmark(self, run_id: int) -> str | None:
 @shared_task(name="workers.tasks.reap_stale_runs")
 def reap_stale_runs() -> int:
     return runner.reap_stale_runs()
+
+
+@shared_task(name="workers.tasks.prune_logs")
+def prune_logs() -> dict[str, int]:
+    return retention.prune_logs()
+
+
+@shared_task(name="workers.tasks.deliver_callback", acks_late=True, bind=True)
+def deliver_callback(self, run_id: int) -> None:
+    """One attempt per execution (``workers.callbacks.deliver``); the next one is a Celery retry
+    after the backoff the attempt asked for."""
+    wait_s = callbacks.deliver(run_id, self.request.retries + 1)
+    if wait_s is not None:
+        raise self.retry(countdown=wait_s, max_retries=None)

@@ -24,6 +24,7 @@ class AuditEvent(models.Model):
         CREDENTIAL_FORGOTTEN = "credential_forgotten", "Credential forgotten"
         TARGET_VERIFIED = "target_verified", "Target verified"
         QUOTA_REFUSED = "quota_refused", "Refused by a quota"
+        SCENARIO_CHANGED = "scenario_changed", "Scenario changed"
 
     time = models.DateTimeField(auto_now_add=True)
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True)

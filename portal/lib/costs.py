@@ -189,6 +189,17 @@ def compute_costs(arms: dict[str, ArmInput], *, resamples: int = RESAMPLES, seed
     return out
 
 
+def compare(
+    name: str, arm_name: str, base_name: str, arms: dict[str, ArmInput], metric: str = "ttlb_p50_us"
+) -> dict | None:
+    """One cost entry (as in ``compute_costs``) for any two arms, e.g. two sub-arms of the TLS matrix
+    (``portal.lib.advice``); None when either lacks samples or the metric."""
+    arm, base = arms.get(arm_name), arms.get(base_name)
+    if arm is None or base is None or not (_has_samples(arm) and _has_samples(base)):
+        return None
+    return _cost_entry(name, arm_name, base_name, metric, arm, base, RESAMPLES, SEED)
+
+
 def compared_pairs(arm_names: list[str], base: str = "plain") -> list[tuple[str, str]]:
     """The (arm, base) pairs a report compares among ``arm_names``: each cost's two arms, then every
     other arm against ``base`` (the per-arm deltas), each pair once."""

@@ -319,3 +319,12 @@ def resolve(name: str, port: int, resolver: Resolver) -> list[IPAddress]:
     if not addresses:
         raise OSError("no address")
     return addresses
+
+
+def is_address(host: str) -> bool:
+    """Whether ``host`` is an IP address (no name: nothing to check a certificate or SNI against)."""
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True

@@ -9,6 +9,8 @@ stdout messages, one JSON object per line, each with a "type":
              "second": {"t_s", "requests", "p50_us", "p95_us"} | null}   second: the measured second just
                                                                           closed (null in the warm-up)
   tls_info  {"arm", "info": {...}}                     TLS facts from one handshake (first TLS arm)
+  matrix    {"arm", "variants": [{"name", "variant", "status", "detail", "negotiated"}]}
+                                                        TLS matrix: each variant probed (tls_matrix)
   arm       {"arm", "round", "url", "result": {...}}  one per finished (or cut-short) arm and round
   arm_error {"arm", "error"}                            the arm could not run; the engine stops
   done      {"status": "succeeded"|"cancelled"}
@@ -21,6 +23,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import IO
 from urllib.parse import urlsplit
+
+from portal.lib import matrix
 
 ARMS = ("plain", "tls", "plain_new", "tls_new", "tls_resumed")
 ARM_SCHEMES = {
@@ -73,6 +77,9 @@ class EngineConfig:
     # (portal/lib/netpolicy.py) at run start: the engine never resolves these hosts again, so DNS
     # rebinding cannot move the target mid-run. None: resolve (only tools that run the engine directly).
     pinned: dict[str, str] | None = None
+    # TLS configuration matrix (portal/lib/matrix.py): the dimensions to vary ("protocol", "group",
+    # "cert", "resumption"); tls_new is repeated under each client-side variant as a sub-arm.
+    tls_matrix: list[str] = field(default_factory=list)
 
     def validate(self) -> None:
         if not self.arms:
@@ -95,6 +102,10 @@ class EngineConfig:
         for spec in self.paths:
             if not spec.path.startswith("/") or spec.weight <= 0:
                 raise ValueError(f"a path must start with / and have a positive weight: {spec}")
+        if self.tls_matrix:
+            matrix.parse_dimensions(self.tls_matrix)
+            if not any(arm.name == matrix.MATRIX_ARM for arm in self.arms):
+                raise ValueError(f"tls_matrix needs the {matrix.MATRIX_ARM} arm")
         if self.pinned is not None:
             for arm in self.arms:
                 address = self.pinned.get(pin_key(arm.url), "")
@@ -103,8 +114,12 @@ class EngineConfig:
                 except ValueError:
                     raise ValueError(f"no pinned address for {pin_key(arm.url)} (arm {arm.name!r})") from None
 
+    def arm_count(self) -> int:
+        """Arms per round, the matrix's sub-arms included (at most: refused variants are skipped)."""
+        return len(self.arms) + matrix.variant_count(self.tls_matrix, [arm.name for arm in self.arms])
+
     def planned_s(self) -> float:
-        return self.rounds * len(self.arms) * (self.warmup_s + self.duration_s)
+        return self.rounds * self.arm_count() * (self.warmup_s + self.duration_s)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -139,7 +154,7 @@ CRYPTSETUP_ALLOWANCE_S = 200.0
 
 def engine_limit_s(config: EngineConfig) -> float:
     """How long the engine subprocess may take before its watchdog stops it."""
-    arms = len(config.arms) * config.rounds
+    arms = config.arm_count() * config.rounds
     return config.planned_s() + STARTUP_ALLOWANCE_S + PER_ARM_ALLOWANCE_S * arms
 
 

@@ -13,7 +13,11 @@ upper bound for one Locust user on one generator. The engine has no request budg
 
 from __future__ import annotations
 
+import math
+import sys
 from dataclasses import asdict, dataclass
+
+from portal.lib import matrix
 
 # A closed-loop user waits for each answer: about 1 ms per request is the floor on loopback.
 CLOSED_LOOP_RPS_PER_USER = 1000.0
@@ -46,8 +50,10 @@ FIELD_LIMITS = {
 
 
 def planned_requests(config: dict) -> int:
-    """The most requests the run may send, all arms and rounds, warm-up included."""
-    arms = len(config.get("arms") or [])
+    """The most requests the run may send, all arms (the TLS matrix's sub-arms too) and rounds,
+    warm-up included."""
+    names = config.get("arms") or []
+    arms = len(names) + matrix.variant_count(config.get("tls_matrix") or [], names)
     rounds = config.get("rounds") or 1
     per_arm_s = (config.get("warmup_s") or 0) + (config.get("duration_s") or 0)
     rate = config.get("arrival_rate")
@@ -55,7 +61,10 @@ def planned_requests(config: dict) -> int:
         think_s = config.get("think_time_s") or 0
         per_user = min(CLOSED_LOOP_RPS_PER_USER, 1 / think_s) if think_s else CLOSED_LOOP_RPS_PER_USER
         rate = (config.get("users") or 1) * per_user
-    return int(rate * per_arm_s * arms * rounds)
+    planned = rate * per_arm_s * arms * rounds
+    # 1e308 req/s (JSON allows it; the limit on the field is a message, not a stop) overflows to
+    # infinity: count it as more than any budget rather than fail on int(inf).
+    return int(planned) if math.isfinite(planned) else sys.maxsize
 
 
 def check(limits: Limits, config: dict, project: str) -> list[tuple[str | None, str]]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import statistics
 
-from portal.lib import costs, evidence, hdr, validity
+from portal.lib import advice, costs, evidence, hdr, matrix, validity, wan
 from portal.lib.headline import headline
 from portal.lib.projection import projection_inputs
 from portal.lib.rounds import LATENCY_METRICS, merge_rounds
@@ -141,10 +141,15 @@ def probes_section(probes: dict | None, merged: list[dict]) -> dict | None:
 
 
 def build_report(
-    run: dict, arms: list[dict], tls_info: dict | None = None, probes: dict | None = None
+    run: dict,
+    arms: list[dict],
+    tls_info: dict | None = None,
+    probes: dict | None = None,
+    variants: list[dict] | None = None,
 ) -> dict:
     """The whole report. ``arms``: stored rows (one per arm and round) in run order; missing arms
-    (failed or not reached) are absent. Costs and validity are derived here, on every read."""
+    (failed or not reached) are absent. ``variants``: the TLS matrix's probed variants
+    (``Run.variants``). Costs and validity are derived here, on every read."""
     merged = merge_rounds(arms)
     arm_sections = {arm["arm"]: arm_section(arm) for arm in merged}
     cost_inputs = {
@@ -179,6 +184,35 @@ def build_report(
         "tls_info": tls_info or None,
         "probes": probed,
         "projection": projection_inputs(arm_sections, probed),
+        **tuning(config, arm_sections, cost_inputs, tls_info, variants),
+    }
+
+
+def tuning(
+    config: dict, sections: dict, inputs: dict, tls_info: dict | None, variants: list[dict] | None
+) -> dict:
+    """``matrix`` (the TLS configuration matrix's variants), ``advice`` (ranked by measured saving),
+    ``wan`` (the projection at each RTT) and ``wan_model`` (its inputs and assumptions)."""
+    try:
+        rtts = wan.parse_rtts(config.get("wan_rtt_ms"))
+    except ValueError:
+        rtts = list(wan.DEFAULT_RTTS_MS)
+    # A new-connection sub-arm against a new plain connection when there is one; keep-alive against plain.
+    new_control = "plain_new" if "plain_new" in sections else "plain"
+    handshake_costs = {
+        name: costs.compare("variant_cost", name, new_control if "_new" in name else "plain", inputs)
+        for name in sections
+        if matrix.is_variant(name)
+    }
+    entries = matrix.matrix_section(variants, sections, handshake_costs)
+    probed = {
+        p["name"]: {**p, "variant": matrix.report_variant(p.get("variant") or {})} for p in variants or []
+    }
+    return {
+        "matrix": entries,
+        "advice": advice.advise(entries, inputs, sections),
+        "wan": wan.project(sections, tls_info, rtts, probed),
+        "wan_model": wan.model_inputs(rtts, tls_info),
     }
 
 
@@ -187,7 +221,8 @@ def config_hash(config: dict) -> str:
     import hashlib
     import json
 
-    public = {k: v for k, v in config.items() if k not in ("secrets", "headers")}
+    # Budgets judge a run, they do not change what it measures.
+    public = {k: v for k, v in config.items() if k not in ("secrets", "headers", "budgets")}
     digest = hashlib.sha256(json.dumps(public, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
     return digest[:16]
 

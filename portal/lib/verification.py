@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hmac
 import http.client
-import ipaddress
 import secrets
 import socket
 import ssl
@@ -23,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
-from portal.lib.netpolicy import DEFAULT_PORTS, IPAddress, IPNetwork, Policy, refusal
+from portal.lib.netpolicy import DEFAULT_PORTS, IPAddress, IPNetwork, Policy, is_address, refusal
 
 WELL_KNOWN_PATH = "/.well-known/tollgate-verification.txt"
 HEADER = "Tollgate-Verification"
@@ -114,7 +113,7 @@ def fetch(url: str, pinned: str, timeout_s: float = TIMEOUT_S) -> Response:
     host = parts.hostname or ""
     port = parts.port or DEFAULT_PORTS[parts.scheme]
     if parts.scheme == "https":
-        server_name = None if _is_address(host) else host
+        server_name = None if is_address(host) else host
         conn = _PinnedHTTPS(pinned, server_name, port, timeout_s)
     else:
         conn = http.client.HTTPConnection(pinned, port, timeout=timeout_s)
@@ -134,14 +133,6 @@ def fetch(url: str, pinned: str, timeout_s: float = TIMEOUT_S) -> Response:
         raise OSError(f"{type(exc).__name__}: {exc}") from None
     finally:
         conn.close()
-
-
-def _is_address(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True
 
 
 def get_same_origin(url: str, pinned: str, timeout_s: float = TIMEOUT_S) -> tuple[Response | None, str]:

@@ -6,7 +6,9 @@ plus three portal-only keys:
 * ``secrets``: a Fernet token (``portal.lib.secrets``) of ``{"headers": {...}, "auth": {...}}``;
 * ``auth``: ``{"type": "basic"|"bearer", "user": ...}``, the non-secret description;
 * ``header_names``: the names of the sealed headers, for the report;
-* ``probes``: which server-side probes to run (``workers.probes.session``).
+* ``probes``: which server-side probes to run (``workers.probes.session``);
+* ``budgets``: ``{budget name: limit}`` (``portal.lib.budgets``), judged in the report, not the engine's;
+* ``wan_rtt_ms``: the RTTs of the report's WAN projection (``portal.lib.wan``).
 
 The engine config with the real headers exists only in memory, on its way to the engine's stdin.
 """
@@ -18,7 +20,7 @@ import base64
 from portal import vault
 
 SECRET_KEYS = ("secrets", "auth", "header_names")
-PORTAL_ONLY_KEYS = (*SECRET_KEYS, "probes")
+PORTAL_ONLY_KEYS = (*SECRET_KEYS, "probes", "budgets", "wan_rtt_ms")
 
 
 def seal_into(config: dict, sealed: dict) -> dict:

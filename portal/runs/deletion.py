@@ -93,11 +93,11 @@ def scenarios_delete(request: HttpRequest, code) -> HttpResponse:
             request,
             what=f"the saved scenario {scenario.name}",
             consequences=["Runs started from it are kept; its sealed headers and credentials are deleted."],
-            back=reverse("runs-new"),
+            back=reverse("scenarios-detail", args=[scenario.code]),
         )
     scenario.delete()
     messages.info(request, f"Scenario {scenario.name} deleted.")
-    return redirect("runs-new")
+    return redirect("scenarios-list")
 
 
 @login_required

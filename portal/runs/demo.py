@@ -193,7 +193,16 @@ def run_demo(
     host: str = "127.0.0.1",
 ) -> None:
     """Migrate, create the demo login, start everything, wait for Ctrl-C, stop everything."""
-    # Children (web, worker) inherit these: the form starts pre-filled with the demo target.
+    demo_environment(host, web_port, plain_port, tls_port)
+    call_command("migrate", "--noinput", verbosity=0)
+    _run_services(stdout, host, web_port, plain_port, tls_port)
+
+
+def demo_environment(host: str, web_port: int, plain_port: int, tls_port: int) -> None:
+    """What the children (web, workers) inherit: the form starts pre-filled with the demo target, and
+    links made outside a request — the frozen, signed report's ``report_url``, callbacks, share links
+    of webhook runs — point at this portal's port, not the default 8000."""
+    os.environ.setdefault("TOLLGATE_BASE_URL", f"http://{host}:{web_port}")
     os.environ.setdefault("TOLLGATE_DEFAULT_PLAIN_URL", f"http://{host}:{plain_port}/1k")
     os.environ.setdefault("TOLLGATE_DEFAULT_TLS_URL", f"https://{host}:{tls_port}/1k")
     os.environ.setdefault("TOLLGATE_DEFAULT_VERIFY_TLS", "false")
@@ -201,7 +210,9 @@ def run_demo(
     os.environ.setdefault("TOLLGATE_LOCAL_PROBE", "1")
     # The outbound address policy lets the demo reach its own target on loopback (and nothing else).
     os.environ.setdefault("TOLLGATE_ALLOW_NETWORKS", "127.0.0.0/8,::1/128")
-    call_command("migrate", "--noinput", verbosity=0)
+
+
+def _run_services(stdout: IO[str], host: str, web_port: int, plain_port: int, tls_port: int) -> None:
     ensure_demo_user()
     procs = start_demo_target(settings.VAR_DIR / "demo-target", host, plain_port, tls_port)
     named = {"demo target (http)": procs[0], "demo target (https)": procs[1]}
@@ -213,6 +224,8 @@ def run_demo(
             f"  demo target:  http://{host}:{plain_port}/1k  and  https://{host}:{tls_port}/1k"
             "  (self-signed: untick 'Verify TLS certificate')\n"
             f"  logs:         {settings.VAR_DIR / 'logs'}/\n"
+            f"  CLI links:    export TOLLGATE_BASE_URL={os.environ['TOLLGATE_BASE_URL']}"
+            "  (before tollgate share/scenario/webhook create)\n"
             "Ctrl-C stops everything.\n"
         )
         stdout.flush()

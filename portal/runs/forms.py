@@ -10,6 +10,7 @@ from portal.runs import defaults
 from portal.runs.inputs import MAX_HEADERS_FIELD, MAX_PATHS_FIELD, parse_headers, parse_paths, parse_status
 from portal.runs.quotas import count_problems, limits_for
 from portal.runs.scenarios import SavedSecrets, arm_origins, http_arms
+from portal.runs.tuning import TuningFields
 from portal.targets import verification
 from portal.targets.models import Target
 from portal.targets.validators import check_url, non_ascii, validate_process_name, validate_text
@@ -25,7 +26,7 @@ ARM_LABELS = {
 SECRET_INPUTS = ("arms", "plain_url", "tls_url", "headers", "auth_secret")
 
 
-class RunForm(forms.Form):
+class RunForm(TuningFields):
     target_name = forms.CharField(
         max_length=200,
         required=False,
@@ -172,12 +173,16 @@ class RunForm(forms.Form):
         help_text="Optional name to reuse these settings later.",
     )
 
-    def __init__(self, *args, saved: SavedSecrets | None = None, project=None, **kwargs) -> None:
+    def __init__(
+        self, *args, saved: SavedSecrets | None = None, project=None, queueing: bool = True, **kwargs
+    ) -> None:
         # saved: the sealed headers and credentials of the scenario the run starts from; a blank
         # field keeps them (they are never rendered back), for the origins they were saved for only.
         # project: whose quota applies (portal.runs.quotas; None: the operator's defaults) and whose
-        # targets the verification check looks at (None: no check).
+        # targets the verification check looks at (None: no check). queueing False: the values are
+        # saved (a scenario), not queued, so the project's runs in flight and of the day do not count.
         self.saved = saved
+        self.queueing = queueing
         self.project = project
         self._secrets: dict = {}
         self.unverified_target: Target | None = None
@@ -231,6 +236,7 @@ class RunForm(forms.Form):
             self._clean_secrets(data)
         if self.project is not None and not any(name in self.errors for name in ("plain_url", "tls_url")):
             self._clean_verification(data)
+        self.clean_tuning(data)
         self._clean_quota(data)
         return data
 
@@ -248,10 +254,13 @@ class RunForm(forms.Form):
         flight, runs per day); nothing is queued."""
         config = {key: data.get(key) for key in ("users", "warmup_s", "duration_s", "think_time_s")}
         config.update(
-            arms=data.get("arms") or [], arrival_rate=data.get("arrival_rate"), rounds=data.get("rounds")
+            arms=data.get("arms") or [],
+            arrival_rate=data.get("arrival_rate"),
+            rounds=data.get("rounds"),
+            tls_matrix=data.get("tls_matrix") or [],
         )
         refusals = quotas.check(self.limits, config, self.project_name)
-        if self.project is not None:
+        if self.project is not None and self.queueing:
             refusals += [(None, message) for message in count_problems(self.project, self.limits)]
         for field, message in refusals:
             if field is None or field not in self.errors:
@@ -332,6 +341,7 @@ class RunForm(forms.Form):
             "rounds": data.get("rounds") or 1,
             "follow_redirects": bool(data.get("follow_redirects")),
             "headers_over_http": bool(data.get("send_credentials_over_http")),
+            **self.tuning_config(),
             **self.probe_config(),
         }
 

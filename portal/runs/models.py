@@ -27,6 +27,7 @@ class Run(models.Model):
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="runs")
     target = models.ForeignKey(Target, models.CASCADE, related_name="runs")
     scenario = models.ForeignKey(Scenario, models.SET_NULL, null=True, blank=True, related_name="runs")
+    scenario_version = models.PositiveIntegerField(null=True, blank=True)  # the scenario's version it ran
     # The engine config as submitted (protocol.EngineConfig): the run's own record of what was
     # asked, immune to later edits of the scenario.
     config = models.JSONField(default=dict)
@@ -37,6 +38,9 @@ class Run(models.Model):
     engine = models.JSONField(default=dict, blank=True)
     # TLS facts from one real handshake with the TLS URL (workers.engine.tlsinfo).
     tls_info = models.JSONField(default=dict, blank=True)
+    # The TLS configuration matrix's variants as the engine probed them (portal.lib.matrix): name,
+    # variant, status measured|refused, detail, negotiated parameters. Empty without a matrix.
+    variants = models.JSONField(default=list, blank=True)
     # Server-side probes: {"openssl_speed": {host: …}, "cryptsetup": …, "host_key": …, "errors": […]}.
     probes = models.JSONField(default=dict, blank=True)
     # Written when the run ends, for lists and trends: {"requests", "costs": [headline costs]}.
@@ -92,7 +96,8 @@ class ArmResult(models.Model):
     """One arm of one run. Latencies are encoded HDR histograms in µs (never raw samples)."""
 
     run = models.ForeignKey(Run, models.CASCADE, related_name="arms")
-    arm = models.CharField(max_length=16)
+    # An arm, or a TLS matrix sub-arm such as "tls_new@1.2+x25519+ecdsa+ticket" (portal.lib.matrix).
+    arm = models.CharField(max_length=64)
     round = models.PositiveSmallIntegerField(default=0)  # rounds interleave arms: A B C A B C …
     position = models.PositiveSmallIntegerField()
     url = models.URLField(max_length=500)  # what was measured (the final URL after redirects)

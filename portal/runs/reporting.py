@@ -3,15 +3,17 @@ portal.lib.charts)."""
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 
 from django.conf import settings
 from django.core.cache import cache
+from django.db import transaction
 from django.urls import reverse
 
 import portal
-from portal.lib import costs, hdr, report
+from portal.lib import budgets, costs, hdr, report
 from portal.lib.charts import histogram_overlay, percentile_curve
 from portal.runs.configs import public_config
 from portal.runs.models import ArmResult, Run, RunReport
@@ -65,6 +67,14 @@ def report_url(run: Run, request=None) -> str:
     return request.build_absolute_uri(path) if request is not None else settings.TOLLGATE_BASE_URL + path
 
 
+def scenario_data(run: Run) -> dict | None:
+    """The saved scenario a run was started from and the version it ran (None: an ad hoc run), so the
+    frozen, signed report states which recipe it measured, not only its config."""
+    if run.scenario_id is None:
+        return None
+    return {"id": str(run.scenario.code), "name": run.scenario.name, "version": run.scenario_version}
+
+
 def run_data(run: Run, request=None) -> dict:
     return {
         "id": str(run.code),
@@ -77,6 +87,7 @@ def run_data(run: Run, request=None) -> dict:
         "tollgate": portal.__version__,
         "engine": run.engine,
         "source": run.source,
+        "scenario": scenario_data(run),
         "created": _iso(run.created),
         "started": _iso(run.started),
         "finished": _iso(run.finished),
@@ -90,11 +101,27 @@ def arms_of(run: Run) -> list[dict]:
 def run_report(run: Run, request=None, arms: list[dict] | None = None) -> dict:
     if arms is None:
         return report_page(run, request)["report"]
-    return report.build_report(run_data(run, request), arms, run.tls_info or None, run.probes or None)
+    return with_budgets(
+        run,
+        report.build_report(
+            run_data(run, request), arms, run.tls_info or None, run.probes or None, run.variants or None
+        ),
+    )
+
+
+def with_budgets(run: Run, data: dict) -> dict:
+    """The report with its budget verdicts (``portal.lib.budgets``) under ``"budgets"``: null for a
+    run without budgets. Part of the report, so the frozen, signed report carries them."""
+    limits = (run.config or {}).get("budgets")
+    try:
+        data["budgets"] = budgets.evaluate(data, limits) if limits else None
+    except budgets.BudgetError as exc:  # checked when the run was made; never break a report over it
+        data["budgets"] = {"status": budgets.SKIP, "results": [], "detail": str(exc)}
+    return data
 
 
 # Bump when the report's computation changes, so cached reports of finished runs are rebuilt.
-REPORT_CACHE_VERSION = f"{portal.__version__}:{report.SCHEMA}:6"
+REPORT_CACHE_VERSION = f"{portal.__version__}:{report.SCHEMA}:8"
 REPORT_CACHE_TTL_S = 7 * 24 * 3600
 
 
@@ -106,7 +133,10 @@ def _cache_key(run: Run) -> str | None:
 
 def _build_page(run: Run, request=None) -> dict:
     rows = arms_of(run)
-    data = report.build_report(run_data(run, request), rows, run.tls_info or None, run.probes or None)
+    data = report.build_report(
+        run_data(run, request), rows, run.tls_info or None, run.probes or None, run.variants or None
+    )
+    with_budgets(run, data)
     charts = {}
     if rows:
         charts = {
@@ -194,7 +224,19 @@ def summarize(run: Run) -> dict:
         "checks": data["run"].get("checks"),
         "invalid_arms": list(data["run"].get("invalid_arms") or {}),
         "headline": data["headline"],
+        # {"status", "results"} or None (no budgets): read by lists, callbacks and the API.
+        "budgets": data.get("budgets"),
     }
+
+
+def export_report(run: Run, request=None) -> dict:
+    """The report JSON as downloaded (page, CLI, API, share link). Once the run has ended this is its
+    frozen, signed report (``portal.signing``), else the live report. The frozen one is reached by
+    its reverse accessor: runs never imports signing."""
+    frozen = getattr(run, "frozen_report", None)
+    if frozen is not None:
+        return json.loads(frozen.body)
+    return run_report(run, request)
 
 
 def store_summary(run: Run) -> None:
@@ -202,7 +244,8 @@ def store_summary(run: Run) -> None:
     summary, so readers and lists find them ready."""
     run.refresh_from_db()
     try:
-        if run.arms.exists():
-            Run.objects.filter(pk=run.pk).update(summary=summarize(run))
+        with transaction.atomic():  # a savepoint: a failure never breaks the caller's transaction
+            if run.arms.exists():
+                Run.objects.filter(pk=run.pk).update(summary=summarize(run))
     except Exception:  # a convenience; the run's own record is already final
         log.exception("run %s: could not summarize or store its report", run.code)

@@ -24,17 +24,24 @@ def create_run(
     scenario: Scenario | None = None,
     source: str = "web",
     secrets: dict | None = None,
+    budgets: dict | None = None,
 ) -> Run:
     """``secrets`` (``{"headers": {...}, "auth": {"type", "user", "secret"}}``) are encrypted into the
     run's config; the plaintext is never stored. The run belongs to its target's project; ``owner``
-    is who started it."""
+    is who started it. ``budgets`` (checked ``{name: limit}``, ``portal.lib.budgets``) go into
+    ``config["budgets"]``; None: the scenario's, if any (``{}``: none at all)."""
     config = seal_into(config, secrets or {})
+    if budgets is None and scenario is not None:
+        budgets = scenario.budgets
+    if budgets:
+        config["budgets"] = dict(budgets)
     EngineConfig.from_dict(engine_dict(config))  # the engine must accept it; raises ValueError otherwise
     return Run.objects.create(
         project_id=target.project_id,
         owner=owner,
         target=target,
         scenario=scenario,
+        scenario_version=scenario.version if scenario is not None else None,
         config=config,
         source=source,
     )

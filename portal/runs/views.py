@@ -8,7 +8,6 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
-from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -16,9 +15,9 @@ from django.utils import timezone
 from django.utils.dateparse import parse_date
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from portal.lib import compare, costs, evidence, validity
+from portal.lib import evidence
 from portal.projects.models import Role
-from portal.runs import dispatch, exports, quotas, reporting, services
+from portal.runs import exports, pages, quotas, reporting, starting
 from portal.runs.access import (
     can,
     current_project,
@@ -36,10 +35,8 @@ from portal.runs.scenarios import (
     SCENARIO_ONLY_KEYS,
     SavedSecrets,
     find_scenario,
-    scenario_config,
     secret_origins,
 )
-from portal.targets.models import Scenario
 from portal.targets.naming import labels_of, target_labels
 
 SORTS = {
@@ -144,24 +141,10 @@ def runs_compare(request: HttpRequest) -> HttpResponse:
     if len(found) != len(codes):
         raise Http404("no such run")  # one of them is not yours, or does not exist
     runs = [found[code] for code in codes]
-    pages = [reporting.report_page(run, request) for run in runs]
-    reports = [page["report"] for page in pages]
-    data = compare.compare(reports)
-    for run, found in zip(runs, reports, strict=True):
-        run.badge = evidence.status_badge(
-            run.status, found["run"].get("checks"), list(found["run"].get("invalid_arms") or {})
-        )
-    chart = {
-        "runs": [f"{i + 1}: {run.created:%Y-%m-%d %H:%M}" for i, run in enumerate(runs)],
-        "costs": data["costs"],
-        "curves": [page["charts"].get("curve", {}) for page in pages],
-    }
+    ctx = pages.compare_context(runs, request)
+    data = ctx["data"]
     labels = target_labels(targets_for(request.user), {run.target.name for run in runs})
-    ctx = {
-        "runs": runs,
-        "data": data,
-        "chart": chart,
-        "cost_labels": COST_LABELS,
+    ctx |= {
         "codes": ",".join(codes),
         "target_labels": labels,
         # Each run as the reference: its code first, the others in their order.
@@ -221,7 +204,9 @@ def runs_new(request: HttpRequest) -> HttpResponse:
         if code and base is None:
             form.add_error(None, "The saved scenario was not found (deleted, or not yours): start again.")
         if form.is_valid():
-            return redirect("runs-detail", code=_start_run(request, project, form, base).code)
+            return redirect(
+                "runs-detail", code=starting.start_from_form(request.user, project, form, base).code
+            )
         quotas.audit_refusals(request, project, form.quota_refusals)
     else:
         initial = {}
@@ -242,26 +227,6 @@ def runs_new(request: HttpRequest) -> HttpResponse:
     return render(request, "runs/new.html", ctx)
 
 
-def _start_run(request: HttpRequest, project, form: RunForm, base: Scenario | None) -> Run:
-    """Target, scenario (when saved) and run in one transaction; queued once it commits."""
-    data = form.cleaned_data
-    secrets, config = form.secrets(), form.engine_config()
-    with transaction.atomic():
-        target = services.get_or_create_target(
-            project, form.target_name_or_default(), data.get("plain_url"), data.get("tls_url")
-        )
-        scenario = base
-        if data.get("save_as"):
-            scenario, _ = Scenario.objects.update_or_create(
-                project=project,
-                name=data["save_as"],
-                defaults={"target": target, "config": scenario_config(data, form.data, config, secrets)},
-            )
-        run = services.create_run(request.user, target, config, scenario=scenario, secrets=secrets)
-        dispatch.enqueue(run)
-    return run
-
-
 def _default_initial() -> dict:
     return {
         "plain_url": settings.TOLLGATE_DEFAULT_PLAIN_URL,
@@ -272,12 +237,7 @@ def _default_initial() -> dict:
 
 
 MAX_COMPARE = 10
-COST_LABELS = {
-    "keepalive_tls": "TLS on warm (keep-alive) connections",
-    "new_connection_tls": "A new TLS connection per request (TCP connect included)",
-    "handshake": "A full TLS handshake per request",
-    "resumption_saving": "Session resumption saves",
-}
+COST_LABELS = pages.COST_LABELS
 
 
 @login_required
@@ -290,38 +250,12 @@ def runs_detail(request: HttpRequest, code) -> HttpResponse:
         "can_delete": may_delete_run(request.user, run, role),
         "is_baseline": run.target.baseline_id == run.pk,
         "target_label": target_labels(targets_for(request.user), [run.target.name])[run.target.code],
-        "cost_labels": COST_LABELS,
+        "json_download_url": reverse("runs-report-json", args=[run.code]) + "?download=1",
+        **pages.report_context(run, request),
+        # The signature of the frozen report (templates/signing/integrity.html), once the run has ended.
+        "integrity": getattr(getattr(run, "frozen_report", None), "integrity", None),
     }
-    page = reporting.report_page(run, request)
-    data = page["report"]
-    if data["arms"]:
-        ctx["report"] = data
-        ctx["arm_rows"] = [
-            (name, section, data["deltas"].get(name)) for name, section in data["arms"].items()
-        ]
-        ctx["cut_short"] = [name for name, section in data["arms"].items() if not section["complete"]]
-        ctx["chart"] = page["charts"]
-        ctx["headline"] = [
-            {
-                **cost,
-                "label": COST_LABELS.get(cost["name"], cost["name"]),
-                "verdict": cost["verdict"] or "not judged",
-            }
-            for cost in costs.headline_costs(data["costs"])
-        ]
-        ctx["evidence"] = _evidence_context(run, data)
-        ctx["expected_label"] = validity.expected_label(run.config.get("expected_status") or [])
     return render(request, "runs/detail.html", ctx)
-
-
-def _evidence_context(run: Run, data: dict) -> dict:
-    """The status line's badge (checks that warned or failed) and the arms that are invalid; which
-    costs that leaves unjudged or warned is in the headline sentence."""
-    invalid = data["run"].get("invalid_arms") or {}
-    return {
-        "badge": evidence.status_badge(run.status, data["run"].get("checks"), list(invalid)),
-        "invalid": invalid,
-    }
 
 
 @login_required
@@ -367,7 +301,7 @@ def runs_progress(request: HttpRequest, code) -> JsonResponse:
 @require_GET
 def runs_report_json(request: HttpRequest, code) -> JsonResponse:
     run, _ = get_run_for_user(request, code)
-    response = JsonResponse(reporting.run_report(run, request), json_dumps_params={"indent": 2})
+    response = JsonResponse(reporting.export_report(run, request), json_dumps_params={"indent": 2})
     if request.GET.get("download"):
         response["Content-Disposition"] = f'attachment; filename="tollgate-run-{run.code}.json"'
     return response

@@ -52,6 +52,12 @@ class Scenario(models.Model):
     target = models.ForeignKey(Target, models.CASCADE, related_name="scenarios")
     name = models.CharField(max_length=200)
     config = models.JSONField(default=dict)
+    # Goes up with every edit; a run records the version it ran (Run.scenario_version).
+    version = models.PositiveIntegerField(default=1)
+    # {budget name: limit} (portal.lib.budgets): judged on every run of the scenario.
+    budgets = models.JSONField(default=dict, blank=True)
+    # POSTed (signed like a webhook) when a run of the scenario ends; empty: no callback.
+    callback_url = models.URLField(max_length=500, blank=True)
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
 

@@ -74,3 +74,12 @@ def check_outbound(decision: outbound.Decision) -> None:
     if not decision.allowed:
         reason = decision.reason
         raise ValidationError(reason[:1].upper() + reason[1:] + ".")
+
+
+def check_callback_url(value: str) -> str:
+    """A scenario's callback URL (POSTed when a run ends): http or https, and an address the outbound
+    policy allows, like a target's (``check_url``): a callback is an outbound request too."""
+    scheme = value.split(":", 1)[0].lower() if ":" in value else ""
+    if scheme not in ("http", "https"):
+        raise ValidationError("A callback needs an http:// or https:// URL.")
+    return check_url(value, scheme)

@@ -87,7 +87,9 @@
     } else if (p.arm) {
       var step = (p.arm_index || 0) + 1;
       var total = p.arms_total || p.arms.length;
-      var roundText = p.rounds > 1 ? ", round " + (Math.floor((step - 1) / p.arms.length) + 1) + " of " + p.rounds : "";
+      // Arms per round: the TLS matrix's sub-arms count too (arms_total covers them).
+      var perRound = p.arms_total && p.rounds ? p.arms_total / p.rounds : p.arms.length;
+      var roundText = p.rounds > 1 ? ", round " + (Math.floor((step - 1) / perRound) + 1) + " of " + p.rounds : "";
       text("run-arm", "· arm " + p.arm + " (" + step + " of " + total + roundText + ")");
       text("run-phase", p.phase === "warmup" ? "warming up (not measured)" : "measuring");
       var bar = document.getElementById("run-bar");

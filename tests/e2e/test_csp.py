@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from django.utils import timezone
 
+from portal.runs.models import Run
+from portal.targets.models import Scenario
 from tests.e2e.test_report_pages import ARMS, login
 from tests.runs.factories import make_run
 
@@ -23,6 +26,17 @@ def test_no_page_breaks_the_policy(page, live_server, django_user_model):
     user.is_staff = True
     user.save()
     runs = [make_run(user, arms=ARMS, seconds=8, summarize=True) for _ in range(2)]
+    # The run page with its budget table; the scenario pages.
+    scenario = Scenario.objects.create(
+        project=runs[0].project, target=runs[0].target, name="csp", budgets={"failed_checks": 0}
+    )
+    budgets = {"keepalive_tls_p50_ms": 1, "failed_checks": 0}
+    Run.objects.filter(pk=runs[0].pk).update(
+        scenario=scenario,
+        scenario_version=1,
+        config={**runs[0].config, "budgets": budgets},
+        finished=timezone.now(),  # its report is computed afresh, with the budgets
+    )
     paths = [
         f"/runs/{runs[0].code}/",
         "/runs/",
@@ -31,6 +45,9 @@ def test_no_page_breaks_the_policy(page, live_server, django_user_model):
         f"/runs/trend/{runs[0].target.code}/",
         "/targets/",
         f"/targets/{runs[0].target.code}/ssh/",
+        "/scenarios/",
+        f"/scenarios/{scenario.code}/",
+        f"/scenarios/{scenario.code}/edit/",
         "/audit/",
         "/accounts/password/change/",
         "/accounts/email/",
@@ -47,6 +64,7 @@ def test_no_page_breaks_the_policy(page, live_server, django_user_model):
     # The run page drew its charts: scripts from 'self' ran.
     page.goto(f"{live_server.url}/runs/{runs[0].code}/")
     page.wait_for_selector("#chart-ttlb")
+    assert page.locator("#budget-table tbody tr").count() == 2
     page.click("button.link")  # log out
     page.wait_for_load_state()
     for path in ("/accounts/login/", "/accounts/signup/", "/accounts/password/reset/"):

@@ -49,3 +49,12 @@ def test_each_limit_has_its_message():
     concurrent, daily = quotas.check_counts(LIMITS, 2, 5, "Acme")
     assert concurrent.startswith("Project Acme already has 2 run(s) queued or running; at most 2 at a time")
     assert daily.startswith("Project Acme started 5 run(s) in the last 24 hours; at most 5 a day")
+
+
+def test_a_rate_that_overflows_is_more_than_any_budget_not_an_error():
+    """1e308 req/s is valid JSON and a finite float: the plan overflows to infinity, which once made
+    int() raise (a 500 from the API and the webhook)."""
+    config = {"arms": ARMS, "arrival_rate": 1e308, "warmup_s": 2, "duration_s": 8, "rounds": 1}
+    assert quotas.planned_requests(config) > LIMITS.max_requests_per_run
+    problems = dict(quotas.check(LIMITS, config, "Acme"))
+    assert problems["arrival_rate"] == "At most 100 req/s in project Acme (operator limit)."

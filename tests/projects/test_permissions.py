@@ -7,13 +7,49 @@ from __future__ import annotations
 import pytest
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
+from portal.api import tokens
 from portal.runs.access import SESSION_KEY
+from portal.sharing.models import ShareLink
+from portal.sharing.services import create_share
 
 # Patterns not ours to check here, with the reason.
 NOT_OURS = {
     "admin": "Django admin: staff only, its own permission system",
     "allauth": "django-allauth's account pages (accounts/): the requester's own account, or public by "
     "design (login, sign-up, reset); tests/accounts checks them",
+    "hooks-receive": "a scenario's webhook (POST /hooks/<id>): no session; the unguessable id and the HMAC "
+    "signature are the credentials; tests/hooks/test_receive.py checks unknown ids, forged, stale and "
+    "replayed calls over Gunicorn",
+    "signing-keys": "/.well-known/tollgate-report-keys.json: the public report-signing keys, public by "
+    "design (auditors without an account verify with them); tests/signing/test_keys_endpoint checks it "
+    "needs no login, serves only public keys and refuses POST",
+    # Share links: public capability URLs, the token is the credential (no login, no role). Wrong
+    # token 404, revoked/expired 410, compare vs run links: tests/sharing/test_links.py.
+    "sharing-view": "public share page /s/<token>/ (capability URL): tests/sharing/test_links.py",
+    "sharing-report-json": "public share link's report JSON (capability URL): tests/sharing/test_links.py",
+    "sharing-report-csv": "public share link's report CSV (capability URL): tests/sharing/test_links.py",
+    "sharing-status": "public share link's status JSON for CI (capability URL): tests/sharing/test_links.py",
+    "sharing-compare-json": "public compare share link's JSON (capability URL): tests/sharing/test_links.py",
+    "sharing-compare-run-json": "public compare share link's report JSON of one of its runs (capability "
+    "URL): tests/sharing/test_links.py",
+    **{
+        name: "JSON API with bearer tokens only (a session is refused: 401): tests/api/test_scopes.py checks "
+        "another project's objects (404), read scope and viewer role on POST (403), unknown, revoked and "
+        "removed-member tokens (401)"
+        for name in (
+            "api-runs",
+            "api-run",
+            "api-run-report",
+            "api-run-cancel",
+            "api-run-shares",
+            "api-targets",
+            "api-scenarios",
+        )
+    },
+    "api-schema": "the OpenAPI schema, public by design (it describes the API, holds no data); "
+    "tests/api/test_schema.py",
+    "api-docs": "the API docs page (Swagger UI on the schema), public like it; tests/e2e/test_api_docs.py",
+    "api-not-found": "JSON 404 for any other path under /api/v1/; tests/api/test_runs.py",
 }
 ROLES = ("owner", "member", "viewer", "outsider", "anonymous")
 OK, MOVED, FORBIDDEN, MISSING, NOT_ALLOWED = 200, 302, 403, 404, 405
@@ -28,6 +64,15 @@ def row(get: tuple, post: tuple) -> dict:
 
 
 READ = (OK, OK, OK, MISSING)
+
+
+def owners_token(a) -> str:
+    """A token of A's owner: only its own user may revoke it (everyone else: 404)."""
+    owner = a.project.memberships.get(role="owner").user
+    token, _ = tokens.issue(owner, a.project, scope="read", name="matrix")
+    return str(token.code)
+
+
 GET_ONLY = (NOT_ALLOWED,) * 4
 # name → (how to build the URL from project A's objects, expected statuses)
 MATRIX = {
@@ -79,6 +124,14 @@ MATRIX = {
         lambda a: reverse("scenarios-delete", args=[a.scenario.code]),
         row((OK, OK, FORBIDDEN, MISSING), (OK, OK, FORBIDDEN, MISSING)),
     ),
+    # The outsider's current project is their own: they see its (empty) list.
+    "scenarios-list": (lambda a: reverse("scenarios-list"), row((OK,) * 4, GET_ONLY)),
+    "scenarios-detail": (lambda a: reverse("scenarios-detail", args=[a.scenario.code]), row(READ, GET_ONLY)),
+    # POST without fields: the form with its errors, nothing saved.
+    "scenarios-edit": (
+        lambda a: reverse("scenarios-edit", args=[a.scenario.code]),
+        row((OK, OK, FORBIDDEN, MISSING), (OK, OK, FORBIDDEN, MISSING)),
+    ),
     "projects-list": (lambda a: reverse("projects-list"), row((OK,) * 4, (OK,) * 4)),
     # Everyone logged in may open it; it lists only the events of projects they own (test_audit).
     "audit-list": (lambda a: reverse("audit-list"), row((OK,) * 4, GET_ONLY)),
@@ -87,12 +140,41 @@ MATRIX = {
         lambda a: reverse("target-verification", args=[a.target.code]),
         row(READ, (MOVED, MOVED, FORBIDDEN, MISSING)),
     ),
+    # A scenario's webhook page: members and owners; POST without an action (no webhook yet): back to it.
+    "hooks-scenario": (
+        lambda a: reverse("hooks-scenario", args=[a.scenario.code]),
+        row((OK, OK, FORBIDDEN, MISSING), (MOVED, MOVED, FORBIDDEN, MISSING)),
+    ),
     "projects-switch": (lambda a: reverse("projects-switch"), row(GET_ONLY, (MOVED, MOVED, MOVED, MISSING))),
+    # The current project's share links (the outsider's own project: empty, but theirs to see).
+    "sharing-list": (lambda a: reverse("sharing-list"), row((OK,) * 4, GET_ONLY)),
+    # GET: the form; POST (no fields: the defaults) creates a link and shows it once.
+    "sharing-create": (
+        lambda a: f"{reverse('sharing-create')}?run={a.runs[0].code}",
+        row((OK, OK, FORBIDDEN, MISSING), (OK, OK, FORBIDDEN, MISSING)),
+    ),
+    # A link created by A's owner: they (or another owner) may revoke it, not the member.
+    "sharing-revoke": (
+        lambda a: reverse("sharing-revoke", args=[_share_link(a).code]),
+        row(GET_ONLY, (MOVED, FORBIDDEN, FORBIDDEN, MISSING)),
+    ),
+    # Everyone's own tokens; an empty POST re-shows the form with its errors.
+    "tokens-list": (lambda a: reverse("tokens-list"), row((OK,) * 4, (OK,) * 4)),
+    "tokens-revoke": (
+        lambda a: reverse("tokens-revoke", args=[owners_token(a)]),
+        row(GET_ONLY, (MOVED, MISSING, MISSING, MISSING)),
+    ),
     "projects-members": (
         lambda a: reverse("projects-members", args=[a.project.code]),
         row(READ, (OK, FORBIDDEN, FORBIDDEN, MISSING)),
     ),
 }
+
+
+def _share_link(a):
+    """A's share link of its first run, made by A's owner (once per test)."""
+    found = ShareLink.objects.filter(run=a.runs[0], created_by=a.runs[0].owner).first()
+    return found or create_share(a.runs[0].owner, run=a.runs[0])[0]
 
 
 def _patterns(resolvers=None, prefix: str = "") -> list[tuple[str, str]]:

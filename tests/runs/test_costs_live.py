@@ -11,7 +11,8 @@ from tests.servers import LocalServer
 from workers import runner
 
 # Transactional: the executor's heartbeat thread writes the run row through its own connection.
-pytestmark = pytest.mark.django_db(transaction=True)
+# serial: its figures compare CPU or latency, so it runs alone, after the parallel part (Makefile).
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.serial]
 
 
 def handshake_run(owner, plain: LocalServer, tls: LocalServer) -> dict:

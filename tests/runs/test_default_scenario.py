@@ -22,7 +22,8 @@ from tests.servers import closed_port
 from workers import runner
 
 # Transactional: the executor's heartbeat thread writes the run row through its own connection.
-pytestmark = pytest.mark.django_db(transaction=True)
+# serial: its figures compare CPU or latency, so it runs alone, after the parallel part (Makefile).
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.serial]
 
 DURATION_S = 5.0
 

@@ -119,3 +119,18 @@ def test_the_demo_target_resumes_tls_sessions(tmp_path, settings):
     assert 0.9 * resumed_connections <= server_resumed <= resumed_connections + 2
     facts = next(m["info"] for m in messages if m["type"] == "tls_info")
     assert facts["session_ticket"] is True and facts["session_resumed"] is True
+
+
+def test_the_demo_on_another_port_links_to_that_port(monkeypatch):
+    """``tollgate demo --port P``: the workers freeze reports and make webhook and callback links
+    outside any request, from TOLLGATE_BASE_URL, so the children must inherit the demo's own port."""
+    from portal.runs import demo
+
+    children = {k: v for k, v in os.environ.items() if not k.startswith("TOLLGATE_")}
+    monkeypatch.setattr(os, "environ", children)
+    demo.demo_environment("127.0.0.1", 48123, 48124, 48125)
+    assert children["TOLLGATE_BASE_URL"] == "http://127.0.0.1:48123"
+    assert children["TOLLGATE_DEFAULT_PLAIN_URL"] == "http://127.0.0.1:48124/1k"
+    children["TOLLGATE_BASE_URL"] = "https://tollgate.example"
+    demo.demo_environment("127.0.0.1", 48123, 48124, 48125)
+    assert children["TOLLGATE_BASE_URL"] == "https://tollgate.example"  # an operator's value stays

@@ -10,7 +10,8 @@ from portal.runs.models import Run, RunReport
 from workers import runner
 
 # Transactional: the executor's heartbeat thread writes the run row through its own connection.
-pytestmark = pytest.mark.django_db(transaction=True)
+# serial: its figures compare CPU or latency, so it runs alone, after the parallel part (Makefile).
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.serial]
 
 
 def test_five_arms_against_nginx_give_split_costs_tls_facts_and_validity(owner):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import subprocess
 import sys
 import time
@@ -24,7 +25,8 @@ from workers import runner
 from workers.probes.ssh import CpuSampler, SshSession, SshTarget, cpu_in_window
 
 # Transactional: the executor's heartbeat thread writes the run row through its own connection.
-pytestmark = pytest.mark.django_db(transaction=True)
+# serial: its figures compare CPU or latency, so it runs alone, after the parallel part (Makefile).
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.serial]
 
 
 def _host_fingerprint(sshd) -> str:
@@ -60,14 +62,30 @@ def _config(plain_url: str, tls_url: str, arms: list[str], duration_s: float = 2
     }
 
 
-def test_server_cpu_per_request_over_ssh_orders_the_arms_and_pins_the_host_key(owner, sshd):
+def own_nginx(tmp_path) -> tuple[str, str]:
+    """Debian's nginx under a name of this test's own (a symlink: the kernel names a process after
+    the file it executed). The probe samples processes by name (``pgrep -x``), and another nginx on
+    the machine — a parallel test's, a developer's — must not count in this test's figures."""
+    from bench.nginx import find_binary
+
+    found = find_binary()
+    if found is None:
+        pytest.fail("nginx not found: apt-get install nginx-light (.ci/run does)")
+    name = f"ngx-{secrets.token_hex(4)}"
+    link = tmp_path / name
+    link.symlink_to(found)
+    return str(link), name
+
+
+def test_server_cpu_per_request_over_ssh_orders_the_arms_and_pins_the_host_key(owner, sshd, tmp_path):
     from bench.nginx import Nginx
 
-    with Nginx() as nginx:
+    binary, process = own_nginx(tmp_path)
+    with Nginx(binary=binary) as nginx:
         target = services.get_or_create_target(
             personal_project(owner), "nginx", nginx.plain_url("/1k"), nginx.tls_url("/1k")
         )
-        _access(target, sshd)
+        _access(target, sshd, process=process)
         config = _config(nginx.plain_url("/1k"), nginx.tls_url("/1k"), ["plain", "tls", "tls_new"], 3.0)
         run = runner.execute_run(services.create_run(owner, target, config).pk)
     assert run.status == Run.Status.SUCCEEDED, run.error
@@ -82,14 +100,19 @@ def test_server_cpu_per_request_over_ssh_orders_the_arms_and_pins_the_host_key(o
     per_req = {name: report["arms"][name]["server_cpu_ms_per_req"] for name in ("plain", "tls", "tls_new")}
     # A full handshake per request costs the server far more than encryption on a warm connection.
     assert per_req["tls_new"] > 2 * per_req["tls"], per_req
-    # Encryption is not free. The sampler counts whole clock ticks (10 ms) at both edges of a window,
-    # so "at least as much" is asserted up to that resolution.
+    # On a warm connection, encrypting a 1 KB answer costs nginx a few µs over its ~50 µs per request:
+    # less than this sampler sees in 3 s (whole 10 ms clock ticks at both edges of a window, and the
+    # scheduler's own jitter — runs here differed by up to 8% either way). Asserted: the two are of
+    # the same order — TLS not more than 15% below plain, beyond the ticks — so a TLS arm sampled
+    # wrongly (nothing, or another process) still fails; the handshake's cost above is the ordering.
     tick_ms_per_req = {name: 2 * 10.0 / report["arms"][name]["requests"] for name in ("plain", "tls")}
-    assert per_req["tls"] + tick_ms_per_req["tls"] >= per_req["plain"] - tick_ms_per_req["plain"], per_req
+    assert per_req["tls"] + tick_ms_per_req["tls"] >= 0.85 * (per_req["plain"] - tick_ms_per_req["plain"]), (
+        per_req
+    )
     server_cpu = report["probes"]["server_cpu"]
     for name in ("plain", "tls", "tls_new"):
         arm = server_cpu[name]
-        assert arm["process"] == "nginx" and arm["samples"] >= 2
+        assert arm["process"] == process and arm["samples"] >= 2
         assert arm["cpu_ms_per_req"] == per_req[name]
         assert arm["cpu_s"] == pytest.approx(arm["cpu_ms_per_req"] * arm["requests"] / 1000.0, rel=1e-3)
         assert len(arm["timeline"]) >= 2 and len(arm["cpu_pct_ma15"]) == len(arm["timeline"])
@@ -231,7 +254,8 @@ def test_cli_flags_drive_the_probes_with_a_known_hosts_file(owner, sshd, tmp_pat
     known = tmp_path / "known_hosts"
     known.write_text("# pinned by the operator\n" + sshd.known_hosts)
     out = StringIO()
-    with Nginx() as nginx:
+    binary, process = own_nginx(tmp_path)
+    with Nginx(binary=binary) as nginx:
         call_command(
             "tollgate", "run",
             "--plain-url", nginx.plain_url("/1k"), "--tls-url", nginx.tls_url("/1k"),
@@ -239,7 +263,7 @@ def test_cli_flags_drive_the_probes_with_a_known_hosts_file(owner, sshd, tmp_pat
             "--insecure", "--owner", owner.username,
             "--ssh-host", "127.0.0.1", "--ssh-port", str(sshd.port), "--ssh-user", sshd.user,
             "--ssh-key", str(key_file), "--ssh-known-hosts", str(known),
-            "--server-process", "nginx", "--openssl-speed", "--json",
+            "--server-process", process, "--openssl-speed", "--json",
             stdout=out, stderr=StringIO(),
         )  # fmt: skip
     report = json.loads(out.getvalue())

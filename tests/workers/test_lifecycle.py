@@ -18,6 +18,7 @@ from portal.projects.models import personal_project
 from portal.runs import dispatch, services
 from portal.runs.models import ArmResult, Run
 from portal.targets.models import SshAccess
+from tests.runs.factories import make_run
 from workers import runner
 from workers.celery_app import app
 
@@ -126,6 +127,30 @@ def test_finishing_is_a_compare_and_set_from_running(owner, plain_server):
     )
     assert runner.reap_stale_runs() == 0
     assert Run.objects.get(pk=run.pk).status == Run.Status.SUCCEEDED
+
+
+def test_no_reader_sees_a_run_ended_before_its_summary_is_stored(owner, monkeypatch):
+    """A CI polling the status must never read "succeeded" with no summary or budgets to judge."""
+    run = make_run(owner, status=Run.Status.RUNNING)
+    seen = []
+    store = runner.store_summary
+
+    def store_and_look(ended: Run) -> None:
+        store(ended)
+
+        def look() -> None:  # another connection, as the API or a share link's status reads it
+            seen.append(Run.objects.values_list("status", "summary").get(pk=ended.pk))
+            connection.close()
+
+        reader = threading.Thread(target=look)
+        reader.start()
+        reader.join()
+
+    monkeypatch.setattr(runner, "store_summary", store_and_look)
+    assert runner.finish(run, Run.Status.SUCCEEDED)
+    assert seen == [("running", {})]  # while the summary is written, the run still reads running
+    ended = Run.objects.get(pk=run.pk)
+    assert ended.status == Run.Status.SUCCEEDED and ended.summary["requests"] > 0
 
 
 def test_generator_cpu_is_stored_as_each_arm_ends_not_at_the_end_of_the_run(owner, plain_server):

@@ -5,11 +5,9 @@ Imported only inside the engine subprocess, after Locust (and so gevent's monkey
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
-import os
-import platform
 import random
-import socket
 import ssl
 import sys
 import time
@@ -18,11 +16,11 @@ from typing import IO
 from urllib.parse import urljoin
 
 import gevent
-import locust
 from locust import User, constant, task
 from locust.env import Environment
 from locust.event import Events
 
+from portal.lib.matrix import MATRIX_ARMS, base_arm
 from portal.lib.protocol import EXIT_ARM_ERROR, EXIT_OK, ArmSpec, EngineConfig, emit
 from workers.engine.client import (
     ARM_POLICIES,
@@ -33,35 +31,14 @@ from workers.engine.client import (
     origin_of,
     split_target,
 )
+from workers.engine.facts import engine_facts
 from workers.engine.recorder import ArmRecorder, CpuMeter
 from workers.engine.tlsinfo import probe_tls
+from workers.engine.variants import expand
 
 TICK_S = 1.0
 MAX_REDIRECTS = 5
 REDIRECT_STATUSES = (301, 302, 303, 307, 308)
-
-
-def engine_facts() -> dict:
-    cpu_model = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu_model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return {
-        "locust": locust.__version__,
-        "gevent": gevent.__version__,
-        "python": platform.python_version(),
-        "openssl": ssl.OPENSSL_VERSION,
-        "host": socket.gethostname(),
-        "platform": platform.platform(),
-        "cpu_model": cpu_model,
-        "cores": os.cpu_count(),
-        "pid": os.getpid(),
-    }
 
 
 class Cancelled(Exception):
@@ -99,11 +76,14 @@ class Swarm:
         self.elapsed_before_arm = 0.0
         self.tls_facts_sent = False
         self.headers = dict(config.headers)
+        # Connection policy per arm name; the TLS matrix adds its sub-arms' (workers.engine.variants).
+        self.policies = {name: policy for name, (_, policy) in ARM_POLICIES.items()}
+        self.arms_total = config.arm_count() * config.rounds
 
     def headers_for(self, arm: ArmSpec) -> dict[str, str]:
         """The configured headers (credentials included) travel over TLS; over plain HTTP only when
         the config says the user allowed it."""
-        if ARM_POLICIES[arm.name][0] == "https" or self.config.headers_over_http:
+        if ARM_POLICIES[base_arm(arm.name)][0] == "https" or self.config.headers_over_http:
             return self.headers
         return {}
 
@@ -173,11 +153,14 @@ class Swarm:
     def run(self) -> int:
         cfg = self.config
         prepared: dict[str, Prepared] = {}
+        order = list(cfg.arms)  # the TLS matrix's sub-arms join it after tls_new's preflight
+        self.arms_total = cfg.arm_count() * cfg.rounds
+        position = 0
         for round_index in range(cfg.rounds):
             # Interleaved order: A B C A B C …, so slow drift of the target hits every arm alike.
-            for index, arm in enumerate(cfg.arms):
-                if self.cancelled:
-                    break
+            index = 0
+            while index < len(order) and not self.cancelled:
+                arm = order[index]
                 if arm.name not in prepared:
                     try:
                         prepared[arm.name] = self.preflight(arm)
@@ -188,8 +171,9 @@ class Swarm:
                     if prepared[arm.name].endpoint.tls and not self.tls_facts_sent:
                         self.tls_facts_sent = True
                         self._tls_facts(arm, prepared[arm.name])
+                    if cfg.tls_matrix and arm.name in MATRIX_ARMS:
+                        order[index + 1 : index + 1] = self._expand(arm, prepared)
                 ready = prepared[arm.name]
-                position = round_index * len(cfg.arms) + index
                 result = self.run_arm(position, arm, ready)
                 emit(
                     self.out,
@@ -203,11 +187,28 @@ class Swarm:
                     result=result,
                 )
                 self.elapsed_before_arm += cfg.warmup_s + cfg.duration_s
+                position += 1
+                index += 1
         emit(self.out, "done", status="cancelled" if self.cancelled else "succeeded")
         return EXIT_OK
 
+    def _expand(self, arm: ArmSpec, prepared: dict[str, Prepared]) -> list[ArmSpec]:
+        """Probe the TLS matrix's variants of ``arm`` (one handshake each, before any window) and
+        report them; the accepted ones become sub-arms with their own context and policy."""
+        cfg = self.config
+        ready = prepared[arm.name]
+        sub_arms, entries = expand(arm, ready.endpoint, cfg.tls_matrix, cfg.verify_tls, cfg.timeout_s)
+        if not entries:
+            return []
+        emit(self.out, "matrix", arm=arm.name, variants=entries)
+        for sub in sub_arms:
+            prepared[sub.spec.name] = dataclasses.replace(ready, context=sub.context)
+            self.policies[sub.spec.name] = sub.policy
+        self.arms_total -= (len(entries) - len(sub_arms)) * cfg.rounds  # refused: not run
+        return [sub.spec for sub in sub_arms]
+
     def _user_class(self, arm: ArmSpec, ready: Prepared, recorder: ArmRecorder) -> type[User]:
-        _, policy = ARM_POLICIES[arm.name]
+        policy = self.policies[arm.name]
         paths = [target["path"] for target in ready.targets]
         cum_weights = list(itertools.accumulate(target["weight"] for target in ready.targets))
         cfg = self.config
@@ -250,7 +251,7 @@ class Swarm:
                 _charge_lateness(sample, intended)
                 recorder.record(sample, sample.status is not None and expected(sample.status))
 
-        ArmUser.__name__ = f"ArmUser_{arm.name}"
+        ArmUser.__name__ = "ArmUser_" + "".join(c if c.isalnum() else "_" for c in arm.name)
         return ArmUser
 
     def run_arm(self, index: int, arm: ArmSpec, ready: Prepared) -> dict:
@@ -364,7 +365,7 @@ class Swarm:
             "progress",
             arm=arm.name,
             arm_index=index,
-            arms_total=len(self.config.arms) * self.config.rounds,
+            arms_total=self.arms_total,
             phase=phase,
             elapsed_s=round(self.elapsed_before_arm + arm_elapsed, 3),
             planned_s=self.config.planned_s(),

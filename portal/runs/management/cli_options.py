@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from django.core.management.base import CommandParser
+import os
+
+from django.core.management.base import CommandError, CommandParser
 
 from portal.runs import defaults
 
@@ -21,6 +23,8 @@ RUN_OPTIONS = {
     "think_time_s": "--think-time",
     "follow_redirects": "--no-follow-redirects",
     "probe_server": "--ssh-host",
+    "tls_matrix": "--tls-matrix",
+    "wan_rtt_ms": "--wan-rtt",
     "__all__": "options",
 }
 SSH_OPTIONS = {
@@ -80,6 +84,14 @@ def add_run_arguments(run: CommandParser) -> None:
     run.add_argument(
         "--name", default="", help="target name (default: the host, with port and path when not the defaults)"
     )
+    run.add_argument(
+        "--budget",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="repeatable: a limit judged on the report, e.g. keepalive_tls_p50_ms=2 (docs/budgets.md); "
+        "exit code 3 when one fails",
+    )
     run.add_argument("--json", action="store_true", help="print the report JSON on stdout")
 
 
@@ -122,3 +134,35 @@ def add_probe_arguments(probe) -> None:
     probe.add_argument("--openssl-speed", action="store_true", help="run openssl speed on the server")
     probe.add_argument("--cryptsetup", action="store_true", help="run cryptsetup benchmark on the server")
     probe.add_argument("--local-process", default="", help="also sample this process on the generator host")
+
+
+def auth_from_env(options: dict) -> dict:
+    """The run form's auth fields from --basic-auth-env / --bearer-env: credentials come from the
+    environment, never from argv (visible in ps and shell history)."""
+    if options.get("basic_auth_env"):
+        value = os.environ.get(options["basic_auth_env"])
+        if not value or ":" not in value:
+            raise CommandError(f"--basic-auth-env: ${options['basic_auth_env']} must hold USER:PASSWORD")
+        user, _, password = value.partition(":")
+        return {"auth_type": "basic", "auth_user": user, "auth_secret": password}
+    if options.get("bearer_env"):
+        value = os.environ.get(options["bearer_env"])
+        if not value:
+            raise CommandError(f"--bearer-env: ${options['bearer_env']} is empty or not set")
+        return {"auth_type": "bearer", "auth_secret": value}
+    return {"auth_type": "none"}
+
+
+def add_tuning_arguments(run: CommandParser) -> None:
+    """``tollgate run`` only: the TLS configuration matrix and the WAN projection's RTTs (issue 14)."""
+    run.add_argument(
+        "--tls-matrix",
+        default="",
+        help="repeat tls_new under each client-side TLS variant of these dimensions, comma-separated: "
+        "protocol,group,cert,resumption (refused variants are listed, not measured)",
+    )
+    run.add_argument(
+        "--wan-rtt",
+        default="",
+        help="RTTs in ms for the report's WAN projection, comma-separated (default 2,20,80,200)",
+    )

@@ -19,6 +19,12 @@ def ms(value_us) -> str:
 
 
 @register.filter
+def magnitude(value):
+    """The absolute value, for sentences that say "more" or "less" themselves."""
+    return None if value is None else abs(value)
+
+
+@register.filter
 def signed_ms(value_us) -> str:
     if value_us is None:
         return "—"

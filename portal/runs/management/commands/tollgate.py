@@ -4,7 +4,6 @@ outbound policy's decision for a URL, and the demo stack."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sys
 import time
@@ -17,13 +16,21 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from portal import outbound, vault
+from portal.api import cli as api_cli
+from portal.hooks import cli as hooks_cli
+from portal.hooks import services as hooks_services
+from portal.lib import budgets as budgetlib
 from portal.lib import evidence
 from portal.projects import cli as project_cli
-from portal.runs import reporting, services
+from portal.runs import reporting, services, tuning
 from portal.runs.demo import run_demo, start_demo_target, stop_processes
 from portal.runs.forms import RunForm
 from portal.runs.management import cli_options
 from portal.runs.models import Run
+from portal.scenarios import cli as scenarios_cli
+from portal.sharing import cli as sharing_cli
+from portal.signing import cli as signing_cli
+from portal.signing import services as signing_services
 from portal.targets.forms import SshAccessForm
 from portal.targets.models import Scenario, SshAccess
 from portal.targets.sshaccess import save_ssh_access
@@ -34,6 +41,10 @@ from portal.targets.validators import validate_text
 from workers import runner
 
 EXIT_RUN_FAILED = 1
+# A budget (--budget, docs/budgets.md) failed: the run itself succeeded.
+EXIT_BUDGET_FAILED = 3
+# Apps that add sub-commands: each has ACTIONS, add_arguments(sub) and handle(command, options).
+APP_CLIS = (scenarios_cli, signing_cli, sharing_cli, api_cli, hooks_cli)
 
 
 class Command(BaseCommand):
@@ -43,6 +54,7 @@ class Command(BaseCommand):
         sub = parser.add_subparsers(dest="action", required=True)
         run = sub.add_parser("run", help="benchmark through the engine, store the run, print the report")
         cli_options.add_run_arguments(run)
+        cli_options.add_tuning_arguments(run.add_argument_group("TLS configuration matrix, WAN projection"))
         cli_options.add_probe_arguments(run.add_argument_group("server probes over SSH"))
         check = sub.add_parser(
             "check-target", help="would the outbound address policy let a run reach URL? (sends it nothing)"
@@ -50,6 +62,8 @@ class Command(BaseCommand):
         check.add_argument("url")
         check.add_argument("--json", action="store_true", help="print the decision as JSON")
         project_cli.add_arguments(sub)
+        for app_cli in APP_CLIS:
+            app_cli.add_arguments(sub)
         sub.add_parser(
             "rotate-secrets", help="re-encrypt every stored secret with the first key of TOLLGATE_SECRET_KEYS"
         )
@@ -65,6 +79,10 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options) -> None:
         action = options["action"]
+        for app_cli in APP_CLIS:
+            if action in app_cli.ACTIONS:
+                app_cli.handle(self, options)
+                return
         if action == "run":
             self.handle_run(options)
         elif action == "check-target":
@@ -142,22 +160,6 @@ class Command(BaseCommand):
         except ValidationError as exc:
             raise CommandError(f"invalid options: {'; '.join(exc.messages)}") from None
 
-    @staticmethod
-    def _auth(options: dict) -> dict:
-        """Credentials come from the environment, never from argv (visible in ps and shell history)."""
-        if options.get("basic_auth_env"):
-            value = os.environ.get(options["basic_auth_env"])
-            if not value or ":" not in value:
-                raise CommandError(f"--basic-auth-env: ${options['basic_auth_env']} must hold USER:PASSWORD")
-            user, _, password = value.partition(":")
-            return {"auth_type": "basic", "auth_user": user, "auth_secret": password}
-        if options.get("bearer_env"):
-            value = os.environ.get(options["bearer_env"])
-            if not value:
-                raise CommandError(f"--bearer-env: ${options['bearer_env']} is empty or not set")
-            return {"auth_type": "bearer", "auth_secret": value}
-        return {"auth_type": "none"}
-
     def _run_form(self, options: dict, project) -> RunForm:
         """The same form as the web page validates the CLI's values (and the project's quota)."""
         arrival = None if options["closed_loop"] else options["arrival_rate"]
@@ -184,7 +186,9 @@ class Command(BaseCommand):
                 "cryptsetup": options.get("cryptsetup", False),
                 "local_process": options.get("local_process") or "",
                 "send_credentials_over_http": options["send_credentials_over_http"],
-                **self._auth(options),
+                "tls_matrix": [dim.strip() for dim in options["tls_matrix"].split(",") if dim.strip()],
+                "wan_rtt_ms": options["wan_rtt"],
+                **cli_options.auth_from_env(options),
             },
             project=project,
         )
@@ -192,7 +196,9 @@ class Command(BaseCommand):
             raise CommandError(f"invalid options: {cli_options.problems(form, cli_options.RUN_OPTIONS)}")
         return form
 
-    def _create_run(self, owner, project, form: RunForm, ssh: SshAccessForm | None, options: dict) -> Run:
+    def _create_run(
+        self, owner, project, form: RunForm, ssh: SshAccessForm | None, options: dict, budgets: dict
+    ) -> Run:
         data = form.cleaned_data
         # Every option was checked by the forms before this; one transaction all the same, so nothing
         # half-created stays behind whatever fails.
@@ -203,7 +209,7 @@ class Command(BaseCommand):
             if ssh is not None:
                 self._store_ssh(target, ssh, options.get("server_process") or "")
             return services.create_run(
-                owner, target, form.engine_config(), source="cli", secrets=form.secrets()
+                owner, target, form.engine_config(), source="cli", secrets=form.secrets(), budgets=budgets
             )
 
     def _execute(self, run: Run) -> Run:
@@ -223,15 +229,23 @@ class Command(BaseCommand):
         if as_json:
             self.stdout.write(json.dumps(report, indent=2))
             return
+        width = max([12, *(len(name) for name in report["arms"])])  # matrix sub-arms are longer
         for name, arm in report["arms"].items():
             ttlb = arm["ttlb_us"] or {}
             self.stdout.write(
-                f"{name:12} {arm['requests']:>9} req {arm['rps']:>10.1f} req/s  "
+                f"{name:{width}} {arm['requests']:>9} req {arm['rps']:>10.1f} req/s  "
                 f"TTLB p50 {ttlb.get('p50', 0) / 1000:8.2f} ms  p95 {ttlb.get('p95', 0) / 1000:8.2f} ms"
                 + ("" if arm.get("complete", True) else "  (cut short)")
             )
         if report.get("headline"):
             self.stdout.write(report["headline"])
+        for line in tuning.report_lines(report):  # matrix refusals, advice, WAN projection
+            self.stdout.write(line)
+        verdicts = report.get("budgets")
+        if verdicts:
+            self.stdout.write(f"budgets: {verdicts['status']}")
+            for item in verdicts["results"]:
+                self.stdout.write(f"  {item['status']:4} {item['name']}: {item['detail']}")
         self.stdout.write(f"report: {report['run']['report_url']}")
 
     def handle_run(self, options: dict) -> None:
@@ -242,14 +256,19 @@ class Command(BaseCommand):
                 "worker's own machine); an operator turns it on with TOLLGATE_LOCAL_PROBE=1"
             )
         project = project_cli.project_for_run(owner, options["project"])
+        try:
+            budgets = budgetlib.parse(options["budget"])
+        except budgetlib.BudgetError as exc:
+            raise CommandError(f"--budget: {exc}") from None
         form = self._run_form(options, project)
         ssh = self._ssh_form(options)
-        run = self._create_run(owner, project, form, ssh, options)
+        run = self._create_run(owner, project, form, ssh, options, budgets)
         per_arm_s = form.cleaned_data["warmup_s"] + form.cleaned_data["duration_s"]
         self.stderr.write(f"run {run.code}: {', '.join(run.arm_names)}, about {per_arm_s:.0f} s per arm")
         started = time.monotonic()
         run = self._execute(run)
-        report = reporting.run_report(run)
+        # The report as downloaded: the frozen, signed one once the run has ended.
+        report = reporting.export_report(run)
         self._print_report(report, options["json"])
         invalid = report["run"].get("invalid_arms") or {}
         badge = evidence.status_badge(run.status, report["run"].get("checks"), list(invalid))
@@ -257,9 +276,17 @@ class Command(BaseCommand):
         self.stderr.write(f"run {run.code} {run.status}{said} in {time.monotonic() - started:.1f} s")
         for name, why in invalid.items():
             self.stderr.write(f"arm {name} is invalid: {why}")
+        verdicts = report.get("budgets") or {}
+        if verdicts:  # on stderr too, so a CI log with --json says why it exits 3
+            unmet = [
+                f"{r['name']} {r['status']}" for r in verdicts["results"] if r["status"] != budgetlib.PASS
+            ]
+            self.stderr.write(f"budgets {verdicts['status']}" + (f": {', '.join(unmet)}" if unmet else ""))
         if run.status != Run.Status.SUCCEEDED:
             self.stderr.write(f"error: {run.error}")
             sys.exit(EXIT_RUN_FAILED)
+        if verdicts.get("status") == budgetlib.FAIL:
+            sys.exit(EXIT_BUDGET_FAILED)
 
     def handle_check_target(self, options: dict) -> None:
         """Resolve the URL's host and judge it, as the run form and the worker do; exit 1 when refused."""
@@ -297,9 +324,15 @@ class Command(BaseCommand):
                     ) from None
                 SshAccess.objects.filter(pk=access.pk).update(private_key_enc=rotated)
                 counts["ssh_keys"] += 1
+            try:
+                counts["signing_keys"] = signing_services.reseal_keys()
+                counts["webhooks"] = hooks_services.rotate_stored_secrets()
+            except vault.SecretError as exc:
+                raise CommandError(f"{exc}; nothing was changed") from None
         self.stdout.write(
             f"re-encrypted the secrets of {counts['runs']} run(s) and {counts['scenarios']} scenario(s) "
-            f"and {counts['ssh_keys']} SSH key(s)"
+            f"and {counts['ssh_keys']} SSH key(s) and {counts['signing_keys']} report-signing key(s) "
+            f"and {counts['webhooks']} webhook secret(s)"
         )
 
     def handle_demo_target(self, options: dict) -> None:
