@@ -15,34 +15,13 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from portal.lib import netpolicy
 from portal.lib import secrets as secretlib
+from portal.settings_env import envbool, envint, envlist
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("TOLLGATE_VAR_DIR", BASE_DIR / "var"))
 # SQLite file, filesystem broker and file cache of the demo live here.
 (VAR_DIR / "broker" / "processed").mkdir(parents=True, exist_ok=True)
-
-
-def envbool(name: str, default: str) -> bool:
-    value = os.environ.get(name, default).strip().lower()
-    if value in ("1", "true", "yes", "on"):
-        return True
-    if value in ("0", "false", "no", "off", ""):
-        return False
-    raise ImproperlyConfigured(f"{name} must be a boolean (true/false), got {value!r}")
-
-
-def envint(name: str, default: str) -> int:
-    value = os.environ.get(name, default)
-    try:
-        return int(value)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name} must be an integer, got {value!r}") from None
-
-
-def envlist(name: str, default: str) -> list[str]:
-    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
 
 def secret_file(path: Path, make: Callable[[], str]) -> str:
@@ -316,56 +295,6 @@ else:
         }
     }
 
-# Quotas: the operator's defaults of what one project may ask for (portal/lib/quotas.py); a project's
-# ProjectQuota (Django admin) overrides any of them.
-TOLLGATE_MAX_USERS = envint("TOLLGATE_MAX_USERS", "500")
-TOLLGATE_MAX_DURATION_S = envint("TOLLGATE_MAX_DURATION_S", "3600")
-TOLLGATE_MAX_WARMUP_S = envint("TOLLGATE_MAX_WARMUP_S", "600")
-TOLLGATE_MAX_ROUNDS = envint("TOLLGATE_MAX_ROUNDS", "20")
-TOLLGATE_MAX_ARRIVAL_RATE = envint("TOLLGATE_MAX_ARRIVAL_RATE", "100000")
-# Outbound address policy (portal/lib/netpolicy.py): internal ranges the operator lets runs, redirects
-# and SSH probes reach, CIDRs, comma-separated; empty: public addresses only. The demo, the tests and
-# CI set 127.0.0.0/8,::1/128.
-try:
-    TOLLGATE_ALLOW_NETWORKS = [str(net) for net in netpolicy.parse_networks(envlist(netpolicy.ALLOW_ENV, ""))]
-except netpolicy.PolicyError as exc:
-    raise ImproperlyConfigured(f"{netpolicy.ALLOW_ENV}: {exc}") from None
-# Ownership verification (portal/targets/verification.py): allow-listed ranges that are reachable but
-# still need the target verified (shared internal networks), and how long a verification counts.
-try:
-    _verify = envlist("TOLLGATE_VERIFY_NETWORKS", "")
-    TOLLGATE_VERIFY_NETWORKS = [str(net) for net in netpolicy.parse_networks(_verify)]
-except netpolicy.PolicyError as exc:
-    raise ImproperlyConfigured(f"TOLLGATE_VERIFY_NETWORKS: {exc}") from None
-TOLLGATE_VERIFICATION_MAX_AGE_DAYS = envint("TOLLGATE_VERIFICATION_MAX_AGE_DAYS", "30")
-# The local process probe samples the worker's own machine: an operator's choice (on in the demo).
-TOLLGATE_LOCAL_PROBE = envbool("TOLLGATE_LOCAL_PROBE", "false")
-TOLLGATE_MAX_REQUESTS_PER_RUN = envint("TOLLGATE_MAX_REQUESTS_PER_RUN", "100000000")
-TOLLGATE_MAX_CONCURRENT_RUNS_PER_PROJECT = envint("TOLLGATE_MAX_CONCURRENT_RUNS_PER_PROJECT", "4")
-TOLLGATE_MAX_RUNS_PER_DAY_PER_PROJECT = envint("TOLLGATE_MAX_RUNS_PER_DAY_PER_PROJECT", "200")
-# Runs one generator host runs at once; more wait, visibly, for a generator.
-TOLLGATE_MAX_RUNS_PER_GENERATOR = envint("TOLLGATE_MAX_RUNS_PER_GENERATOR", "1")
-# Pre-filled values of the run form (the demo points them at its own target).
-TOLLGATE_DEFAULT_PLAIN_URL = os.environ.get("TOLLGATE_DEFAULT_PLAIN_URL", "")
-TOLLGATE_DEFAULT_TLS_URL = os.environ.get("TOLLGATE_DEFAULT_TLS_URL", "")
-TOLLGATE_DEFAULT_VERIFY_TLS = envbool("TOLLGATE_DEFAULT_VERIFY_TLS", "true")
-TOLLGATE_DEFAULT_LOCAL_PROCESS = os.environ.get("TOLLGATE_DEFAULT_LOCAL_PROCESS", "")
-# Share links (portal.sharing): the longest expiry an owner may choose, in days (default 30 days).
-TOLLGATE_SHARE_MAX_DAYS = envint("TOLLGATE_SHARE_MAX_DAYS", "365")
-if TOLLGATE_SHARE_MAX_DAYS < 1:
-    raise ImproperlyConfigured(f"TOLLGATE_SHARE_MAX_DAYS must be at least 1, got {TOLLGATE_SHARE_MAX_DAYS}")
-# Public base URL for links printed by the CLI (report_url).
-TOLLGATE_BASE_URL = os.environ.get("TOLLGATE_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
-# Webhooks (portal.hooks, docs/ci.md): how long a rotated-out secret keeps verifying; callbacks are
-# tried this many times, waiting BACKOFF_S * 2^(attempt - 1) seconds between attempts.
-TOLLGATE_WEBHOOK_GRACE_HOURS = envint("TOLLGATE_WEBHOOK_GRACE_HOURS", "24")
-TOLLGATE_CALLBACK_ATTEMPTS = envint("TOLLGATE_CALLBACK_ATTEMPTS", "5")
-TOLLGATE_CALLBACK_BACKOFF_S = envint("TOLLGATE_CALLBACK_BACKOFF_S", "2")
-# Logs callers can grow (workers.retention, daily from beat): refused webhook deliveries and share
-# views go after this many days; a trigger stores at most this many refused deliveries a minute.
-TOLLGATE_LOG_RETENTION_DAYS = envint("TOLLGATE_LOG_RETENTION_DAYS", "90")
-TOLLGATE_WEBHOOK_REFUSED_LOG_PER_MINUTE = envint("TOLLGATE_WEBHOOK_REFUSED_LOG_PER_MINUTE", "60")
-
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -397,3 +326,6 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     "ENUM_NAME_OVERRIDES": {"RunStatusEnum": "portal.runs.models.Run.Status"},
 }
+
+# What Tollgate itself lets users ask for and reach: quotas, the outbound policy, links, webhooks.
+from portal.settings_product import *  # noqa: E402, F403
