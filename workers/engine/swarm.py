@@ -45,6 +45,22 @@ class Cancelled(Exception):
     pass
 
 
+@dataclass(frozen=True)
+class Load:
+    """The load one arm (or one stage of a saturation search) runs at: users, open-loop arrival rate
+    (None: closed loop), warm-up and measured window. ``Load.of(config)`` is the run's own."""
+
+    users: int
+    spawn_rate: float
+    arrival_rate: float | None
+    warmup_s: float
+    duration_s: float
+
+    @classmethod
+    def of(cls, config: EngineConfig) -> Load:
+        return cls(config.users, config.spawn_rate, config.arrival_rate, config.warmup_s, config.duration_s)
+
+
 @dataclass
 class Prepared:
     """What preflight settled for an arm: where to connect and which request targets to send."""
@@ -207,7 +223,7 @@ class Swarm:
         self.arms_total -= (len(entries) - len(sub_arms)) * cfg.rounds  # refused: not run
         return [sub.spec for sub in sub_arms]
 
-    def _user_class(self, arm: ArmSpec, ready: Prepared, recorder: ArmRecorder) -> type[User]:
+    def _user_class(self, arm: ArmSpec, ready: Prepared, recorder: ArmRecorder, load: Load) -> type[User]:
         policy = self.policies[arm.name]
         paths = [target["path"] for target in ready.targets]
         cum_weights = list(itertools.accumulate(target["weight"] for target in ready.targets))
@@ -217,7 +233,7 @@ class Swarm:
         expected = self._expected
         endpoint, context = ready.endpoint, ready.context
         # Open loop: each user sends on its own fixed schedule, rate / users per second.
-        interval_ns = int(1e9 * cfg.users / cfg.arrival_rate) if cfg.arrival_rate else 0
+        interval_ns = int(1e9 * load.users / load.arrival_rate) if load.arrival_rate else 0
 
         def pick() -> str:
             if len(paths) == 1:
@@ -254,25 +270,26 @@ class Swarm:
         ArmUser.__name__ = "ArmUser_" + "".join(c if c.isalnum() else "_" for c in arm.name)
         return ArmUser
 
-    def run_arm(self, index: int, arm: ArmSpec, ready: Prepared) -> dict:
-        cfg = self.config
+    def run_arm(self, index: int, arm: ArmSpec, ready: Prepared, load: Load | None = None) -> dict:
+        """One arm at ``load`` (default: the run's): warm-up, measured window, the arm's result."""
+        load = load or Load.of(self.config)
         recorder = ArmRecorder(arm.name)
-        env = Environment(user_classes=[self._user_class(arm, ready, recorder)], events=Events())
+        env = Environment(user_classes=[self._user_class(arm, ready, recorder, load)], events=Events())
         runner = env.create_local_runner()
         cpu = CpuMeter()
         started_at = time.time()
-        runner.start(cfg.users, spawn_rate=cfg.spawn_rate)
+        runner.start(load.users, spawn_rate=load.spawn_rate)
         series: list[dict] = []
         arm_t0 = time.monotonic()
         window_started_at: float | None = None  # wall clock, for server-side samplers
         try:
-            self._warm_up(index, arm, runner, recorder, arm_t0)
-            window_started_at = self._measure(index, arm, runner, recorder, cpu, arm_t0, series)
+            self._warm_up(index, arm, runner, recorder, arm_t0, load)
+            window_started_at = self._measure(index, arm, runner, recorder, cpu, arm_t0, series, load)
         finally:
             recorder.close_window()
             window_ended_at = time.time()
             runner.quit()
-        return self._arm_result(recorder, ready, series, started_at, window_started_at, window_ended_at)
+        return self._arm_result(recorder, ready, series, started_at, window_started_at, window_ended_at, load)
 
     def _measure(
         self,
@@ -283,11 +300,11 @@ class Swarm:
         cpu: CpuMeter,
         arm_t0: float,
         series: list[dict],
+        load: Load,
     ) -> float:
         """The measurement window, right after the warm-up: one point per second appended to
         ``series``, until the duration is over or the run is cancelled. Returns the window's start
         (wall clock)."""
-        cfg = self.config
         cpu.sample()
         recorder.start_window()
         window_t0 = time.monotonic()
@@ -296,7 +313,7 @@ class Swarm:
         while not self.cancelled:
             second += 1
             target = window_t0 + second * TICK_S
-            if second * TICK_S > cfg.duration_s:
+            if second * TICK_S > load.duration_s:
                 break
             gevent.sleep(max(0.0, target - time.monotonic()))
             # How late the loop woke up: a saturated generator shows lag here.
@@ -313,7 +330,7 @@ class Swarm:
             series.append(point)
             self._progress(index, arm, "measure", time.monotonic() - arm_t0, point["requests"], runner, point)
         # A fractional last second (duration not a whole number of seconds).
-        remaining = cfg.duration_s - (time.monotonic() - window_t0)
+        remaining = load.duration_s - (time.monotonic() - window_t0)
         if remaining > 0 and not self.cancelled:
             gevent.sleep(remaining)
         return window_started_at
@@ -326,6 +343,7 @@ class Swarm:
         started_at: float,
         window_started_at: float | None,
         window_ended_at: float,
+        load: Load,
     ) -> dict:
         """The arm's ``result`` for the ``arm`` event: the recorder's figures and how they were taken."""
         cfg = self.config
@@ -333,21 +351,23 @@ class Swarm:
         result.update(
             started_at=started_at,
             finished_at=time.time(),
-            users=cfg.users,
-            warmup_s=cfg.warmup_s,
+            users=load.users,
+            warmup_s=load.warmup_s,
             warmup_requests=recorder.warmup_requests,
             complete=not self.cancelled,
             series=series,
             address=ready.endpoint.address,
             window_started_at=window_started_at,
             window_ended_at=window_ended_at,
-            arrival_rate=cfg.arrival_rate,
+            arrival_rate=load.arrival_rate,
             think_time_s=cfg.think_time_s,
         )
         return result
 
-    def _warm_up(self, index: int, arm: ArmSpec, runner, recorder: ArmRecorder, arm_t0: float) -> None:
-        deadline = arm_t0 + self.config.warmup_s
+    def _warm_up(
+        self, index: int, arm: ArmSpec, runner, recorder: ArmRecorder, arm_t0: float, load: Load
+    ) -> None:
+        deadline = arm_t0 + load.warmup_s
         last = recorder.warmup_requests
         while not self.cancelled and time.monotonic() < deadline:
             gevent.sleep(min(TICK_S, max(0.0, deadline - time.monotonic())))
