@@ -98,6 +98,17 @@ def test_shared_page_and_downloads_show_the_report_and_log_every_view(client, te
 
     link.refresh_from_db()
     assert link.view_count == 4 and link.last_viewed_at is not None
+    # CI's polling: the same client's polls within a minute are that one logged view (the last view
+    # time still moves); another client's poll is a view of its own.
+    first_seen = link.last_viewed_at
+    assert client.get(paths(token)["status"]).status_code == 200
+    link.refresh_from_db()
+    assert link.view_count == 4 and link.last_viewed_at > first_seen
+    assert client.get(paths(token)["status"], HTTP_USER_AGENT="other-ci").status_code == 200
+    link.refresh_from_db()
+    assert link.view_count == 5
+    ShareView.objects.filter(link=link, user_agent="other-ci").delete()
+    ShareLink.objects.filter(pk=link.pk).update(view_count=4)
     views = list(ShareView.objects.filter(link=link).order_by("at", "pk"))
     assert [v.what for v in views] == ["page", "report.json", "report.csv", "status.json"]
     assert views[0].ip == "127.0.0.0/24" and views[1].ip == "2001:db8:1234::/48"
