@@ -73,6 +73,8 @@ def parse_rtts(text: str | list | None) -> list[float]:
         rtts.append(value)
     if len(rtts) > MAX_RTTS:
         raise ValueError(f"at most {MAX_RTTS} RTTs")
+    if not rtts and isinstance(text, str) and text.strip().strip("[]").strip():
+        raise ValueError(f"no RTT in {text!r}: give milliseconds, comma-separated, such as 2,20,80,200")
     return sorted(set(rtts)) or list(DEFAULT_RTTS_MS)
 
 

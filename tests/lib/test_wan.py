@@ -21,7 +21,8 @@ def test_rtts_parse_sort_and_refuse_nonsense():
     assert wan.parse_rtts("200, 2,20,80") == [2.0, 20.0, 80.0, 200.0]
     assert wan.parse_rtts("") == [2.0, 20.0, 80.0, 200.0]
     assert wan.parse_rtts([5, "10"]) == [5.0, 10.0]
-    for bad in ("x", "-1", "5000", ",".join(["1"] * 3 + [str(i) for i in range(2, 10)])):
+    assert wan.parse_rtts("[]") == [2.0, 20.0, 80.0, 200.0]
+    for bad in (",", " , ", "x", "-1", "5000", ",".join(["1"] * 3 + [str(i) for i in range(2, 10)])):
         with pytest.raises(ValueError):
             wan.parse_rtts(bad)
 
