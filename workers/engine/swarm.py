@@ -31,6 +31,8 @@ from workers.engine.client import (
     origin_of,
     split_target,
 )
+from workers.engine.distributed import Fleet
+from workers.engine.distributed_arm import DistributedArm
 from workers.engine.facts import engine_facts
 from workers.engine.recorder import ArmRecorder, CpuMeter
 from workers.engine.tlsinfo import probe_tls
@@ -273,6 +275,8 @@ class Swarm:
     def run_arm(self, index: int, arm: ArmSpec, ready: Prepared, load: Load | None = None) -> dict:
         """One arm at ``load`` (default: the run's): warm-up, measured window, the arm's result."""
         load = load or Load.of(self.config)
+        if self.config.generators != 1:  # a Locust master and its workers (workers.engine.distributed)
+            return DistributedArm(Fleet.of(self), index, arm, ready, load).run()
         recorder = ArmRecorder(arm.name)
         env = Environment(user_classes=[self._user_class(arm, ready, recorder, load)], events=Events())
         runner = env.create_local_runner()
@@ -405,6 +409,9 @@ def main(config_text: str, out: IO[str]) -> int:
     gevent.signal_handler(signal.SIGTERM, swarm.cancel)
     gevent.signal_handler(signal.SIGINT, swarm.cancel)
     emit(out, "hello", engine=engine_facts())
-    code = swarm.run()
+    try:
+        code = swarm.run()
+    finally:
+        Fleet.close_of(swarm)
     print(f"tollgate engine finished with exit code {code}", file=sys.stderr)
     return code
