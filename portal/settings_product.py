@@ -18,6 +18,8 @@ TOLLGATE_MAX_DURATION_S = envint("TOLLGATE_MAX_DURATION_S", "3600")
 TOLLGATE_MAX_WARMUP_S = envint("TOLLGATE_MAX_WARMUP_S", "600")
 TOLLGATE_MAX_ROUNDS = envint("TOLLGATE_MAX_ROUNDS", "20")
 TOLLGATE_MAX_ARRIVAL_RATE = envint("TOLLGATE_MAX_ARRIVAL_RATE", "100000")
+# Locust worker processes per generator host a run may ask for (``generators``; docs/scaling.md).
+TOLLGATE_MAX_GENERATORS = envint("TOLLGATE_MAX_GENERATORS", "16")
 # Outbound address policy (portal/lib/netpolicy.py): internal ranges the operator lets runs, redirects
 # and SSH probes reach, CIDRs, comma-separated; empty: public addresses only. The demo, the tests and
 # CI set 127.0.0.0/8,::1/128.
@@ -60,3 +62,12 @@ TOLLGATE_CALLBACK_BACKOFF_S = envint("TOLLGATE_CALLBACK_BACKOFF_S", "2")
 # views go after this many days; a trigger stores at most this many refused deliveries a minute.
 TOLLGATE_LOG_RETENTION_DAYS = envint("TOLLGATE_LOG_RETENTION_DAYS", "90")
 TOLLGATE_WEBHOOK_REFUSED_LOG_PER_MINUTE = envint("TOLLGATE_WEBHOOK_REFUSED_LOG_PER_MINUTE", "60")
+# Distributed runs (docs/scaling.md): the address the run's Locust master binds (loopback unless the
+# generator hosts are elsewhere: then an address they reach, or 0.0.0.0), the address it is advertised
+# to other generator hosts at (default: the bind address, or this host's name for 0.0.0.0), how long
+# the master waits for its workers to connect, and the other generator hosts' queues to invite: "auto"
+# (every live gen.* queue but this host's), a comma-separated list of queue names, or empty (none).
+TOLLGATE_MASTER_BIND = os.environ.get("TOLLGATE_MASTER_BIND", "127.0.0.1")
+TOLLGATE_MASTER_ADVERTISE = os.environ.get("TOLLGATE_MASTER_ADVERTISE", "")
+TOLLGATE_GENERATOR_CONNECT_S = envint("TOLLGATE_GENERATOR_CONNECT_S", "30")
+TOLLGATE_GENERATOR_HOSTS = os.environ.get("TOLLGATE_GENERATOR_HOSTS", "auto")

@@ -141,6 +141,7 @@ def store_arm(run: Run, position: int, message: dict) -> ArmResult:
         late_requests=result.get("late_requests", 0),
         max_schedule_lag_us=result.get("max_schedule_lag_us", 0),
         series=result["series"],
+        generators=result.get("generators", []),
         started=_aware(result["started_at"]),
         finished=_aware(result["finished_at"]),
     )
@@ -156,6 +157,16 @@ def kept_arms(run: Run) -> str:
     if short:
         parts.append(f"{len(short)} arm(s) cut short ({', '.join(short)})")
     return f" Kept {' and '.join(parts)}." if parts else ""
+
+
+def generator_env(config: EngineConfig) -> dict[str, str]:
+    """What a distributed engine (``generators`` != 1) reads from its environment: where its Locust
+    master binds, how long it waits for its workers, the cap on ``auto``."""
+    return {
+        "TOLLGATE_MASTER_BIND": settings.TOLLGATE_MASTER_BIND,
+        "TOLLGATE_GENERATOR_CONNECT_S": str(settings.TOLLGATE_GENERATOR_CONNECT_S),
+        "TOLLGATE_MAX_GENERATORS": str(settings.TOLLGATE_MAX_GENERATORS),
+    }
 
 
 def _die_with_parent() -> None:
@@ -197,6 +208,7 @@ class EngineProcess:
     def run_to_end(self) -> EngineProcess:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(settings.BASE_DIR), env.get("PYTHONPATH")]))
+        env.update(generator_env(self.config))
         with tempfile.TemporaryFile("w+") as stderr:
             self.proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
                 [sys.executable, "-m", "workers.engine"],

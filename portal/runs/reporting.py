@@ -55,6 +55,7 @@ def arm_data(arm: ArmResult) -> dict:
         "max_schedule_lag_us": arm.max_schedule_lag_us,
         "series": arm.series,
         "server_cpu": arm.server_cpu,
+        "generators": arm.generators,
     }
 
 

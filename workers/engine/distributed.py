@@ -26,7 +26,7 @@ from locust.env import Environment
 from locust.event import Events
 from locust.exception import RPCError
 
-from portal.lib.protocol import EXIT_ARM_ERROR, emit
+from portal.lib.protocol import EXIT_ARM_ERROR, MAX_GENERATORS, emit
 
 USER_CLASS = "ArmUser"
 TICK_S = 1.0
@@ -151,7 +151,8 @@ class Fleet:
     def start(self) -> None:
         """Start the local Locust workers and wait for them (and for ``TOLLGATE_REMOTE_HOSTS`` other
         hosts, invited by the task) to connect; the ones that do not are reported lost at start."""
-        count = self.config.generators or os.cpu_count() or 1
+        cap = int(os.environ.get("TOLLGATE_MAX_GENERATORS") or MAX_GENERATORS)
+        count = self.config.generators or min(os.cpu_count() or 1, cap)
         emit(
             self.swarm.out, "generator", event="master", host=self.local_host, port=self.port, processes=count
         )
