@@ -122,7 +122,14 @@ def report_generators(rows: list[dict]) -> list[dict] | None:
     for row in rows:
         for worker in row.get("generators") or []:
             entry = entries.setdefault(
-                worker["id"], {"id": worker["id"], "host": worker.get("host"), "arms": {}, "lost_at": None}
+                worker["id"],
+                {
+                    "id": worker["id"],
+                    "host": worker.get("host"),
+                    "arms": {},
+                    "lost_at": None,
+                    "lost_reason": None,
+                },
             )
             arm = entry["arms"].setdefault(row["arm"], {"requests": 0, "cpu_s": 0.0})
             arm["requests"] += worker.get("requests") or 0
