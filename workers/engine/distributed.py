@@ -94,7 +94,7 @@ class Fleet:
         bind = os.environ.get("TOLLGATE_MASTER_BIND", "127.0.0.1")
         self.local_host = "127.0.0.1" if bind in ("*", "0.0.0.0") else bind  # noqa: S104 - a setting's value
         self.env = Environment(user_classes=[ArmUser], events=Events())
-        self.runner = self.env.create_master_runner(bind, 0)
+        self.runner = self.env.create_master_runner(bind, int(os.environ.get("TOLLGATE_MASTER_PORT") or 0))
         self.port = self.runner.server.port
         self.workers: dict[str, dict] = {}  # gid -> {"id", "host", "pid", "client_id", "lost_at", ...}
         self.procs: dict[int, subprocess.Popen] = {}
@@ -119,6 +119,7 @@ class Fleet:
             "pid": data["pid"],
             "client_id": msg.node_id,
             "cpu_count": data.get("cpu_count"),
+            "siblings": data.get("siblings", 1),
             "joined_at": run_elapsed_s(),
             "lost_at": None,
             "lost_reason": None,
@@ -175,11 +176,18 @@ class Fleet:
         while time.monotonic() < deadline and not self.swarm.cancelled:
             pids = {w["pid"] for w in self.workers.values() if w["host"] == self._own_label()}
             exited = {pid for pid, proc in self.procs.items() if proc.poll() is not None}
-            remote = {w["host"] for w in self.workers.values()} - {self._own_label()}
-            if set(self.procs) <= pids | exited and len(remote) >= remote_hosts:
+            if set(self.procs) <= pids | exited and self._remote_joined(remote_hosts):
                 break
             gevent.sleep(0.05)
         self._missing_at_start()
+
+    def _remote_joined(self, hosts: int) -> bool:
+        """At least ``hosts`` other hosts joined, each with all the workers it said it started."""
+        joined: dict[str, list[int]] = {}
+        for worker in self.workers.values():
+            if worker["host"] != self._own_label():
+                joined.setdefault(worker["host"], []).append(worker.get("siblings") or 1)
+        return len(joined) >= hosts and all(len(counts) >= max(counts) for counts in joined.values())
 
     @staticmethod
     def _own_label() -> str:

@@ -86,6 +86,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("master_host")
     parser.add_argument("master_port", type=int)
     parser.add_argument("--host-label", default=socket.gethostname(), help="the host named in the report")
+    parser.add_argument("--siblings", type=int, default=1, help="Locust workers started on this host")
     parser.add_argument("--ignore-term", action="store_true", help="a local worker: the master ends it")
     args = parser.parse_args(argv)
     if args.ignore_term:
@@ -98,7 +99,14 @@ def main(argv: list[str]) -> int:
     gid = f"{args.host_label}:{os.getpid()}"
     Generator(runner, gid)
     runner.send_message(
-        "tg_hello", {"gid": gid, "host": args.host_label, "pid": os.getpid(), "cpu_count": os.cpu_count()}
+        "tg_hello",
+        {
+            "gid": gid,
+            "host": args.host_label,
+            "pid": os.getpid(),
+            "cpu_count": os.cpu_count(),
+            "siblings": args.siblings,
+        },
     )
     runner.greenlet.join()
     return 0
