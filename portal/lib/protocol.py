@@ -170,6 +170,10 @@ def pin_key(url: str) -> str:
 # Time for the engine to start (import Locust), preflight each arm and stop each swarm.
 STARTUP_ALLOWANCE_S = 30.0
 PER_ARM_ALLOWANCE_S = 15.0
+# Distributed runs (generators != 1): the workers connecting (TOLLGATE_GENERATOR_CONNECT_S, 30 s by
+# default) and, per arm, building it, sending their results and stopping their users, a lost one too.
+DISTRIBUTED_ALLOWANCE_S = 60.0
+DISTRIBUTED_PER_ARM_ALLOWANCE_S = 30.0
 # Probes run outside the engine: an SSH connection before the load, one-shot benchmarks after it.
 PROBE_CONNECT_ALLOWANCE_S = 30.0
 PROBE_FINISH_ALLOWANCE_S = 15.0
@@ -180,7 +184,10 @@ CRYPTSETUP_ALLOWANCE_S = 200.0
 def engine_limit_s(config: EngineConfig) -> float:
     """How long the engine subprocess may take before its watchdog stops it."""
     arms = config.arm_count() * config.rounds
-    return config.planned_s() + STARTUP_ALLOWANCE_S + PER_ARM_ALLOWANCE_S * arms
+    limit = config.planned_s() + STARTUP_ALLOWANCE_S + PER_ARM_ALLOWANCE_S * arms
+    if config.generators != 1:
+        limit += DISTRIBUTED_ALLOWANCE_S + DISTRIBUTED_PER_ARM_ALLOWANCE_S * arms
+    return limit
 
 
 def probe_allowance_s(probes: dict | None) -> float:

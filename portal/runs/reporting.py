@@ -122,7 +122,7 @@ def with_budgets(run: Run, data: dict) -> dict:
 
 
 # Bump when the report's computation changes, so cached reports of finished runs are rebuilt.
-REPORT_CACHE_VERSION = f"{portal.__version__}:{report.SCHEMA}:8"
+REPORT_CACHE_VERSION = f"{portal.__version__}:{report.SCHEMA}:9"  # 9: generators
 REPORT_CACHE_TTL_S = 7 * 24 * 3600
 
 

@@ -4,6 +4,7 @@ processes against a real local server; the stored arm is the exact sum of the wo
 from __future__ import annotations
 
 import pytest
+from django.urls import reverse
 from hdrh.histogram import HdrHistogram
 
 from portal.projects.models import personal_project
@@ -24,7 +25,7 @@ def _added(encoded: list[str]) -> HdrHistogram:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_two_locust_workers_merge_exactly_into_the_stored_arm(owner, plain_server):
+def test_two_locust_workers_merge_exactly_into_the_stored_arm(client, owner, plain_server):
     target, _ = Target.objects.get_or_create(project=personal_project(owner), name="local")
     url = plain_server.url()
     config = {
@@ -67,3 +68,7 @@ def test_two_locust_workers_merge_exactly_into_the_stored_arm(owner, plain_serve
         assert sum(e["arms"][name]["requests"] for e in entries) == report["arms"][name]["requests"]
         assert all(e["arms"][name]["cpu_s"] > 0 for e in entries)
     assert all(e["lost_at"] is None and e["host"] for e in entries)
+    client.force_login(owner)
+    page = client.get(reverse("runs-detail", args=[run.code])).content.decode()
+    assert 'id="generators-table"' in page and all(f"<code>{e['id']}</code>" in page for e in entries)
+    assert "A generator was lost" not in page
