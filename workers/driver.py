@@ -163,14 +163,14 @@ def kept_arms(run: Run) -> str:
 
 def generator_env(config: EngineConfig, invited: list[str]) -> dict[str, str]:
     """What a distributed engine (``generators`` != 1) reads from its environment: where its Locust
-    master binds, how long it waits for its workers, the cap on ``auto``, how many other generator
+    master binds, how long it waits for its workers, the cap on ``auto``, which other generator
     hosts were invited (it waits for each to join before the first arm)."""
     return {
         "TOLLGATE_MASTER_BIND": settings.TOLLGATE_MASTER_BIND,
         "TOLLGATE_MASTER_PORT": str(settings.TOLLGATE_MASTER_PORT),
         "TOLLGATE_GENERATOR_CONNECT_S": str(settings.TOLLGATE_GENERATOR_CONNECT_S),
         "TOLLGATE_MAX_GENERATORS": str(settings.TOLLGATE_MAX_GENERATORS),
-        "TOLLGATE_REMOTE_HOSTS": str(len(invited)),
+        "TOLLGATE_REMOTE_HOSTS": ",".join(queue.removeprefix(generators.PREFIX) for queue in invited),
     }
 
 

@@ -92,6 +92,41 @@ def test_workers_missing_at_start_are_reported_and_the_run_ends(plain_server):
     )
     messages = [json.loads(line) for line in done.stdout.splitlines()]
     lost = [m for m in messages if m["type"] == "generator" and m["event"] == "lost"]
-    assert len(lost) == 2 and all(m["reason"] == "did not connect" and m["at_s"] > 0 for m in lost)
+    assert len(lost) == 2 and all(
+        m["reason"] == "did not connect within 0.05 s" and m["at_s"] > 0 for m in lost
+    )
     assert done.returncode == 3
     assert messages[-1]["type"] == "arm_error" and "all were lost" in messages[-1]["error"]
+
+
+def test_an_invited_host_that_never_joins_leaves_the_arms_partial(plain_server):
+    config = {
+        "arms": [{"name": "plain", "url": plain_server.url()}],
+        "users": 2,
+        "spawn_rate": 100,
+        "warmup_s": 0.2,
+        "duration_s": 1,
+        "verify_tls": False,
+        "generators": 2,
+    }
+    env = {**os.environ, "TOLLGATE_GENERATOR_CONNECT_S": "2", "TOLLGATE_REMOTE_HOSTS": "ghost"}
+    done = subprocess.run(  # noqa: S603
+        [sys.executable, "-m", "workers.engine"],
+        input=json.dumps(config),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    messages = [json.loads(line) for line in done.stdout.splitlines()]
+    lost = [m for m in messages if m["type"] == "generator" and m["event"] == "lost"]
+    assert [(m["id"], m["reason"]) for m in lost] == [
+        ("ghost:?", "the invited generator host did not join within 2 s")
+    ]
+    result = next(m["result"] for m in messages if m["type"] == "arm")
+    shares = {w["id"]: w for w in result["generators"]}
+    assert shares["ghost:?"]["requests"] == 0 and shares["ghost:?"]["lost_at"] >= 2
+    assert len(shares) == 3 and result["complete"] is False and result["requests"] > 0
+    assert result["requests"] == sum(w["requests"] for w in shares.values())

@@ -150,8 +150,8 @@ class Fleet:
 
     # The fleet's life.
     def start(self) -> None:
-        """Start the local Locust workers and wait for them (and for ``TOLLGATE_REMOTE_HOSTS`` other
-        hosts, invited by the task) to connect; the ones that do not are reported lost at start."""
+        """Start the local Locust workers and wait for them (and for the other hosts the task invited,
+        ``TOLLGATE_REMOTE_HOSTS``) to connect; the ones that do not are reported lost at start."""
         cap = int(os.environ.get("TOLLGATE_MAX_GENERATORS") or MAX_GENERATORS)
         count = self.config.generators or min(os.cpu_count() or 1, cap)
         emit(
@@ -171,7 +171,7 @@ class Fleet:
                 preexec_fn=_die_with_master,  # noqa: PLW1509 - only a prctl
             )
             self.procs[proc.pid] = proc
-        remote_hosts = int(os.environ.get("TOLLGATE_REMOTE_HOSTS", "0") or 0)
+        remote_hosts = [name for name in os.environ.get("TOLLGATE_REMOTE_HOSTS", "").split(",") if name]
         deadline = time.monotonic() + connect_timeout_s()
         while time.monotonic() < deadline and not self.swarm.cancelled:
             pids = {w["pid"] for w in self.workers.values() if w["host"] == self._own_label()}
@@ -180,14 +180,35 @@ class Fleet:
                 break
             gevent.sleep(0.05)
         self._missing_at_start()
+        self._remote_missing(remote_hosts)
 
-    def _remote_joined(self, hosts: int) -> bool:
-        """At least ``hosts`` other hosts joined, each with all the workers it said it started."""
+    def _joined_by_host(self) -> dict[str, list[int]]:
+        """Other hosts' joined workers: host → the worker count each said its host started."""
         joined: dict[str, list[int]] = {}
         for worker in self.workers.values():
-            if worker["host"] != self._own_label():
+            if worker["host"] != self._own_label() and worker.get("pid"):
                 joined.setdefault(worker["host"], []).append(worker.get("siblings") or 1)
-        return len(joined) >= hosts and all(len(counts) >= max(counts) for counts in joined.values())
+        return joined
+
+    def _remote_joined(self, hosts: list[str]) -> bool:
+        """Every invited host joined, each with all the workers it said it started."""
+        joined = self._joined_by_host()
+        return set(hosts) <= set(joined) and all(len(counts) >= max(counts) for counts in joined.values())
+
+    def _remote_missing(self, hosts: list[str]) -> None:
+        """An invited host that did not join, or joined with fewer workers than it started: lost at start."""
+        joined = self._joined_by_host()
+        wait = f"within {connect_timeout_s():g} s"
+        for host in hosts:
+            if host not in joined:
+                self.lose(f"{host}:?", f"the invited generator host did not join {wait}", host=host)
+        for host, counts in joined.items():
+            for missing in range(max(counts) - len(counts)):
+                self.lose(
+                    f"{host}:?{missing + 1}",
+                    f"{max(counts)} workers started, {len(counts)} joined {wait}",
+                    host=host,
+                )
 
     @staticmethod
     def _own_label() -> str:
@@ -199,7 +220,11 @@ class Fleet:
             if pid in joined:
                 continue
             code = proc.poll()
-            reason = f"exited with code {code} before connecting" if code is not None else "did not connect"
+            reason = (
+                f"exited with code {code} before connecting"
+                if code is not None
+                else f"did not connect within {connect_timeout_s():g} s"
+            )
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
             self.lose(f"{self._own_label()}:{pid}", reason, host=self._own_label(), pid=pid)
