@@ -18,6 +18,8 @@ TOLLGATE_MAX_DURATION_S = envint("TOLLGATE_MAX_DURATION_S", "3600")
 TOLLGATE_MAX_WARMUP_S = envint("TOLLGATE_MAX_WARMUP_S", "600")
 TOLLGATE_MAX_ROUNDS = envint("TOLLGATE_MAX_ROUNDS", "20")
 TOLLGATE_MAX_ARRIVAL_RATE = envint("TOLLGATE_MAX_ARRIVAL_RATE", "100000")
+# Locust worker processes per generator host a run may ask for (``generators``; docs/scaling.md).
+TOLLGATE_MAX_GENERATORS = envint("TOLLGATE_MAX_GENERATORS", "16")
 # Outbound address policy (portal/lib/netpolicy.py): internal ranges the operator lets runs, redirects
 # and SSH probes reach, CIDRs, comma-separated; empty: public addresses only. The demo, the tests and
 # CI set 127.0.0.0/8,::1/128.
@@ -60,3 +62,18 @@ TOLLGATE_CALLBACK_BACKOFF_S = envint("TOLLGATE_CALLBACK_BACKOFF_S", "2")
 # views go after this many days; a trigger stores at most this many refused deliveries a minute.
 TOLLGATE_LOG_RETENTION_DAYS = envint("TOLLGATE_LOG_RETENTION_DAYS", "90")
 TOLLGATE_WEBHOOK_REFUSED_LOG_PER_MINUTE = envint("TOLLGATE_WEBHOOK_REFUSED_LOG_PER_MINUTE", "60")
+# Distributed runs (docs/scaling.md). The address the run's Locust master binds: loopback unless other
+# generator hosts join (then an address they reach, or 0.0.0.0); the address they are told (default:
+# the bind address, or this host's name for 0.0.0.0); its port (0: a free one per run; fix it only for
+# a firewall, and then one distributed run at a time per host); how long the master waits for its
+# workers; the other generator hosts' queues to invite: "auto" (every live gen.* queue but this
+# host's, asked over the broker), a comma-separated list of queue names, or empty (none).
+TOLLGATE_MASTER_BIND = os.environ.get("TOLLGATE_MASTER_BIND", "127.0.0.1")
+TOLLGATE_MASTER_ADVERTISE = os.environ.get("TOLLGATE_MASTER_ADVERTISE", "")
+TOLLGATE_MASTER_PORT = envint("TOLLGATE_MASTER_PORT", "0")  # 0: a free port per run
+TOLLGATE_GENERATOR_CONNECT_S = envint("TOLLGATE_GENERATOR_CONNECT_S", "30")
+TOLLGATE_GENERATOR_HOSTS = os.environ.get("TOLLGATE_GENERATOR_HOSTS", "auto")
+# This host's generator queue is gen.<TOLLGATE_GENERATOR_NAME> (default: the host name); a Celery worker
+# consumes it when TOLLGATE_GENERATOR_QUEUE is true (workers/celery_app.py), to join other runs' masters.
+TOLLGATE_GENERATOR_NAME = os.environ.get("TOLLGATE_GENERATOR_NAME", "")
+TOLLGATE_GENERATOR_QUEUE = envbool("TOLLGATE_GENERATOR_QUEUE", "false")

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import socket
 
 from celery import Celery
+from celery.signals import celeryd_after_setup
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
@@ -46,3 +48,14 @@ app.conf.update(
     broker_connection_retry_on_startup=True,
 )
 app.autodiscover_tasks(["workers"])
+
+
+@celeryd_after_setup.connect
+def consume_generator_queue(sender, instance, **_kwargs) -> None:
+    """With TOLLGATE_GENERATOR_QUEUE, this worker is a generator host: it also consumes
+    ``gen.<TOLLGATE_GENERATOR_NAME or host name>``, where runs invite it to join their Locust master."""
+    from django.conf import settings
+
+    if settings.TOLLGATE_GENERATOR_QUEUE:
+        name = settings.TOLLGATE_GENERATOR_NAME or socket.gethostname()
+        instance.app.amqp.queues.select_add(f"gen.{name}")

@@ -30,6 +30,8 @@ from django.utils import timezone
 from portal.lib.protocol import EngineConfig
 from portal.runs.live import PROGRESS_TTL_S, progress_key, with_point
 from portal.runs.models import ArmResult, Run
+from workers import generators
+from workers.celery_app import app
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +143,7 @@ def store_arm(run: Run, position: int, message: dict) -> ArmResult:
         late_requests=result.get("late_requests", 0),
         max_schedule_lag_us=result.get("max_schedule_lag_us", 0),
         series=result["series"],
+        generators=result.get("generators", []),
         started=_aware(result["started_at"]),
         finished=_aware(result["finished_at"]),
     )
@@ -156,6 +159,19 @@ def kept_arms(run: Run) -> str:
     if short:
         parts.append(f"{len(short)} arm(s) cut short ({', '.join(short)})")
     return f" Kept {' and '.join(parts)}." if parts else ""
+
+
+def generator_env(config: EngineConfig, invited: list[str]) -> dict[str, str]:
+    """What a distributed engine (``generators`` != 1) reads from its environment: where its Locust
+    master binds, how long it waits for its workers, the cap on ``auto``, which other generator
+    hosts were invited (it waits for each to join before the first arm)."""
+    return {
+        "TOLLGATE_MASTER_BIND": settings.TOLLGATE_MASTER_BIND,
+        "TOLLGATE_MASTER_PORT": str(settings.TOLLGATE_MASTER_PORT),
+        "TOLLGATE_GENERATOR_CONNECT_S": str(settings.TOLLGATE_GENERATOR_CONNECT_S),
+        "TOLLGATE_MAX_GENERATORS": str(settings.TOLLGATE_MAX_GENERATORS),
+        "TOLLGATE_REMOTE_HOSTS": ",".join(queue.removeprefix(generators.PREFIX) for queue in invited),
+    }
 
 
 def _die_with_parent() -> None:
@@ -181,6 +197,7 @@ class EngineProcess:
         self.stderr_tail = ""
         self.returncode: int | None = None
         self.live: dict | None = None  # the last progress message, with its arm's seconds so far
+        self.invited: list[str] = []  # other generator hosts' queues (distributed runs)
 
     def signal(self, sig: int) -> None:
         if self.proc is not None:
@@ -197,6 +214,9 @@ class EngineProcess:
     def run_to_end(self) -> EngineProcess:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(settings.BASE_DIR), env.get("PYTHONPATH")]))
+        if self.config.generators != 1:
+            self.invited = generators.discover(app)
+        env.update(generator_env(self.config, self.invited))
         with tempfile.TemporaryFile("w+") as stderr:
             self.proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
                 [sys.executable, "-m", "workers.engine"],
@@ -256,6 +276,8 @@ class EngineProcess:
             arms_done.append(message["arm"])
             if self.on_arm is not None:
                 self.on_arm(arm)
+        elif kind == "generator" and message.get("event") == "master":
+            self.invite(message)
         elif kind == "arm_error":
             self.outcome["arm_error"] = message["error"]
             self.outcome["arm_error_arm"] = message["arm"]
@@ -266,6 +288,23 @@ class EngineProcess:
             message["updated"] = time.time()
             self.live = with_point(message, self.live)
             cache.set(progress_key(run.code), self.live, PROGRESS_TTL_S)
+
+    def invite(self, master: dict) -> None:
+        """Ask the invited generator hosts to start Locust workers that join this run's master."""
+        for queue in self.invited:
+            app.send_task(
+                "workers.tasks.join_run",
+                args=[
+                    self.run.pk,
+                    generators.advertised(master["host"]),
+                    master["port"],
+                    self.config.generators,
+                ],
+                kwargs={"limit_s": self.limit_s},
+                queue=queue,
+            )
+        if self.invited:
+            log.info("run %s: invited generator hosts %s", self.run.code, ", ".join(self.invited))
 
     def verdict(self) -> tuple[str, str]:
         """The run's terminal (status, error) from how the engine ended."""

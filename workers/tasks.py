@@ -8,7 +8,7 @@ from __future__ import annotations
 from celery import shared_task
 
 from portal.runs.models import Run
-from workers import callbacks, retention, runner
+from workers import callbacks, generators, retention, runner
 
 
 @shared_task(name="workers.tasks.run_benchmark", acks_late=True, bind=True)
@@ -37,3 +37,10 @@ def deliver_callback(self, run_id: int) -> None:
     wait_s = callbacks.deliver(run_id, self.request.retries + 1)
     if wait_s is not None:
         raise self.retry(countdown=wait_s, max_retries=None)
+
+
+@shared_task(name="workers.tasks.join_run", acks_late=False)
+def join_run(run_id: int, master_host: str, master_port: int, processes: int, limit_s: float = 3600.0) -> int:
+    """On a generator host (its ``gen.<name>`` queue): Locust workers that join run ``run_id``'s master
+    until it ends (docs/scaling.md). A redelivery after the run is pointless, hence no late ack."""
+    return generators.join(master_host, master_port, processes, limit_s)

@@ -127,7 +127,7 @@ class ScenarioRunIn(serializers.Serializer):
         required=False,
         help_text="Keys to change for this run: arms, users, spawn_rate, warmup_s, duration_s, rounds, "
         "think_time_s, arrival_rate, expected_status, paths, follow_redirects, verify_tls, tls_matrix, "
-        "wan_rtt_ms; and budgets "
+        "wan_rtt_ms, generators; and budgets "
         "(budget name → limit), which replace the scenario's for this run ({} for none).",
     )
 
@@ -166,6 +166,11 @@ class InlineRunIn(serializers.Serializer):
         required=False,
         help_text="RTTs (ms) of the report's WAN projection, at most 8, e.g. [2, 20, 80, 200] (the default); "
         'or "2,20,80,200".',
+    )
+    generators = serializers.JSONField(
+        required=False,
+        help_text="Locust worker processes per generator host: 1 (the default), up to the operator limit, "
+        'or "auto" (one per core of each generator host; 0 in run.config). docs/scaling.md.',
     )
     budgets = serializers.DictField(
         child=serializers.FloatField(),

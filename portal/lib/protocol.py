@@ -13,6 +13,8 @@ stdout messages, one JSON object per line, each with a "type":
                                                         TLS matrix: each variant probed (tls_matrix)
   arm       {"arm", "round", "url", "result": {...}}  one per finished (or cut-short) arm and round
   arm_error {"arm", "error"}                            the arm could not run; the engine stops
+  generator {"event": "joined"|"lost", "id", "host", "at_s", ...}  distributed runs (generators != 1):
+                                                        a Locust worker process joined or was lost
   done      {"status": "succeeded"|"cancelled"}
 """
 
@@ -37,6 +39,7 @@ ARM_SCHEMES = {
 EXIT_OK = 0
 EXIT_ARM_ERROR = 3
 EXIT_BAD_CONFIG = 2
+MAX_GENERATORS = 64  # Locust worker processes per generator host
 
 
 @dataclass
@@ -80,6 +83,9 @@ class EngineConfig:
     # TLS configuration matrix (portal/lib/matrix.py): the dimensions to vary ("protocol", "group",
     # "cert", "resumption"); tls_new is repeated under each client-side variant as a sub-arm.
     tls_matrix: list[str] = field(default_factory=list)
+    # Locust worker processes per generator host (workers.engine.distributed); 1: the single-process
+    # local runner; 0 ("auto"): one per core of each generator host, resolved by the engine there.
+    generators: int = 1
 
     def validate(self) -> None:
         if not self.arms:
@@ -106,6 +112,10 @@ class EngineConfig:
             matrix.parse_dimensions(self.tls_matrix)
             if not any(arm.name == matrix.MATRIX_ARM for arm in self.arms):
                 raise ValueError(f"tls_matrix needs the {matrix.MATRIX_ARM} arm")
+        if not 0 <= self.generators <= MAX_GENERATORS:
+            raise ValueError(f"generators must be 1..{MAX_GENERATORS} or 0 (auto: one per core)")
+        if self.generators != 1 and self.tls_matrix:
+            raise ValueError("the TLS matrix runs with one generator process (generators 1)")
         if self.pinned is not None:
             for arm in self.arms:
                 address = self.pinned.get(pin_key(arm.url), "")
@@ -134,6 +144,21 @@ class EngineConfig:
         return config
 
 
+def parse_generators(value: object) -> int:
+    """``generators`` from a form, CLI or API value: a number of processes, or "auto" (0: one per core
+    of each generator host)."""
+    text = str(value).strip().lower()
+    if text == "auto":
+        return 0
+    try:
+        number = int(text)
+    except ValueError:
+        raise ValueError(f"generators must be a number or 'auto', got {value!r}") from None
+    if not 1 <= number <= MAX_GENERATORS:
+        raise ValueError(f"generators must be 1..{MAX_GENERATORS} or 'auto'")
+    return number
+
+
 def pin_key(url: str) -> str:
     """``host:port`` of a URL as the engine connects to it: the key of ``EngineConfig.pinned``."""
     parts = urlsplit(url)
@@ -145,6 +170,10 @@ def pin_key(url: str) -> str:
 # Time for the engine to start (import Locust), preflight each arm and stop each swarm.
 STARTUP_ALLOWANCE_S = 30.0
 PER_ARM_ALLOWANCE_S = 15.0
+# Distributed runs (generators != 1): the workers connecting (TOLLGATE_GENERATOR_CONNECT_S, 30 s by
+# default) and, per arm, building it, sending their results and stopping their users, a lost one too.
+DISTRIBUTED_ALLOWANCE_S = 60.0
+DISTRIBUTED_PER_ARM_ALLOWANCE_S = 30.0
 # Probes run outside the engine: an SSH connection before the load, one-shot benchmarks after it.
 PROBE_CONNECT_ALLOWANCE_S = 30.0
 PROBE_FINISH_ALLOWANCE_S = 15.0
@@ -155,7 +184,10 @@ CRYPTSETUP_ALLOWANCE_S = 200.0
 def engine_limit_s(config: EngineConfig) -> float:
     """How long the engine subprocess may take before its watchdog stops it."""
     arms = config.arm_count() * config.rounds
-    return config.planned_s() + STARTUP_ALLOWANCE_S + PER_ARM_ALLOWANCE_S * arms
+    limit = config.planned_s() + STARTUP_ALLOWANCE_S + PER_ARM_ALLOWANCE_S * arms
+    if config.generators != 1:
+        limit += DISTRIBUTED_ALLOWANCE_S + DISTRIBUTED_PER_ARM_ALLOWANCE_S * arms
+    return limit
 
 
 def probe_allowance_s(probes: dict | None) -> float:

@@ -34,6 +34,7 @@ class Limits:
     max_requests_per_run: int
     max_concurrent_runs: int
     max_runs_per_day: int
+    max_generators: int = 16  # Locust worker processes per generator host (0 in a config: auto)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -75,6 +76,15 @@ def check(limits: Limits, config: dict, project: str) -> list[tuple[str | None, 
         if value is not None and value > limit:
             problems.append((field, f"At most {unit.format(limit)} in project {project} (operator limit)."))
     planned = planned_requests(config)
+    generators = config.get("generators")
+    if generators and generators > limits.max_generators:
+        problems.append(
+            (
+                "generators",
+                f"At most {limits.max_generators} generator processes per host in project {project} "
+                "(operator limit).",
+            )
+        )
     # Above a field's limit the plan is moot: that field's message says what to change.
     if not problems and planned > limits.max_requests_per_run:
         loop = (

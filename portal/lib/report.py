@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import statistics
 
-from portal.lib import advice, costs, evidence, hdr, matrix, validity, wan
+from portal.lib import advice, costs, evidence, generators, hdr, matrix, validity, wan
 from portal.lib.headline import headline
 from portal.lib.projection import projection_inputs
 from portal.lib.rounds import LATENCY_METRICS, merge_rounds
@@ -184,6 +184,7 @@ def build_report(
         "tls_info": tls_info or None,
         "probes": probed,
         "projection": projection_inputs(arm_sections, probed),
+        "generators": generators.report_generators(arms),
         **tuning(config, arm_sections, cost_inputs, tls_info, variants),
     }
 

@@ -134,6 +134,9 @@ class ArmResult(models.Model):
     window_started = models.FloatField(null=True, blank=True)  # epoch s, wall clock of the generator
     window_ended = models.FloatField(null=True, blank=True)
     series = models.JSONField(default=list)  # one point per measured second
+    # Distributed runs: each Locust worker's share of this arm, [{"id", "host", "requests", "failures",
+    # "cpu_s", "lost_at", "lost_reason", "hist"}] (workers.engine.distributed_arm); [] on one process.
+    generators = models.JSONField(default=list, blank=True)
     started = models.DateTimeField()
     finished = models.DateTimeField()
 

@@ -28,6 +28,7 @@ def report_context(run: Run, request=None) -> dict:
             (name, section, data["deltas"].get(name)) for name, section in data["arms"].items()
         ]
         ctx["cut_short"] = [name for name, section in data["arms"].items() if not section["complete"]]
+        ctx["lost_generators"] = [g["id"] for g in data.get("generators") or [] if g["lost_at"] is not None]
         ctx["chart"] = page["charts"]
         ctx["headline"] = [
             {

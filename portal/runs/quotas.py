@@ -25,6 +25,7 @@ def operator_limits() -> Limits:
         max_requests_per_run=settings.TOLLGATE_MAX_REQUESTS_PER_RUN,
         max_concurrent_runs=settings.TOLLGATE_MAX_CONCURRENT_RUNS_PER_PROJECT,
         max_runs_per_day=settings.TOLLGATE_MAX_RUNS_PER_DAY_PER_PROJECT,
+        max_generators=settings.TOLLGATE_MAX_GENERATORS,
     )
 
 
@@ -34,7 +35,7 @@ def limits_for(project: Project | None) -> Limits:
     quota = ProjectQuota.objects.filter(project=project).first() if project is not None else None
     if quota is None:
         return defaults
-    values = {f.name: getattr(quota, f.name) for f in fields(Limits)}
+    values = {f.name: getattr(quota, f.name, None) for f in fields(Limits)}
     return Limits(**{name: getattr(defaults, name) if v is None else v for name, v in values.items()})
 
 

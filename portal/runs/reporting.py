@@ -55,6 +55,7 @@ def arm_data(arm: ArmResult) -> dict:
         "max_schedule_lag_us": arm.max_schedule_lag_us,
         "series": arm.series,
         "server_cpu": arm.server_cpu,
+        "generators": arm.generators,
     }
 
 
@@ -121,7 +122,7 @@ def with_budgets(run: Run, data: dict) -> dict:
 
 
 # Bump when the report's computation changes, so cached reports of finished runs are rebuilt.
-REPORT_CACHE_VERSION = f"{portal.__version__}:{report.SCHEMA}:8"
+REPORT_CACHE_VERSION = f"{portal.__version__}:{report.SCHEMA}:9"  # 9: generators
 REPORT_CACHE_TTL_S = 7 * 24 * 3600
 
 

@@ -51,6 +51,7 @@ STRUCTURED_KEYS = (
     "probes",
     "tls_matrix",
     "wan_rtt_ms",
+    "generators",
 )
 KEYS = (*PLAIN_KEYS, *STRUCTURED_KEYS)
 # A webhook or an API call on a saved scenario may change how it loads the target, never what it
@@ -70,6 +71,7 @@ OVERRIDABLE = (
     "verify_tls",
     "tls_matrix",
     "wan_rtt_ms",
+    "generators",
 )
 # Form field -> JSON key, for error messages.
 JSON_NAMES = {
@@ -162,6 +164,8 @@ def _structured(data: dict) -> dict:
         if isinstance(value, str):  # "protocol, cert" as the CLI takes it: spaces and empty items dropped
             value = [item.strip() for item in value.split(",") if item.strip()]
         out["tls_matrix"] = value
+    if "generators" in data:  # 4, "4" or "auto" (stored as 0)
+        out["generators"] = "auto" if data["generators"] in (0, "0") else str(data["generators"] or 1)
     if "wan_rtt_ms" in data:  # [2, 20, 80, 200] or "2,20,80,200"
         out["wan_rtt_ms"] = _lines(
             data["wan_rtt_ms"] or [], "wan_rtt_ms", lambda items: [",".join(map(str, items))]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from django import forms
 
-from portal.lib import matrix, wan
+from portal.lib import matrix, protocol, wan
 
 DIMENSION_LABELS = {
     "protocol": "protocol — TLS 1.2 vs 1.3",
@@ -17,7 +17,7 @@ DIMENSION_LABELS = {
     "cert": "cert — RSA vs ECDSA certificate (when the server holds both; chosen in TLS 1.2)",
     "resumption": "resumption — none vs session ticket vs session ID",
 }
-TUNING_FIELDS = ("tls_matrix", "wan_rtt_ms")
+TUNING_FIELDS = ("tls_matrix", "wan_rtt_ms", "generators")
 PLACE_BEFORE = "save_as"
 
 
@@ -41,6 +41,16 @@ class TuningFields(forms.Form):
         help_text="Round-trip times the report projects each arm's time to last byte at, e.g. 2,20,80,200.",
     )
 
+    generators = forms.CharField(
+        label="Generator processes",
+        required=False,
+        max_length=8,
+        initial="1",
+        help_text="Locust worker processes per generator host: a number, or auto (one per core of each "
+        "generator host). Above 1 the run's engine is a Locust master whose workers' histograms are "
+        "merged exactly; see docs/scaling.md. The TLS matrix runs with 1.",
+    )
+
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         # Shown just before "Save as scenario", not first (base form fields come first).
@@ -55,6 +65,13 @@ class TuningFields(forms.Form):
         except ValueError as exc:
             raise forms.ValidationError(str(exc)) from None
 
+    def clean_generators(self) -> int:
+        """A number of processes, or "auto" (stored as 0: one per core of each generator host)."""
+        try:
+            return protocol.parse_generators(self.cleaned_data.get("generators") or "1")
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from None
+
     def clean_tuning(self, data: dict) -> None:
         """The matrix repeats tls_new: without that arm there is nothing to repeat."""
         if data.get("tls_matrix") and matrix.MATRIX_ARM not in (data.get("arms") or []):
@@ -63,12 +80,15 @@ class TuningFields(forms.Form):
                 f"The TLS matrix repeats the {matrix.MATRIX_ARM} arm: add {matrix.MATRIX_ARM} to the arms "
                 '(tick it, or list it in --arms / "arms").',
             )
+        if data.get("tls_matrix") and data.get("generators", 1) != 1:
+            self.add_error("generators", "The TLS matrix runs with one generator process (1).")
 
     def tuning_config(self) -> dict:
         data = self.cleaned_data
         return {
             "tls_matrix": matrix.parse_dimensions(data.get("tls_matrix") or []),
             "wan_rtt_ms": data.get("wan_rtt_ms") or list(wan.DEFAULT_RTTS_MS),
+            "generators": data.get("generators", 1),
         }
 
 

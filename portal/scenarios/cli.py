@@ -94,6 +94,7 @@ def scenario_data(options: dict) -> dict:
         "callback_url": options["callback_url"],
         "tls_matrix": options["tls_matrix"],
         "wan_rtt_ms": options["wan_rtt"],
+        "generators": options.get("generators", "1"),
     }
     # The whole scenario: no auth option means no credentials, no --budget no budgets.
     data["auth"] = {

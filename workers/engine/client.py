@@ -358,3 +358,15 @@ def split_target(url: str) -> str:
     parts = urlsplit(url)
     path = parts.path or "/"
     return f"{path}?{parts.query}" if parts.query else path
+
+
+def charge_lateness(sample: Sample, intended_ns: int) -> None:
+    """Open loop: time from the intended send, so a late generator or a slow server is not hidden
+    (no coordinated omission). The request is windowed by its intended start too."""
+    late_us = max(0, (sample.start_ns - intended_ns) // 1000)
+    sample.start_ns = min(sample.start_ns, intended_ns)
+    sample.schedule_lag_us = late_us
+    if sample.ttfb_us is not None:
+        sample.ttfb_us += late_us
+    if sample.ttlb_us is not None:
+        sample.ttlb_us += late_us

@@ -125,9 +125,10 @@ class ArmRecorder:
         self._sec_ttlb.record_value(_clamp(sample.ttlb_us))
         self._sec_ttfb.record_value(_clamp(sample.ttfb_us))
 
-    def roll_second(self) -> dict:
+    def roll_second(self, encode: bool = False) -> dict:
         """Close the current one-second bucket and return its summary: TTLB percentiles (``p50_us``
-        …) and TTFB percentiles (``ttfb_p50_us``, ``ttfb_p95_us``) of the same requests."""
+        …) and TTFB percentiles (``ttfb_p50_us``, ``ttfb_p95_us``) of the same requests. ``encode``
+        adds the bucket's histograms (``hist``: ttlb_us, ttfb_us encoded), for a master to merge."""
         ttlb, ttfb = self._sec_ttlb, self._sec_ttfb
 
         def at(h: HdrHistogram, percentile: float) -> int | None:
@@ -142,6 +143,11 @@ class ArmRecorder:
             "ttfb_p50_us": at(ttfb, 50),
             "ttfb_p95_us": at(ttfb, 95),
         }
+        if encode:
+            point["hist"] = {
+                "ttlb_us": ttlb.encode().decode("ascii") if ttlb.total_count else None,
+                "ttfb_us": ttfb.encode().decode("ascii") if ttfb.total_count else None,
+            }
         ttlb.reset()
         ttfb.reset()
         self._sec_requests = self._sec_failures = 0

@@ -25,12 +25,13 @@ from portal.lib.protocol import EXIT_ARM_ERROR, EXIT_OK, ArmSpec, EngineConfig, 
 from workers.engine.client import (
     ARM_POLICIES,
     Endpoint,
-    Sample,
     TimedClient,
+    charge_lateness,
     make_ssl_context,
     origin_of,
     split_target,
 )
+from workers.engine.distributed_arm import DistributedArm, Fleet
 from workers.engine.facts import engine_facts
 from workers.engine.recorder import ArmRecorder, CpuMeter
 from workers.engine.tlsinfo import probe_tls
@@ -39,10 +40,6 @@ from workers.engine.variants import expand
 TICK_S = 1.0
 MAX_REDIRECTS = 5
 REDIRECT_STATUSES = (301, 302, 303, 307, 308)
-
-
-class Cancelled(Exception):
-    pass
 
 
 @dataclass(frozen=True)
@@ -70,18 +67,6 @@ class Prepared:
     targets: list[dict]  # {"path", "weight", "requested"}: final path after redirects
     redirects: list[dict]  # {"from", "to", "status"}
     origin: str
-
-
-def _charge_lateness(sample: Sample, intended_ns: int) -> None:
-    """Open loop: time from the intended send, so a late generator or a slow server is not hidden
-    (no coordinated omission). The request is windowed by its intended start too."""
-    late_us = max(0, (sample.start_ns - intended_ns) // 1000)
-    sample.start_ns = min(sample.start_ns, intended_ns)
-    sample.schedule_lag_us = late_us
-    if sample.ttfb_us is not None:
-        sample.ttfb_us += late_us
-    if sample.ttlb_us is not None:
-        sample.ttlb_us += late_us
 
 
 class Swarm:
@@ -264,7 +249,7 @@ class Swarm:
                 if wait_ns > 0:
                     gevent.sleep(wait_ns / 1e9)
                 sample = self.timed.request(path, path)
-                _charge_lateness(sample, intended)
+                charge_lateness(sample, intended)
                 recorder.record(sample, sample.status is not None and expected(sample.status))
 
         ArmUser.__name__ = "ArmUser_" + "".join(c if c.isalnum() else "_" for c in arm.name)
@@ -273,6 +258,8 @@ class Swarm:
     def run_arm(self, index: int, arm: ArmSpec, ready: Prepared, load: Load | None = None) -> dict:
         """One arm at ``load`` (default: the run's): warm-up, measured window, the arm's result."""
         load = load or Load.of(self.config)
+        if self.config.generators != 1:  # a Locust master and its workers (workers.engine.distributed)
+            return DistributedArm(Fleet.of(self), index, arm, ready, load).run()
         recorder = ArmRecorder(arm.name)
         env = Environment(user_classes=[self._user_class(arm, ready, recorder, load)], events=Events())
         runner = env.create_local_runner()
@@ -405,6 +392,9 @@ def main(config_text: str, out: IO[str]) -> int:
     gevent.signal_handler(signal.SIGTERM, swarm.cancel)
     gevent.signal_handler(signal.SIGINT, swarm.cancel)
     emit(out, "hello", engine=engine_facts())
-    code = swarm.run()
+    try:
+        code = swarm.run()
+    finally:
+        Fleet.close_of(swarm)
     print(f"tollgate engine finished with exit code {code}", file=sys.stderr)
     return code

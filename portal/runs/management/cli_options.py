@@ -25,6 +25,7 @@ RUN_OPTIONS = {
     "probe_server": "--ssh-host",
     "tls_matrix": "--tls-matrix",
     "wan_rtt_ms": "--wan-rtt",
+    "generators": "--generators",
     "__all__": "options",
 }
 SSH_OPTIONS = {
@@ -165,4 +166,10 @@ def add_tuning_arguments(run: CommandParser) -> None:
         "--wan-rtt",
         default="",
         help="RTTs in ms for the report's WAN projection, comma-separated (default 2,20,80,200)",
+    )
+    run.add_argument(
+        "--generators",
+        default="1",
+        help="Locust worker processes per generator host: N, or auto (one per core); above 1 the engine "
+        "runs Locust's master/worker mode and merges the workers' histograms exactly (docs/scaling.md)",
     )

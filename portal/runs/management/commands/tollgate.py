@@ -188,6 +188,7 @@ class Command(BaseCommand):
                 "send_credentials_over_http": options["send_credentials_over_http"],
                 "tls_matrix": [dim.strip() for dim in options["tls_matrix"].split(",") if dim.strip()],
                 "wan_rtt_ms": options["wan_rtt"],
+                "generators": options["generators"],
                 **cli_options.auth_from_env(options),
             },
             project=project,
