@@ -12,6 +12,8 @@ stdout messages, one JSON object per line, each with a "type":
   matrix    {"arm", "variants": [{"name", "variant", "status", "detail", "negotiated"}]}
                                                         TLS matrix: each variant probed (tls_matrix)
   arm       {"arm", "round", "url", "result": {...}}  one per finished (or cut-short) arm and round
+  capacity  {"arm", "stage", "point": {...}}            saturation search: one per stage run
+                                                        (portal.lib.capacity.stage_point)
   arm_error {"arm", "error"}                            the arm could not run; the engine stops
   done      {"status": "succeeded"|"cancelled"}
 """
@@ -25,6 +27,7 @@ from typing import IO
 from urllib.parse import urlsplit
 
 from portal.lib import matrix
+from portal.lib import saturation as saturation_plan
 
 ARMS = ("plain", "tls", "plain_new", "tls_new", "tls_resumed")
 ARM_SCHEMES = {
@@ -80,6 +83,9 @@ class EngineConfig:
     # TLS configuration matrix (portal/lib/matrix.py): the dimensions to vary ("protocol", "group",
     # "cert", "resumption"); tls_new is repeated under each client-side variant as a sub-arm.
     tls_matrix: list[str] = field(default_factory=list)
+    # Saturation search (portal/lib/saturation.py): after the run's arms, each of ``arms`` again in
+    # stages of rising load until its knee. None: no search.
+    saturation: dict | None = None
 
     def validate(self) -> None:
         if not self.arms:
@@ -106,6 +112,7 @@ class EngineConfig:
             matrix.parse_dimensions(self.tls_matrix)
             if not any(arm.name == matrix.MATRIX_ARM for arm in self.arms):
                 raise ValueError(f"tls_matrix needs the {matrix.MATRIX_ARM} arm")
+        self.saturation = saturation_plan.normalise(self.saturation, [arm.name for arm in self.arms])
         if self.pinned is not None:
             for arm in self.arms:
                 address = self.pinned.get(pin_key(arm.url), "")
@@ -119,7 +126,13 @@ class EngineConfig:
         return len(self.arms) + matrix.variant_count(self.tls_matrix, [arm.name for arm in self.arms])
 
     def planned_s(self) -> float:
-        return self.rounds * self.arm_count() * (self.warmup_s + self.duration_s)
+        arms_s = self.rounds * self.arm_count() * (self.warmup_s + self.duration_s)
+        return arms_s + saturation_plan.planned_s(self.saturation)
+
+    def stage_count(self) -> int:
+        """The saturation search's stages at most, all its arms."""
+        sat = self.saturation
+        return len(sat["arms"]) * saturation_plan.max_stages(sat) if sat else 0
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -145,6 +158,8 @@ def pin_key(url: str) -> str:
 # Time for the engine to start (import Locust), preflight each arm and stop each swarm.
 STARTUP_ALLOWANCE_S = 30.0
 PER_ARM_ALLOWANCE_S = 15.0
+# A saturation stage starts and stops a swarm too, without a preflight.
+PER_STAGE_ALLOWANCE_S = 5.0
 # Probes run outside the engine: an SSH connection before the load, one-shot benchmarks after it.
 PROBE_CONNECT_ALLOWANCE_S = 30.0
 PROBE_FINISH_ALLOWANCE_S = 15.0
@@ -155,7 +170,8 @@ CRYPTSETUP_ALLOWANCE_S = 200.0
 def engine_limit_s(config: EngineConfig) -> float:
     """How long the engine subprocess may take before its watchdog stops it."""
     arms = config.arm_count() * config.rounds
-    return config.planned_s() + STARTUP_ALLOWANCE_S + PER_ARM_ALLOWANCE_S * arms
+    stages = PER_STAGE_ALLOWANCE_S * config.stage_count()
+    return config.planned_s() + STARTUP_ALLOWANCE_S + PER_ARM_ALLOWANCE_S * arms + stages
 
 
 def probe_allowance_s(probes: dict | None) -> float:
