@@ -249,3 +249,33 @@ def tls_cost_words(capacity: dict | None) -> str | None:
         f"Handshakes cap this server at {tls['max_handshakes_per_s']:,.0f} new TLS connections/s against "
         f"{plain['max_rps']:,.0f} {what} ({tls['max_handshakes_per_s'] / plain['max_rps']:.0%})."
     )
+
+
+def report_lines(report: dict) -> list[str]:
+    """The capacity search as ``tollgate run`` prints it without ``--json``."""
+    section = report.get("capacity") or {}
+    lines = []
+    for name, entry in section.items():
+        knee = entry["knee"]
+        limit = entry["limited_by"] or "nothing up to the search's maximum"
+        if knee:
+            load = f"{knee[entry['mode']]:g} {'users' if entry['mode'] == 'users' else 'req/s asked'}"
+            lines.append(
+                f"capacity {name}: max {entry['max_rps']:,.0f} req/s at {load}, TTLB p50 "
+                f"{knee['ttlb_p50_us'] / 1000:.3f} ms, p99 {knee['ttlb_p99_us'] / 1000:.3f} ms; "
+                f"limited by {limit}"
+            )
+        else:
+            lines.append(f"capacity {name}: no good stage; limited by {limit}")
+        if entry.get("max_handshakes_per_s"):
+            lines.append(f"  max full handshakes: {entry['max_handshakes_per_s']:,.0f}/s")
+        needed = entry.get("generators_needed")
+        if needed:
+            lines.append(
+                f"  the generator saturated: {needed['processes']} generator processes for "
+                f"{needed['wanted_rps']:,.0f} req/s "
+                f"({needed['gen_cpu_us_per_request']:g} µs of generator CPU per request)"
+            )
+    if report.get("capacity_cost"):
+        lines.append(f"capacity {report['capacity_cost']}")
+    return lines

@@ -258,6 +258,7 @@ class RunForm(TuningFields):
             arrival_rate=data.get("arrival_rate"),
             rounds=data.get("rounds"),
             tls_matrix=data.get("tls_matrix") or [],
+            saturation=data.get("saturation"),
         )
         refusals = quotas.check(self.limits, config, self.project_name)
         if self.project is not None and self.queueing:

@@ -11,38 +11,17 @@ import json
 import os
 import subprocess
 import sys
-import threading
-import time
 
 import pytest
 
 from bench.nginx import Nginx
 from portal.lib import capacity
 from tests.conftest import ROOT
-from tests.servers import LocalServer, pages_handler
+from tests.servers import LocalServer, RateCapped
 
 K_RPS = 500
 # Each answer takes this long besides its slot (the server's work): one user cannot reach K alone.
 SERVICE_S = 0.004
-
-
-class Paced:
-    """A token bucket of one token refilled ``rate`` times a second: each answer waits for the next
-    free slot, so the server never answers more than ``rate`` requests a second and queues the rest."""
-
-    def __init__(self, rate: float, service_s: float = SERVICE_S) -> None:
-        self.service_s = service_s
-        self.interval_s = 1.0 / rate
-        self.next_slot = 0.0
-        self.lock = threading.Lock()
-
-    def __call__(self, request):
-        with self.lock:
-            now = time.monotonic()
-            slot = max(now, self.next_slot)
-            self.next_slot = slot + self.interval_s
-        time.sleep(max(self.service_s, slot - now))
-        return pages_handler(request)
 
 
 def run_search(config: dict, affinity: set[int] | None = None, timeout: float = 60) -> list[dict]:
@@ -92,7 +71,7 @@ def stored(messages: list[dict], sat: dict) -> dict:
     ids=["users", "rate"],
 )
 def test_search_finds_the_knee_of_a_server_capped_at_k_requests_per_s(sat):
-    server = LocalServer(app=Paced(K_RPS)).start()
+    server = LocalServer(app=RateCapped(K_RPS, SERVICE_S)).start()
     try:
         messages = run_search(search_config(server.url("/1k"), sat))
     finally:
