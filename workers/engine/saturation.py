@@ -10,30 +10,26 @@ first bad load. A saturated generator ends the arm's search (nothing more is lea
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 from portal.lib import capacity, saturation
 from portal.lib.protocol import emit
 
-if TYPE_CHECKING:
-    from workers.engine.swarm import Prepared, Swarm
 
-
-def search_all(swarm: Swarm, prepared: dict[str, Prepared], position: int) -> int:
-    """Search every arm the settings name (each was preflighted by the run's arms). Returns the
-    next arm index for progress messages."""
+def search_all(swarm, prepared: dict, position: int, make_load: Callable) -> int:
+    """Search every arm the settings name (each was preflighted by the run's arms), ``swarm`` a
+    ``workers.engine.swarm.Swarm``, ``make_load`` its ``Load`` (passed in: swarm imports this module).
+    Returns the next arm index for progress messages."""
     sat = swarm.config.saturation
     by_name = {arm.name: arm for arm in swarm.config.arms}
     for name in sat["arms"]:
         if swarm.cancelled:
             break
-        position = search_arm(swarm, by_name[name], prepared[name], position)
+        position = search_arm(swarm, by_name[name], prepared[name], position, make_load)
     return position
 
 
-def search_arm(swarm: Swarm, arm, ready: Prepared, position: int) -> int:
-    from workers.engine.swarm import Load
-
+def search_arm(swarm, arm, ready, position: int, make_load: Callable) -> int:
     cfg = swarm.config
     sat = cfg.saturation
     points: list[dict] = []
@@ -43,7 +39,7 @@ def search_arm(swarm: Swarm, arm, ready: Prepared, position: int) -> int:
         users = saturation.stage_users(sat, load_value, cfg.users)
         rate = load_value if sat["mode"] == "rate" else None
         # All users at once: the stage's warm-up is the ramp (Locust spawns them in one go).
-        load = Load(users, float(max(users, 1) * 10), rate, sat["warmup_s"], sat["stage_s"])
+        load = make_load(users, float(max(users, 1) * 10), rate, sat["warmup_s"], sat["stage_s"])
         result = swarm.run_arm(position, arm, ready, load=load)
         point = capacity.stage_point(result, load_value, phase, sat["mode"])
         points.append(point)

@@ -207,7 +207,7 @@ class Swarm:
                 position += 1
                 index += 1
         if cfg.saturation and not self.cancelled:  # after the arms (workers/engine/saturation.py)
-            saturation.search_all(self, prepared, position)
+            saturation.search_all(self, prepared, position, Load)
         emit(self.out, "done", status="cancelled" if self.cancelled else "succeeded")
         return EXIT_OK
 
