@@ -99,3 +99,40 @@ def test_cli_search_stores_the_stages_and_the_report_shows_the_knee(owner, clien
     assert report["capacity"]["plain"]["limited_by"] == "server"
     assert report["capacity"]["plain"]["max_rps"] == pytest.approx(300, rel=0.15)
     assert report["capacity_cost"] is None  # plain alone: no TLS to compare
+
+
+@pytest.mark.django_db
+def test_run_form_page_has_the_capacity_fieldset(owner, client):
+    client.force_login(owner)
+    page = client.get(reverse("runs-new")).content.decode()
+    assert "<summary>Capacity: saturation search</summary>" in page
+    for field in (
+        "saturation_arms",
+        "saturation_mode",
+        "saturation_start",
+        "saturation_max",
+        "saturation_stage_s",
+    ):
+        assert f'id="field-{field}"' in page
+
+
+@pytest.mark.django_db
+def test_scenario_cli_saves_the_search_and_its_runs_carry_it(owner):
+    from portal.projects.models import Membership, Project, Role
+    from portal.runs.starting import check
+    from portal.targets.models import Scenario
+
+    team = Project.objects.create(name="team")
+    Membership.objects.create(project=team, user=owner, role=Role.OWNER)
+    call_command(
+        "tollgate", "scenario", "create", "--project", "team", "--owner", owner.username, "--name", "cap",
+        "--plain-url",
+        "http://127.0.0.1:9/1k", "--arms", "plain", "--duration", "2", "--saturation", "plain",
+        "--saturation-mode", "rate", "--saturation-max", "500", stdout=io.StringIO(), stderr=io.StringIO(),
+    )  # fmt: skip
+    scenario = Scenario.objects.get(name="cap")
+    form = check(team, {}, scenario=scenario)
+    sat = form.engine_config()["saturation"]
+    assert sat["arms"] == ["plain"] and sat["mode"] == "rate" and sat["max"] == 500.0
+    overridden = check(team, {"saturation": None}, scenario=scenario)
+    assert overridden.engine_config()["saturation"] is None
