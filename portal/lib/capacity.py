@@ -39,6 +39,7 @@ LAT_P99_FACTOR, LAT_P99_FLOOR_US = 10.0, 5000
 GEN_BUDGET_PCT = 70.0
 FRACTIONS = (0.5, 0.8, 1.0)
 LIMITS = {
+    "cut_short": None,
     "errors": "errors",
     "generator": "generator",
     "shortfall": "server",
@@ -106,7 +107,10 @@ def _latency_knee(point: dict, base: dict) -> bool:
 
 
 def judge(point: dict, ref: dict | None, base: dict | None, mode: str) -> str:
-    """One stage's verdict (module docstring): good, errors, generator, shortfall, flat or latency."""
+    """One stage's verdict (module docstring): good, errors, generator, shortfall, flat or latency;
+    cut_short for a stage the run's cancel ended early (not judged)."""
+    if point.get("complete") is False:
+        return "cut_short"
     if point["requests"] == 0 or point["error_rate"] > ERROR_RATE_MAX:
         return "errors"
     if generator_busy(point):
@@ -189,8 +193,8 @@ def arm_capacity(name: str, points: list[dict], sat: dict) -> dict:
     bad = [p for p in judged if p["verdict"] != "good"]
     first_bad = above[0] if above else (bad[0] if bad else None)
     limited_by = LIMITS[first_bad["verdict"]] if first_bad else None
-    if any(p["verdict"] == "generator" for p in judged):
-        limited_by = "generator"  # a knee seen through a saturated generator is not the server's
+    if first_bad and any(p["verdict"] == "generator" and p["load"] <= first_bad["load"] for p in judged):
+        limited_by = "generator"  # the generator saturated first: what follows is not the server's
     entry = {
         "mode": mode,
         "max_rps": knee["rps"] if knee else None,

@@ -22,6 +22,7 @@ DEFAULTS = {"mode": "users", "start": 1, "max": 64, "factor": 2.0, "zoom": 3, "s
 MAX_FACTOR = 16.0
 MAX_ZOOM = 8
 MAX_STAGE_S = 600.0
+MIN_STAGE_S = 1.0
 # Open loop: how many requests/s one user is asked to send (users = rate / this, at least the run's).
 RATE_PER_USER = 20.0
 # Bisection stops when the gap is this narrow (rate mode; users stop at adjacent integers).
@@ -70,9 +71,10 @@ def _check_ranges(sat: dict) -> None:
         raise ValueError(f"saturation: factor must be between 1.1 and {MAX_FACTOR:g}")
     if not 0 <= sat["zoom"] <= MAX_ZOOM:
         raise ValueError(f"saturation: zoom must be between 0 and {MAX_ZOOM}")
-    if not 0 < sat["stage_s"] <= MAX_STAGE_S or not 0 <= sat["warmup_s"] <= MAX_STAGE_S:
+    if not MIN_STAGE_S <= sat["stage_s"] <= MAX_STAGE_S or not 0 <= sat["warmup_s"] <= MAX_STAGE_S:
         raise ValueError(
-            f"saturation: stage_s must be positive, warmup_s not negative, both ≤ {MAX_STAGE_S:g}"
+            f"saturation: stage_s must be between {MIN_STAGE_S:g} s (the generator's CPU is sampled per "
+            f"second) and {MAX_STAGE_S:g} s, warmup_s not negative"
         )
 
 

@@ -81,7 +81,7 @@ class TuningFields(forms.Form):
     saturation_stage_s = forms.FloatField(
         label="Seconds per stage",
         required=False,
-        min_value=0.1,
+        min_value=saturation.MIN_STAGE_S,
         max_value=saturation.MAX_STAGE_S,
         help_text=f"Measured window of each stage (plus {saturation.DEFAULTS['warmup_s']:g} s warm-up); "
         f"blank: {saturation.DEFAULTS['stage_s']:g}.",

@@ -196,3 +196,19 @@ def test_settings_are_checked_and_planned():
     ):
         with pytest.raises(ValueError, match="saturation"):
             saturation.normalise(bad, ["plain"])
+
+
+def test_a_server_knee_below_a_later_busy_generator_stays_the_servers():
+    points = [point(1, 500), point(2, 900), point(4, 950), {**point(3, 940, cpu=90.0), "phase": "zoom"}]
+    entry = capacity.arm_capacity("plain", points, USERS)
+    assert [p["verdict"] for p in entry["points"]] == ["good", "good", "generator", "flat"]
+    assert entry["limited_by"] == "generator"  # saturated at 3 users, before the flat stage at 4
+    later = [point(1, 500), point(2, 900), point(4, 950), point(8, 960, cpu=95.0)]
+    assert capacity.arm_capacity("plain", later, USERS)["limited_by"] == "server"
+
+
+def test_a_stage_cut_short_by_a_cancel_is_not_judged():
+    points = [point(1, 500), {**point(2, 100), "complete": False}]
+    entry = capacity.arm_capacity("plain", points, USERS)
+    assert entry["points"][1]["verdict"] == "cut_short" and entry["limited_by"] is None
+    assert entry["max_rps"] == 500
