@@ -66,7 +66,7 @@ def stored(messages: list[dict], sat: dict) -> dict:
     "sat",
     [
         {"mode": "users", "start": 1, "max": 32, "zoom": 2},
-        {"mode": "rate", "start": 100, "max": 3200, "zoom": 3},
+        {"mode": "rate", "start": 200, "max": 3200, "zoom": 3},
     ],
     ids=["users", "rate"],
 )
