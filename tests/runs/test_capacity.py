@@ -68,37 +68,48 @@ def test_api_body_maps_to_the_form_and_refuses_unknown_keys():
         form_data({"saturation": {"ceiling": 3}})
 
 
-# serial: it compares the measured throughput with the server's cap.
+# serial: it compares the measured throughput with the servers' caps. Closed loop (users): the
+# search's users mode against a server capped at K req/s (tests/workers/test_saturation.py: rate mode).
 @pytest.mark.serial
 @pytest.mark.django_db(transaction=True)
-def test_cli_search_stores_the_stages_and_the_report_shows_the_knee(owner, client):
-    server = LocalServer(app=RateCapped(300, service_s=0.004)).start()
+def test_cli_search_stores_the_stages_and_the_report_shows_the_knees_and_the_cost_of_tls(
+    owner, client, tls_cert
+):
+    plain = LocalServer(app=RateCapped(400, service_s=0.003)).start()
+    tls = LocalServer(tls=tls_cert, app=RateCapped(200, service_s=0.004)).start()
     out, err = io.StringIO(), io.StringIO()
     try:
         call_command(
-            "tollgate", "run", "--owner", owner.username, "--plain-url", server.url("/1k"), "--arms", "plain",
-            "--users", "1", "--warmup", "0.2", "--duration", "1", "--saturation", "--saturation-max", "8",
-            "--saturation-stage", "1", stdout=out, stderr=err,
+            "tollgate", "run", "--owner", owner.username, "--plain-url", plain.url("/1k"), "--tls-url",
+            tls.url("/1k"), "--arms", "plain,tls_new", "--insecure", "--users", "1", "--warmup", "0.2",
+            "--duration", "1", "--saturation", "--saturation-max", "8", "--saturation-stage", "1",
+            stdout=out, stderr=err,
         )  # fmt: skip
     finally:
-        server.stop()
+        plain.stop()
+        tls.stop()
     run = Run.objects.get()
     assert run.status == Run.Status.SUCCEEDED, run.error
     points = run.capacity["arms"]["plain"]
     assert run.capacity["settings"]["max"] == 8 and points and points[0]["load"] == 1
     text = out.getvalue()
-    assert "capacity plain: max" in text and "limited by server" in text
+    assert "capacity plain: max" in text and "capacity tls_new: max" in text and "limited by server" in text
+    report = json.loads(json.dumps(reporting.run_report(run)))
+    cap = report["capacity"]
+    assert cap["plain"]["limited_by"] == cap["tls_new"]["limited_by"] == "server", cap
+    assert cap["plain"]["max_rps"] == pytest.approx(400, rel=0.15)
+    # tls_new: every request a new connection and a full handshake (none resumed).
+    assert cap["tls_new"]["max_handshakes_per_s"] == pytest.approx(cap["tls_new"]["max_rps"], rel=0.02)
+    assert cap["tls_new"]["max_rps"] == pytest.approx(200, rel=0.2)
+    assert report["capacity_cost"].startswith("Handshakes cap this server at ")
+    assert "capacity Handshakes cap this server" in text
     client.force_login(owner)
     page = client.get(reverse("runs-detail", args=[run.code])).content.decode()
-    assert 'id="chart-capacity"' in page and 'id="capacity-data"' in page
-    assert page.count('<tr class="good">') + page.count('<tr class="flat">') >= 2
+    assert 'id="chart-capacity"' in page and 'id="capacity-data"' in page and 'id="capacity-cost"' in page
+    assert page.count('<tr class="good">') >= 2
     with pytest.raises(CommandError, match="--saturation"):
-        call_command("tollgate", "run", "--owner", owner.username, "--plain-url", server.url(), "--arms",
+        call_command("tollgate", "run", "--owner", owner.username, "--plain-url", plain.url(), "--arms",
                      "plain", "--saturation", "tls_new")  # fmt: skip
-    report = json.loads(json.dumps(reporting.run_report(run)))
-    assert report["capacity"]["plain"]["limited_by"] == "server"
-    assert report["capacity"]["plain"]["max_rps"] == pytest.approx(300, rel=0.15)
-    assert report["capacity_cost"] is None  # plain alone: no TLS to compare
 
 
 @pytest.mark.django_db

@@ -62,21 +62,19 @@ def stored(messages: list[dict], sat: dict) -> dict:
 
 
 @pytest.mark.serial
-@pytest.mark.parametrize(
-    "sat",
-    [
-        {"mode": "users", "start": 1, "max": 32, "zoom": 2},
-        {"mode": "rate", "start": 200, "max": 3200, "zoom": 3},
-    ],
-    ids=["users", "rate"],
-)
-def test_search_finds_the_knee_of_a_server_capped_at_k_requests_per_s(sat):
+def test_search_finds_the_knee_of_a_server_capped_at_k_requests_per_s():
+    # Open loop (arrival rate); the closed loop (users) against a capped server, through the CLI and
+    # the report: tests/runs/test_capacity.py.
+    sat = {"mode": "rate", "start": 200, "max": 3200, "zoom": 3}
     server = LocalServer(app=RateCapped(K_RPS, SERVICE_S)).start()
     try:
         messages = run_search(search_config(server.url("/1k"), sat))
     finally:
         server.stop()
     assert messages[-1] == {"type": "done", "status": "succeeded"}
+    # The stages are reported as capacity points, under their own name in progress, never as arms.
+    assert [m["arm"] for m in messages if m["type"] == "arm"] == ["plain"]
+    assert {m["arm"] for m in messages if m["type"] == "progress"} == {"plain", "plain@capacity"}
     entry = capacity.section(stored(messages, sat))["plain"]
     assert entry["limited_by"] == "server", entry
     assert abs(entry["max_rps"] - K_RPS) <= 0.15 * K_RPS, entry

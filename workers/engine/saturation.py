@@ -13,7 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from portal.lib import capacity, saturation
-from portal.lib.protocol import emit
+from portal.lib.matrix import SEPARATOR
+from portal.lib.protocol import ArmSpec, emit
+
+# The stages run under their own name (progress and the live page show "plain@capacity", not more
+# seconds of the arm "plain"); their results are sent as ``capacity`` messages, never as arms.
+STAGE_SUFFIX = SEPARATOR + "capacity"
 
 
 def search_all(swarm, prepared: dict, position: int, make_load: Callable) -> int:
@@ -32,6 +37,8 @@ def search_all(swarm, prepared: dict, position: int, make_load: Callable) -> int
 def search_arm(swarm, arm, ready, position: int, make_load: Callable) -> int:
     cfg = swarm.config
     sat = cfg.saturation
+    stage_arm = ArmSpec(arm.name + STAGE_SUFFIX, arm.url)
+    swarm.policies[stage_arm.name] = swarm.policies[arm.name]
     points: list[dict] = []
     step: tuple[float, str] | None = (saturation.coarse_loads(sat)[0], "coarse")
     while step is not None and not swarm.cancelled:
@@ -40,7 +47,7 @@ def search_arm(swarm, arm, ready, position: int, make_load: Callable) -> int:
         rate = load_value if sat["mode"] == "rate" else None
         # All users at once: the stage's warm-up is the ramp (Locust spawns them in one go).
         load = make_load(users, float(max(users, 1) * 10), rate, sat["warmup_s"], sat["stage_s"])
-        result = swarm.run_arm(position, arm, ready, load=load)
+        result = swarm.run_arm(position, stage_arm, ready, load=load)
         point = capacity.stage_point(result, load_value, phase, sat["mode"])
         points.append(point)
         emit(swarm.out, "capacity", arm=arm.name, stage=len(points) - 1, point=point)
