@@ -107,6 +107,7 @@ def test_cli_search_stores_the_stages_and_the_report_shows_the_knees_and_the_cos
     page = client.get(reverse("runs-detail", args=[run.code])).content.decode()
     assert 'id="chart-capacity"' in page and 'id="capacity-data"' in page and 'id="capacity-cost"' in page
     assert page.count('<tr class="good">') >= 2
+    assert "Then a saturation search of plain, tls_new: users from 1 up to 8" in page
     with pytest.raises(CommandError, match="--saturation"):
         call_command("tollgate", "run", "--owner", owner.username, "--plain-url", plain.url(), "--arms",
                      "plain", "--saturation", "tls_new")  # fmt: skip
