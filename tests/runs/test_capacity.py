@@ -76,7 +76,8 @@ def test_cli_search_stores_the_stages_and_the_report_shows_the_knees_and_the_cos
     owner, client, tls_cert
 ):
     plain = LocalServer(app=RateCapped(400, service_s=0.003)).start()
-    tls = LocalServer(tls=tls_cert, app=RateCapped(200, service_s=0.004)).start()
+    # ~1.3 ms of generator CPU per new TLS connection here: 120/s keeps the generator far from busy.
+    tls = LocalServer(tls=tls_cert, app=RateCapped(120, service_s=0.006)).start()
     out, err = io.StringIO(), io.StringIO()
     try:
         call_command(
@@ -100,7 +101,7 @@ def test_cli_search_stores_the_stages_and_the_report_shows_the_knees_and_the_cos
     assert cap["plain"]["max_rps"] == pytest.approx(400, rel=0.15)
     # tls_new: every request a new connection and a full handshake (none resumed).
     assert cap["tls_new"]["max_handshakes_per_s"] == pytest.approx(cap["tls_new"]["max_rps"], rel=0.02)
-    assert cap["tls_new"]["max_rps"] == pytest.approx(200, rel=0.2)
+    assert cap["tls_new"]["max_rps"] == pytest.approx(120, rel=0.2)
     assert report["capacity_cost"].startswith("Handshakes cap this server at ")
     assert "capacity Handshakes cap this server" in text
     client.force_login(owner)
