@@ -25,22 +25,27 @@ SERVICE_S = 0.004
 
 
 def run_search(config: dict, affinity: set[int] | None = None, timeout: float = 60) -> list[dict]:
-    def pin() -> None:
-        if affinity is not None:
-            os.sched_setaffinity(0, affinity)
-
-    proc = subprocess.run(  # noqa: S603
+    """The real engine on ``config``; pinned to the CPUs ``affinity`` before it reads its config (so
+    before any load), by its pid: no preexec_fn in a process that may have threads."""
+    proc = subprocess.Popen(  # noqa: S603
         [sys.executable, "-m", "workers.engine"],
-        input=json.dumps(config),
-        capture_output=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
         cwd=ROOT,
-        timeout=timeout,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
-        preexec_fn=pin,  # noqa: PLW1509 - only sched_setaffinity, no threads in the test yet
     )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    try:
+        if affinity is not None:
+            os.sched_setaffinity(proc.pid, affinity)
+        out, err = proc.communicate(json.dumps(config), timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err[-2000:]
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
 
 def search_config(url: str, sat: dict) -> dict:
