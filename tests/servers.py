@@ -391,3 +391,22 @@ class ResettingServer(_RawServer):
                     self.reset += 1
                     continue
                 self.answer(conn)
+
+
+class RateCapped:
+    """At most ``rate`` answers a second: a token bucket of one token, each answer waits for the next
+    free slot (and at least ``service_s``, the server's work), so the rest queue (saturation tests)."""
+
+    def __init__(self, rate: float, service_s: float = 0.0) -> None:
+        self.service_s = service_s
+        self.interval_s = 1.0 / rate
+        self.next_slot = 0.0
+        self.lock = threading.Lock()
+
+    def __call__(self, request):
+        with self.lock:
+            now = time.monotonic()
+            slot = max(now, self.next_slot)
+            self.next_slot = slot + self.interval_s
+        time.sleep(max(self.service_s, slot - now))
+        return pages_handler(request)

@@ -190,6 +190,7 @@ class EngineProcess:
         self.limit_s = limit_s
         self.on_arm: Callable[[ArmResult], None] | None = None
         self.variants: list[dict] = []  # the TLS matrix's probed variants so far (Run.variants)
+        self.capacity: dict = {}  # the saturation search's stages so far (Run.capacity)
         self.timed_out = threading.Event()
         self.stopped_by: str | None = None
         self.proc: subprocess.Popen | None = None
@@ -271,6 +272,10 @@ class EngineProcess:
             # One message per repeated arm (tls_new, and tls for the protocol): they add up.
             self.variants += message["variants"]
             Run.objects.filter(pk=run.pk).update(variants=self.variants)
+        elif kind == "capacity":  # one stage of the saturation search (workers/engine/saturation.py)
+            self.capacity = self.capacity or {"settings": self.config.saturation, "arms": {}}
+            self.capacity["arms"].setdefault(message["arm"], []).append(message["point"])
+            Run.objects.filter(pk=run.pk).update(capacity=self.capacity)
         elif kind == "arm":
             arm = store_arm(run, len(arms_done), message)
             arms_done.append(message["arm"])

@@ -127,7 +127,7 @@ class ScenarioRunIn(serializers.Serializer):
         required=False,
         help_text="Keys to change for this run: arms, users, spawn_rate, warmup_s, duration_s, rounds, "
         "think_time_s, arrival_rate, expected_status, paths, follow_redirects, verify_tls, tls_matrix, "
-        "wan_rtt_ms, generators; and budgets "
+        "wan_rtt_ms, generators, saturation; and budgets "
         "(budget name → limit), which replace the scenario's for this run ({} for none).",
     )
 
@@ -171,6 +171,13 @@ class InlineRunIn(serializers.Serializer):
         required=False,
         help_text="Locust worker processes per generator host: 1 (the default), up to the operator limit, "
         'or "auto" (one per core of each generator host; 0 in run.config). docs/scaling.md.',
+    )
+    saturation = serializers.DictField(
+        required=False,
+        allow_null=True,
+        help_text='Saturation search after the arms: {"arms": ["plain", "tls_new"], "mode": "users"|"rate", '
+        '"start", "max", "stage_s"} (arms must be among the run\'s; or a list of arms; null: none). '
+        "docs/report-schema.md, capacity.",
     )
     budgets = serializers.DictField(
         child=serializers.FloatField(),

@@ -12,6 +12,8 @@ stdout messages, one JSON object per line, each with a "type":
   matrix    {"arm", "variants": [{"name", "variant", "status", "detail", "negotiated"}]}
                                                         TLS matrix: each variant probed (tls_matrix)
   arm       {"arm", "round", "url", "result": {...}}  one per finished (or cut-short) arm and round
+  capacity  {"arm", "stage", "point": {...}}            saturation search: one per stage run
+                                                        (portal.lib.capacity.stage_point)
   arm_error {"arm", "error"}                            the arm could not run; the engine stops
   generator {"event": "joined"|"lost", "id", "host", "at_s", ...}  distributed runs (generators != 1):
                                                         a Locust worker process joined or was lost
@@ -27,6 +29,7 @@ from typing import IO
 from urllib.parse import urlsplit
 
 from portal.lib import matrix
+from portal.lib import saturation as saturation_plan
 
 ARMS = ("plain", "tls", "plain_new", "tls_new", "tls_resumed")
 ARM_SCHEMES = {
@@ -86,6 +89,9 @@ class EngineConfig:
     # Locust worker processes per generator host (workers.engine.distributed); 1: the single-process
     # local runner; 0 ("auto"): one per core of each generator host, resolved by the engine there.
     generators: int = 1
+    # Saturation search (portal/lib/saturation.py): after the run's arms, each of ``arms`` again in
+    # stages of rising load until its knee. None: no search.
+    saturation: dict | None = None
 
     def validate(self) -> None:
         if not self.arms:
@@ -116,6 +122,7 @@ class EngineConfig:
             raise ValueError(f"generators must be 1..{MAX_GENERATORS} or 0 (auto: one per core)")
         if self.generators != 1 and self.tls_matrix:
             raise ValueError("the TLS matrix runs with one generator process (generators 1)")
+        self.saturation = saturation_plan.normalise(self.saturation, [arm.name for arm in self.arms])
         if self.pinned is not None:
             for arm in self.arms:
                 address = self.pinned.get(pin_key(arm.url), "")
@@ -129,7 +136,13 @@ class EngineConfig:
         return len(self.arms) + matrix.variant_count(self.tls_matrix, [arm.name for arm in self.arms])
 
     def planned_s(self) -> float:
-        return self.rounds * self.arm_count() * (self.warmup_s + self.duration_s)
+        arms_s = self.rounds * self.arm_count() * (self.warmup_s + self.duration_s)
+        return arms_s + saturation_plan.planned_s(self.saturation)
+
+    def stage_count(self) -> int:
+        """The saturation search's stages at most, all its arms."""
+        sat = self.saturation
+        return len(sat["arms"]) * saturation_plan.max_stages(sat) if sat else 0
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -174,6 +187,8 @@ PER_ARM_ALLOWANCE_S = 15.0
 # default) and, per arm, building it, sending their results and stopping their users, a lost one too.
 DISTRIBUTED_ALLOWANCE_S = 60.0
 DISTRIBUTED_PER_ARM_ALLOWANCE_S = 30.0
+# A saturation stage starts and stops a swarm too, without a preflight.
+PER_STAGE_ALLOWANCE_S = 5.0
 # Probes run outside the engine: an SSH connection before the load, one-shot benchmarks after it.
 PROBE_CONNECT_ALLOWANCE_S = 30.0
 PROBE_FINISH_ALLOWANCE_S = 15.0
@@ -184,9 +199,12 @@ CRYPTSETUP_ALLOWANCE_S = 200.0
 def engine_limit_s(config: EngineConfig) -> float:
     """How long the engine subprocess may take before its watchdog stops it."""
     arms = config.arm_count() * config.rounds
-    limit = config.planned_s() + STARTUP_ALLOWANCE_S + PER_ARM_ALLOWANCE_S * arms
+    stages = config.stage_count()
+    limit = (
+        config.planned_s() + STARTUP_ALLOWANCE_S + PER_ARM_ALLOWANCE_S * arms + PER_STAGE_ALLOWANCE_S * stages
+    )
     if config.generators != 1:
-        limit += DISTRIBUTED_ALLOWANCE_S + DISTRIBUTED_PER_ARM_ALLOWANCE_S * arms
+        limit += DISTRIBUTED_ALLOWANCE_S + DISTRIBUTED_PER_ARM_ALLOWANCE_S * (arms + stages)
     return limit
 
 

@@ -8,7 +8,9 @@ come from (the operator's defaults in settings, a project's own ``ProjectQuota``
 Requests per run are *planned*, not counted: open loop, the schedule is the plan (rate × (warm-up +
 duration) × arms × rounds); closed loop, each user is assumed to send at most
 ``CLOSED_LOOP_RPS_PER_USER`` requests a second (at most one per think time when there is one), an
-upper bound for one Locust user on one generator. The engine has no request budget of its own.
+upper bound for one Locust user on one generator. The engine has no request budget of its own. A
+saturation search (``portal.lib.saturation``) counts too: every stage it may run, at its load, and its
+``max`` load is held to the users or arrival-rate limit.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import math
 import sys
 from dataclasses import asdict, dataclass
 
-from portal.lib import matrix
+from portal.lib import matrix, saturation
 
 # A closed-loop user waits for each answer: about 1 ms per request is the floor on loopback.
 CLOSED_LOOP_RPS_PER_USER = 1000.0
@@ -57,15 +59,47 @@ def planned_requests(config: dict) -> int:
     arms = len(names) + matrix.variant_count(config.get("tls_matrix") or [], names)
     rounds = config.get("rounds") or 1
     per_arm_s = (config.get("warmup_s") or 0) + (config.get("duration_s") or 0)
-    rate = config.get("arrival_rate")
-    if not rate:
-        think_s = config.get("think_time_s") or 0
-        per_user = min(CLOSED_LOOP_RPS_PER_USER, 1 / think_s) if think_s else CLOSED_LOOP_RPS_PER_USER
-        rate = (config.get("users") or 1) * per_user
+    rate = config.get("arrival_rate") or (config.get("users") or 1) * _per_user_rps(config)
     planned = rate * per_arm_s * arms * rounds
+    planned += saturation.planned_requests(_search(config), _per_user_rps(config))
     # 1e308 req/s (JSON allows it; the limit on the field is a message, not a stop) overflows to
     # infinity: count it as more than any budget rather than fail on int(inf).
     return int(planned) if math.isfinite(planned) else sys.maxsize
+
+
+def _search(config: dict) -> dict | None:
+    """The run's saturation search settings, defaults filled in; None without one (or when they are
+    invalid: the form and the engine config refuse those)."""
+    try:
+        names = [a.get("name") if isinstance(a, dict) else a for a in config.get("arms") or []]
+        return saturation.normalise(config.get("saturation"), names)
+    except ValueError:
+        return None
+
+
+def _per_user_rps(config: dict) -> float:
+    think_s = config.get("think_time_s") or 0
+    return min(CLOSED_LOOP_RPS_PER_USER, 1 / think_s) if think_s else CLOSED_LOOP_RPS_PER_USER
+
+
+def _saturation_problems(limits: Limits, sat: dict | None, project: str) -> list[tuple[str | None, str]]:
+    """The search's maximum load against the users or arrival-rate limit, its stage against the
+    measurement limit."""
+    if not sat:
+        return []
+    name, unit = ("max_users", "{:g} users") if sat["mode"] == "users" else ("max_arrival_rate", "{:g} req/s")
+    problems = []
+    if sat["max"] > getattr(limits, name):
+        problems.append(
+            (
+                "saturation_max",
+                f"At most {unit.format(getattr(limits, name))} in project {project} (operator limit).",
+            )
+        )
+    if sat["stage_s"] > limits.max_duration_s:
+        message = f"At most {limits.max_duration_s:g} s per stage in project {project} (operator limit)."
+        problems.append(("saturation_stage_s", message))
+    return problems
 
 
 def check(limits: Limits, config: dict, project: str) -> list[tuple[str | None, str]]:
@@ -75,6 +109,7 @@ def check(limits: Limits, config: dict, project: str) -> list[tuple[str | None, 
         value, limit = config.get(field), getattr(limits, name)
         if value is not None and value > limit:
             problems.append((field, f"At most {unit.format(limit)} in project {project} (operator limit)."))
+    problems += _saturation_problems(limits, _search(config), project)
     planned = planned_requests(config)
     generators = config.get("generators")
     if generators and generators > limits.max_generators:
@@ -96,8 +131,10 @@ def check(limits: Limits, config: dict, project: str) -> list[tuple[str | None, 
             (
                 None,
                 f"This run may send up to {planned:,} requests ({loop} × (warm-up + duration) × arms × "
-                f"rounds); project {project} allows at most {limits.max_requests_per_run:,} per run "
-                "(operator limit). Fewer users, a shorter duration or fewer arms or rounds fit.",
+                f"rounds, plus every stage of a saturation search); project {project} allows at most "
+                f"{limits.max_requests_per_run:,} per run "
+                "(operator limit). Fewer users, a shorter duration, fewer arms or rounds, or a lower search "
+                "maximum fit.",
             )
         )
     return problems

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import statistics
 
-from portal.lib import advice, costs, evidence, generators, hdr, matrix, validity, wan
+from portal.lib import advice, capacity, costs, evidence, generators, hdr, matrix, validity, wan
 from portal.lib.headline import headline
 from portal.lib.projection import projection_inputs
 from portal.lib.rounds import LATENCY_METRICS, merge_rounds
@@ -146,10 +146,12 @@ def build_report(
     tls_info: dict | None = None,
     probes: dict | None = None,
     variants: list[dict] | None = None,
+    capacity_stages: dict | None = None,
 ) -> dict:
     """The whole report. ``arms``: stored rows (one per arm and round) in run order; missing arms
     (failed or not reached) are absent. ``variants``: the TLS matrix's probed variants
-    (``Run.variants``). Costs and validity are derived here, on every read."""
+    (``Run.variants``). ``capacity_stages``: the saturation search's stages (``Run.capacity``).
+    Costs and validity are derived here, on every read."""
     merged = merge_rounds(arms)
     arm_sections = {arm["arm"]: arm_section(arm) for arm in merged}
     cost_inputs = {
@@ -186,7 +188,15 @@ def build_report(
         "projection": projection_inputs(arm_sections, probed),
         "generators": generators.report_generators(arms),
         **tuning(config, arm_sections, cost_inputs, tls_info, variants),
+        **capacity_keys(capacity_stages),
     }
+
+
+def capacity_keys(stages: dict | None) -> dict:
+    """``capacity`` (per searched arm: knee, max_rps, limited_by, points; portal.lib.capacity) and
+    ``capacity_cost`` (the capacity cost of TLS in words, or why none is claimed)."""
+    section = capacity.section(stages)
+    return {"capacity": section, "capacity_cost": capacity.tls_cost_words(section)}
 
 
 def tuning(

@@ -259,6 +259,7 @@ class RunForm(TuningFields):
             rounds=data.get("rounds"),
             tls_matrix=data.get("tls_matrix") or [],
             generators=data.get("generators"),
+            saturation=data.get("saturation"),
         )
         refusals = quotas.check(self.limits, config, self.project_name)
         if self.project is not None and self.queueing:

@@ -41,6 +41,9 @@ class Run(models.Model):
     # The TLS configuration matrix's variants as the engine probed them (portal.lib.matrix): name,
     # variant, status measured|refused, detail, negotiated parameters. Empty without a matrix.
     variants = models.JSONField(default=list, blank=True)
+    # The saturation search's stages as the engine ran them (portal.lib.capacity.stage_point):
+    # {"settings": EngineConfig.saturation, "arms": {"<arm>": [point, …]}}. Empty without a search.
+    capacity = models.JSONField(default=dict, blank=True)
     # Server-side probes: {"openssl_speed": {host: …}, "cryptsetup": …, "host_key": …, "errors": […]}.
     probes = models.JSONField(default=dict, blank=True)
     # Written when the run ends, for lists and trends: {"requests", "costs": [headline costs]}.

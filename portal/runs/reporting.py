@@ -105,7 +105,12 @@ def run_report(run: Run, request=None, arms: list[dict] | None = None) -> dict:
     return with_budgets(
         run,
         report.build_report(
-            run_data(run, request), arms, run.tls_info or None, run.probes or None, run.variants or None
+            run_data(run, request),
+            arms,
+            run.tls_info or None,
+            run.probes or None,
+            run.variants or None,
+            run.capacity or None,
         ),
     )
 
@@ -122,7 +127,7 @@ def with_budgets(run: Run, data: dict) -> dict:
 
 
 # Bump when the report's computation changes, so cached reports of finished runs are rebuilt.
-REPORT_CACHE_VERSION = f"{portal.__version__}:{report.SCHEMA}:9"  # 9: generators
+REPORT_CACHE_VERSION = f"{portal.__version__}:{report.SCHEMA}:10"  # 9: generators, 10: capacity
 REPORT_CACHE_TTL_S = 7 * 24 * 3600
 
 
@@ -135,7 +140,12 @@ def _cache_key(run: Run) -> str | None:
 def _build_page(run: Run, request=None) -> dict:
     rows = arms_of(run)
     data = report.build_report(
-        run_data(run, request), rows, run.tls_info or None, run.probes or None, run.variants or None
+        run_data(run, request),
+        rows,
+        run.tls_info or None,
+        run.probes or None,
+        run.variants or None,
+        run.capacity or None,
     )
     with_budgets(run, data)
     charts = {}

@@ -52,6 +52,7 @@ STRUCTURED_KEYS = (
     "tls_matrix",
     "wan_rtt_ms",
     "generators",
+    "saturation",
 )
 KEYS = (*PLAIN_KEYS, *STRUCTURED_KEYS)
 # A webhook or an API call on a saved scenario may change how it loads the target, never what it
@@ -72,6 +73,7 @@ OVERRIDABLE = (
     "tls_matrix",
     "wan_rtt_ms",
     "generators",
+    "saturation",
 )
 # Form field -> JSON key, for error messages.
 JSON_NAMES = {
@@ -83,6 +85,7 @@ JSON_NAMES = {
     "openssl_speed": "probes",
     "cryptsetup": "probes",
     "local_process": "probes",
+    **{f"saturation_{key}": "saturation" for key in ("arms", "mode", "start", "max", "stage_s")},
     "__all__": "non_field_errors",
 }
 PROBE_FIELDS = {"ssh": "probe_server", "openssl_speed": "openssl_speed", "cryptsetup": "cryptsetup"}
@@ -166,6 +169,8 @@ def _structured(data: dict) -> dict:
         out["tls_matrix"] = value
     if "generators" in data:  # 4, "4" or "auto" (stored as 0)
         out["generators"] = "auto" if data["generators"] in (0, "0") else str(data["generators"] or 1)
+    if "saturation" in data:
+        out.update(_saturation_fields(data["saturation"]))
     if "wan_rtt_ms" in data:  # [2, 20, 80, 200] or "2,20,80,200"
         out["wan_rtt_ms"] = _lines(
             data["wan_rtt_ms"] or [], "wan_rtt_ms", lambda items: [",".join(map(str, items))]
@@ -179,6 +184,27 @@ def _structured(data: dict) -> dict:
         out.update({field: bool(probes.get(key)) for key, field in PROBE_FIELDS.items()})
         out["local_process"] = probes.get("local_process") or ""
     return out
+
+
+def _saturation_fields(value) -> dict:
+    """The run form's ``saturation_*`` fields for the JSON ``saturation``: an object
+    ``{"arms", "mode", "start", "max", "stage_s"}`` (``portal.lib.saturation``), a list or
+    comma-separated string of arms, or null/{} for no search."""
+    if isinstance(value, str | list):
+        value = {"arms": value}
+    value = value or {}
+    if not isinstance(value, dict):
+        raise RunRefused({"saturation": ['An object {"arms", "mode", "start", "max", "stage_s"} or null.']})
+    unknown = sorted(set(value) - {"arms", "mode", "start", "max", "stage_s"})
+    if unknown:
+        raise RunRefused({"saturation": [f"Unknown key(s) {', '.join(unknown)}."]})
+    arms = value.get("arms") or []
+    if isinstance(arms, str):
+        arms = [item.strip() for item in arms.split(",") if item.strip()]
+    fields = {"saturation_arms": arms, "saturation_mode": value.get("mode") or "users"}
+    for key in ("start", "max", "stage_s"):
+        fields[f"saturation_{key}"] = "" if value.get(key) is None else value[key]
+    return fields
 
 
 def form_data(data: dict, base: dict | None = None) -> dict:

@@ -1,15 +1,17 @@
-"""The run form's TLS matrix and WAN projection fields (issue 14), kept beside ``RunForm``.
+"""The run form's TLS matrix, WAN projection and saturation search fields, kept beside ``RunForm``.
 
 ``tls_matrix`` goes to the engine (``EngineConfig.tls_matrix``: which dimensions ``tls_new`` is
 repeated under, ``portal.lib.matrix``); ``wan_rtt_ms`` is portal-only (``portal.runs.configs``): the
-RTTs of the report's WAN projection (``portal.lib.wan``).
+RTTs of the report's WAN projection (``portal.lib.wan``). The ``saturation_*`` fields make
+``EngineConfig.saturation`` (``portal.lib.saturation``; issue 15): the capacity search after the arms.
 """
 
 from __future__ import annotations
 
 from django import forms
 
-from portal.lib import matrix, protocol, wan
+from portal.lib import capacity, matrix, protocol, saturation, wan
+from portal.lib.protocol import ARMS
 
 DIMENSION_LABELS = {
     "protocol": "protocol — TLS 1.2 vs 1.3",
@@ -17,7 +19,14 @@ DIMENSION_LABELS = {
     "cert": "cert — RSA vs ECDSA certificate (when the server holds both; chosen in TLS 1.2)",
     "resumption": "resumption — none vs session ticket vs session ID",
 }
-TUNING_FIELDS = ("tls_matrix", "wan_rtt_ms", "generators")
+SATURATION_FIELDS = (
+    "saturation_arms",
+    "saturation_mode",
+    "saturation_start",
+    "saturation_max",
+    "saturation_stage_s",
+)
+TUNING_FIELDS = ("tls_matrix", "wan_rtt_ms", "generators", *SATURATION_FIELDS)
 PLACE_BEFORE = "save_as"
 
 
@@ -50,6 +59,42 @@ class TuningFields(forms.Form):
         "generator host). Above 1 the run's engine is a Locust master whose workers' histograms are "
         "merged exactly; see docs/scaling.md. The TLS matrix runs with 1.",
     )
+    saturation_arms = forms.MultipleChoiceField(
+        label="Saturation search",
+        required=False,
+        choices=[(arm, arm) for arm in ARMS],
+        widget=forms.CheckboxSelectMultiple,
+        help_text="After the run's arms, each ticked arm (it must be among the arms) runs again in stages of "
+        "rising load — coarse steps × 2, then smaller ones around the knee — until throughput stops "
+        "rising, latency knees or errors appear. A saturated generator is reported as the limit, never "
+        "as the server's. The report's capacity chart: tick plain and tls_new for the capacity cost of TLS.",
+    )
+    saturation_mode = forms.ChoiceField(
+        label="Search by",
+        required=False,
+        initial="users",
+        choices=[("users", "users (closed loop)"), ("rate", "arrival rate, req/s (open loop)")],
+    )
+    saturation_start = forms.FloatField(
+        label="Start load",
+        required=False,
+        min_value=0.001,
+        help_text="Users or req/s; blank: 1 user / 1 req/s.",
+    )
+    saturation_max = forms.FloatField(
+        label="Maximum load",
+        required=False,
+        min_value=0.001,
+        help_text=f"Users or req/s; blank: {saturation.DEFAULTS['max']}. Held to the project's limits.",
+    )
+    saturation_stage_s = forms.FloatField(
+        label="Seconds per stage",
+        required=False,
+        min_value=saturation.MIN_STAGE_S,
+        max_value=saturation.MAX_STAGE_S,
+        help_text=f"Measured window of each stage (plus {saturation.DEFAULTS['warmup_s']:g} s warm-up); "
+        f"blank: {saturation.DEFAULTS['stage_s']:g}.",
+    )
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -73,7 +118,8 @@ class TuningFields(forms.Form):
             raise forms.ValidationError(str(exc)) from None
 
     def clean_tuning(self, data: dict) -> None:
-        """The matrix repeats tls_new: without that arm there is nothing to repeat."""
+        """The matrix repeats tls_new: without that arm there is nothing to repeat. The saturation
+        search's settings, checked (``portal.lib.saturation.normalise``), become ``data["saturation"]``."""
         if data.get("tls_matrix") and matrix.MATRIX_ARM not in (data.get("arms") or []):
             self.add_error(
                 "tls_matrix",
@@ -82,6 +128,16 @@ class TuningFields(forms.Form):
             )
         if data.get("tls_matrix") and data.get("generators", 1) != 1:
             self.add_error("generators", "The TLS matrix runs with one generator process (1).")
+        data["saturation"] = None
+        if data.get("saturation_arms"):
+            wanted = {"arms": data["saturation_arms"], "mode": data.get("saturation_mode") or "users"}
+            for key in ("start", "max", "stage_s"):
+                if data.get(f"saturation_{key}") is not None:
+                    wanted[key] = data[f"saturation_{key}"]
+            try:
+                data["saturation"] = saturation.normalise(wanted, list(data.get("arms") or []))
+            except ValueError as exc:
+                self.add_error("saturation_arms", str(exc).removeprefix("saturation: ").capitalize() + ".")
 
     def tuning_config(self) -> dict:
         data = self.cleaned_data
@@ -89,6 +145,7 @@ class TuningFields(forms.Form):
             "tls_matrix": matrix.parse_dimensions(data.get("tls_matrix") or []),
             "wan_rtt_ms": data.get("wan_rtt_ms") or list(wan.DEFAULT_RTTS_MS),
             "generators": data.get("generators", 1),
+            "saturation": data.get("saturation"),
         }
 
 
@@ -115,4 +172,4 @@ def report_lines(report: dict) -> list[str]:
             mine = [row for row in rows if row["arm"] == name]
             cells = " ".join(f"{row['projected_ttlb_ms']:>12.3f}" for row in mine)
             lines.append(f"  {name:28} {mine[0]['round_trips']:>11g} {cells}")
-    return lines
+    return lines + capacity.report_lines(report)

@@ -51,6 +51,7 @@ def add_arguments(sub) -> None:
     )
     cli_options.add_run_arguments(create)  # --name: the scenario's name
     cli_options.add_tuning_arguments(create)  # --tls-matrix, --wan-rtt
+    cli_options.add_saturation_arguments(create)  # --saturation, --saturation-*
     create.add_argument("--target-name", default="", help="target name (default: from the URLs)")
     create.add_argument("--callback-url", default="", help="POSTed, signed, when a run of it ends")
     create.add_argument(
@@ -95,6 +96,9 @@ def scenario_data(options: dict) -> dict:
         "tls_matrix": options["tls_matrix"],
         "wan_rtt_ms": options["wan_rtt"],
         "generators": options.get("generators", "1"),
+        "saturation": cli_options.saturation_json(
+            options, [a.strip() for a in options["arms"].split(",") if a.strip()]
+        ),
     }
     # The whole scenario: no auth option means no credentials, no --budget no budgets.
     data["auth"] = {

@@ -22,6 +22,7 @@ from locust.event import Events
 
 from portal.lib.matrix import MATRIX_ARMS, base_arm
 from portal.lib.protocol import EXIT_ARM_ERROR, EXIT_OK, ArmSpec, EngineConfig, emit
+from workers.engine import saturation
 from workers.engine.client import (
     ARM_POLICIES,
     Endpoint,
@@ -155,7 +156,7 @@ class Swarm:
         cfg = self.config
         prepared: dict[str, Prepared] = {}
         order = list(cfg.arms)  # the TLS matrix's sub-arms join it after tls_new's preflight
-        self.arms_total = cfg.arm_count() * cfg.rounds
+        self.arms_total = cfg.arm_count() * cfg.rounds + cfg.stage_count()
         position = 0
         for round_index in range(cfg.rounds):
             # Interleaved order: A B C A B C …, so slow drift of the target hits every arm alike.
@@ -190,6 +191,8 @@ class Swarm:
                 self.elapsed_before_arm += cfg.warmup_s + cfg.duration_s
                 position += 1
                 index += 1
+        if cfg.saturation and not self.cancelled:  # after the arms (workers/engine/saturation.py)
+            saturation.search_all(self, prepared, position, Load)
         emit(self.out, "done", status="cancelled" if self.cancelled else "succeeded")
         return EXIT_OK
 

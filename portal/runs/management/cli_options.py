@@ -26,6 +26,11 @@ RUN_OPTIONS = {
     "tls_matrix": "--tls-matrix",
     "wan_rtt_ms": "--wan-rtt",
     "generators": "--generators",
+    "saturation_arms": "--saturation",
+    "saturation_mode": "--saturation-mode",
+    "saturation_start": "--saturation-start",
+    "saturation_max": "--saturation-max",
+    "saturation_stage_s": "--saturation-stage",
     "__all__": "options",
 }
 SSH_OPTIONS = {
@@ -173,3 +178,49 @@ def add_tuning_arguments(run: CommandParser) -> None:
         help="Locust worker processes per generator host: N, or auto (one per core); above 1 the engine "
         "runs Locust's master/worker mode and merges the workers' histograms exactly (docs/scaling.md)",
     )
+
+
+def add_saturation_arguments(parser) -> None:
+    """``tollgate run`` and ``scenario create``: the saturation search (capacity, issue 15)."""
+    parser.add_argument(
+        "--saturation",
+        nargs="?",
+        const="*",
+        default="",
+        metavar="ARMS",
+        help="after the arms, search the capacity of these arms (comma-separated; alone: every arm of the "
+        "run) in stages of rising load until the knee",
+    )
+    parser.add_argument(
+        "--saturation-mode", choices=("users", "rate"), default="users", help="step users or req/s"
+    )
+    parser.add_argument("--saturation-start", type=float, default=None, help="first stage's load (default 1)")
+    parser.add_argument("--saturation-max", type=float, default=None, help="highest load (default 64)")
+    parser.add_argument("--saturation-stage", type=float, default=None, help="seconds measured per stage (2)")
+
+
+def saturation_fields(options: dict, arms: list[str]) -> dict:
+    """The run form's ``saturation_*`` fields from the options (no search: none ticked)."""
+    chosen = options.get("saturation") or ""
+    names = arms if chosen == "*" else [arm.strip() for arm in chosen.split(",") if arm.strip()]
+    values = {"start": options.get("saturation_start"), "max": options.get("saturation_max")}
+    values["stage_s"] = options.get("saturation_stage")
+    return {
+        "saturation_arms": names,
+        "saturation_mode": options.get("saturation_mode") or "users",
+        **{f"saturation_{key}": "" if value is None else value for key, value in values.items()},
+    }
+
+
+def saturation_json(options: dict, arms: list[str]) -> dict | None:
+    """The API's ``saturation`` object from the options (``scenario create``); None without a search."""
+    fields = saturation_fields(options, arms)
+    if not fields["saturation_arms"]:
+        return None
+    out = {"arms": fields["saturation_arms"], "mode": fields["saturation_mode"]}
+    out.update(
+        {key: options[f"saturation_{key}"] for key in ("start", "max") if options.get(f"saturation_{key}")}
+    )
+    if options.get("saturation_stage"):
+        out["stage_s"] = options["saturation_stage"]
+    return out

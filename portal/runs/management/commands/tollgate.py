@@ -55,6 +55,7 @@ class Command(BaseCommand):
         run = sub.add_parser("run", help="benchmark through the engine, store the run, print the report")
         cli_options.add_run_arguments(run)
         cli_options.add_tuning_arguments(run.add_argument_group("TLS configuration matrix, WAN projection"))
+        cli_options.add_saturation_arguments(run.add_argument_group("Capacity: saturation search"))
         cli_options.add_probe_arguments(run.add_argument_group("server probes over SSH"))
         check = sub.add_parser(
             "check-target", help="would the outbound address policy let a run reach URL? (sends it nothing)"
@@ -163,12 +164,13 @@ class Command(BaseCommand):
     def _run_form(self, options: dict, project) -> RunForm:
         """The same form as the web page validates the CLI's values (and the project's quota)."""
         arrival = None if options["closed_loop"] else options["arrival_rate"]
+        arms = [arm.strip() for arm in options["arms"].split(",") if arm.strip()]
         form = RunForm(
             data={
                 "target_name": options["name"],
                 "plain_url": options["plain_url"],
                 "tls_url": options["tls_url"],
-                "arms": [arm.strip() for arm in options["arms"].split(",") if arm.strip()],
+                "arms": arms,
                 "users": options["users"],
                 "spawn_rate": options["spawn_rate"],
                 "warmup_s": options["warmup"],
@@ -189,6 +191,7 @@ class Command(BaseCommand):
                 "tls_matrix": [dim.strip() for dim in options["tls_matrix"].split(",") if dim.strip()],
                 "wan_rtt_ms": options["wan_rtt"],
                 "generators": options["generators"],
+                **cli_options.saturation_fields(options, arms),
                 **cli_options.auth_from_env(options),
             },
             project=project,
