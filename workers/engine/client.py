@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from portal.lib.protocol import pin_key
+from workers.engine.connect import connect
 
 USER_AGENT = "tollgate/0.1"
 RECV_SIZE = 65536
@@ -90,7 +91,7 @@ ARM_POLICIES: dict[str, tuple[str, ConnectionPolicy]] = {
 }
 
 
-@dataclass
+@dataclass(slots=True)
 class Sample:
     """One request's outcome. Times in µs; ``None`` where the phase did not happen."""
 
@@ -163,6 +164,8 @@ class TimedClient:
         self.ssl_context = ssl_context
         self.timeout_s = timeout_s
         self.extra_headers = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
+        self._heads: dict[tuple[str, str], bytes] = {}  # (method, path) -> the request head
+        self._family = socket.AF_INET6 if ":" in endpoint.address else socket.AF_INET
         self.sock: socket.socket | None = None
         self.session: ssl.SSLSession | None = None
         self.connections_opened = 0
@@ -179,8 +182,14 @@ class TimedClient:
 
     def _open(self, sample: Sample) -> None:
         t0 = time.perf_counter_ns()
-        raw = socket.create_connection((self.endpoint.address, self.endpoint.port), timeout=self.timeout_s)
-        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        raw = socket.socket(self._family, socket.SOCK_STREAM)
+        try:
+            raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            raw.settimeout(self.timeout_s)
+            connect(raw, (self.endpoint.address, self.endpoint.port), self.timeout_s)
+        except BaseException:
+            raw.close()
+            raise
         t1 = time.perf_counter_ns()
         sample.connect_us = _us(t0, t1)
         self.connections_opened += 1
@@ -211,18 +220,25 @@ class TimedClient:
         sample.end_ns = time.perf_counter_ns()
         return sample
 
-    def _exchange(self, sample: Sample, path: str, method: str) -> None:
-        new_conn = self.policy.new_connection_per_request
-        close_header = "Connection: close\r\n" if new_conn else ""
+    def _head(self, method: str, path: str) -> bytes:
+        """The request head, built once per (method, path): the same bytes every time."""
+        close_header = "Connection: close\r\n" if self.policy.new_connection_per_request else ""
         head = (
             f"{method} {path} HTTP/1.1\r\nHost: {self.endpoint.host_header}\r\nUser-Agent: {USER_AGENT}\r\n"
             f"Accept: */*\r\n{close_header}{self.extra_headers}\r\n"
         ).encode("latin-1")
+        if len(self._heads) < 256:
+            self._heads[(method, path)] = head
+        return head
+
+    def _exchange(self, sample: Sample, path: str, method: str) -> None:
+        new_conn = self.policy.new_connection_per_request
+        head = self._heads.get((method, path)) or self._head(method, path)
         reused = self.sock is not None
         if not reused:
             self._open(sample)
         try:
-            self.sock.sendall(head)
+            self._send(head)
             keep_alive = self._read_response(sample, method)
         except (ConnectionClosed, ConnectionResetError, BrokenPipeError):
             if not reused:
@@ -231,7 +247,7 @@ class TimedClient:
             # browsers do. The reconnect is part of this request's time.
             self.close()
             self._open(sample)
-            self.sock.sendall(head)
+            self._send(head)
             keep_alive = self._read_response(sample, method)
         if new_conn or not keep_alive:
             if self.policy.resume_sessions and isinstance(self.sock, ssl.SSLSocket):
@@ -239,55 +255,41 @@ class TimedClient:
                 self.session = self.sock.session
             self.close()
 
+    def _send(self, head: bytes) -> None:
+        # One send is the whole head almost always; gevent's sendall loops in Python for it.
+        sent = self.sock.send(head)
+        if sent < len(head):
+            self.sock.sendall(head[sent:])
+
     def _read_response(self, sample: Sample, method: str) -> bool:
         """Read one response; fill status, sizes and times. Returns whether to keep the connection."""
         sock = self.sock
-        chunk = sock.recv(RECV_SIZE)
-        if not chunk:
+        buf = sock.recv(RECV_SIZE)
+        if not buf:
             raise ConnectionClosed("connection closed before the response")
         t_first = time.perf_counter_ns()
-        buf = bytearray(chunk)
-        while True:
+        end = buf.find(b"\r\n\r\n")
+        if end < 0:
+            buf = self._read_head(bytearray(buf))
             end = buf.find(b"\r\n\r\n")
-            if end >= 0:
-                break
-            if len(buf) > MAX_HEAD_BYTES:
-                raise ProtocolError("response head larger than 64 KiB")
-            chunk = sock.recv(RECV_SIZE)
-            if not chunk:
-                raise ProtocolError("connection closed inside the response head")
-            buf += chunk
-        lines = bytes(buf[:end]).decode("latin-1").split("\r\n")
-        version, _, rest = lines[0].partition(" ")
-        try:
-            status = int(rest[:3])
-        except ValueError:
-            raise ProtocolError(f"bad status line {lines[0][:80]!r}") from None
-        if not version.startswith("HTTP/1."):
-            raise ProtocolError(f"bad status line {lines[0][:80]!r}")
-        headers: dict[str, str] = {}
-        for line in lines[1:]:
-            name, _, value = line.partition(":")
-            headers[name.strip().lower()] = value.strip()
-        body = buf[end + 4 :]
-        keep_alive = version == "HTTP/1.1" and headers.get("connection", "").lower() != "close"
+        status, keep_alive, headers = _parse_head(buf[:end].decode("latin-1"))
+        have = len(buf) - end - 4  # body bytes already read
         if method == "HEAD" or status in (204, 304) or 100 <= status < 200:
             size = 0
         elif "chunked" in headers.get("transfer-encoding", "").lower():
-            size = self._read_chunked(body)
+            size = self._read_chunked(bytearray(buf[end + 4 :]))
         elif "content-length" in headers:
             try:
                 size = int(headers["content-length"])
             except ValueError:
                 raise ProtocolError("bad Content-Length") from None
-            have = len(body)
             while have < size:
                 chunk = sock.recv(min(RECV_SIZE, size - have))
                 if not chunk:
                     raise ProtocolError("connection closed inside the body")
                 have += len(chunk)
         else:
-            size = len(body)
+            size = have
             while chunk := sock.recv(RECV_SIZE):
                 size += len(chunk)
             keep_alive = False
@@ -298,6 +300,17 @@ class TimedClient:
         sample.ttfb_us = _us(sample.start_ns, t_first)
         sample.ttlb_us = _us(sample.start_ns, t_last)
         return keep_alive
+
+    def _read_head(self, buf: bytearray) -> bytearray:
+        """More of a response whose head did not come in one piece, until the head is complete."""
+        while buf.find(b"\r\n\r\n") < 0:
+            if len(buf) > MAX_HEAD_BYTES:
+                raise ProtocolError("response head larger than 64 KiB")
+            chunk = self.sock.recv(RECV_SIZE)
+            if not chunk:
+                raise ProtocolError("connection closed inside the response head")
+            buf += chunk
+        return buf
 
     def _read_chunked(self, buf: bytearray) -> int:
         total = 0
@@ -335,6 +348,24 @@ class TimedClient:
                 raise ProtocolError("connection closed inside chunked framing")
             buf += chunk
         return found
+
+
+def _parse_head(text: str) -> tuple[int, bool, dict[str, str]]:
+    """(status, keep-alive, headers with lower-case names) of a response head."""
+    lines = text.split("\r\n")
+    version, _, rest = lines[0].partition(" ")
+    try:
+        status = int(rest[:3])
+    except ValueError:
+        raise ProtocolError(f"bad status line {lines[0][:80]!r}") from None
+    if not version.startswith("HTTP/1."):
+        raise ProtocolError(f"bad status line {lines[0][:80]!r}")
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    keep_alive = version == "HTTP/1.1" and headers.get("connection", "").lower() != "close"
+    return status, keep_alive, headers
 
 
 def _note_headers(sample: Sample, headers: dict[str, str]) -> None:
