@@ -9,8 +9,8 @@ connection policy explicit per arm:
 * ``tls_new`` never offers a session (a full handshake every time); ``tls_resumed`` offers the
   session captured from its previous connection.
 
-Inside the engine process gevent has patched ``socket`` and ``ssl``, so this blocks only the calling
-greenlet. It imports nothing from Locust, so it can be unit-tested on plain threads as well.
+Inside the engine gevent has patched ``socket`` and ``ssl``: this blocks only the calling greenlet.
+It imports nothing from Locust, so it can be unit-tested on plain threads as well.
 
 All timings start at the beginning of the request operation: when a connection has to be opened,
 TCP connect and TLS handshake are part of TTFB and TTLB, because a user waits for them too.
@@ -169,8 +169,7 @@ class TimedClient:
         self.sock: socket.socket | None = None
         self.session: ssl.SSLSession | None = None
         self.connections_opened = 0
-        # Name for SNI and certificate checks. Python sends no SNI for an IP literal but still
-        # checks the certificate's IP SANs against it.
+        # For SNI and certificate checks (no SNI for an IP literal, but its IP SANs are checked).
         self._server_hostname = endpoint.host
 
     def close(self) -> None:
@@ -264,6 +263,7 @@ class TimedClient:
     def _read_response(self, sample: Sample, method: str) -> bool:
         """Read one response; fill status, sizes and times. Returns whether to keep the connection."""
         sock = self.sock
+        _await_readable(sock)
         buf = sock.recv(RECV_SIZE)
         if not buf:
             raise ConnectionClosed("connection closed before the response")
@@ -348,6 +348,15 @@ class TimedClient:
                 raise ProtocolError("connection closed inside chunked framing")
             buf += chunk
         return found
+
+
+def _await_readable(sock: socket.socket) -> None:
+    """Under gevent, wait for the answer before asking for it: gevent's ``recv`` first makes a doomed
+    call (a system call and an exception) before this same wait (level-triggered, with the socket's
+    timeout). TLS data OpenSSL already holds is read at once. TTFB is still taken after the recv."""
+    wait, pending = getattr(sock, "_wait", None), getattr(sock, "pending", None)
+    if wait is not None and not (pending is not None and pending()):
+        wait(sock._read_event)
 
 
 def _parse_head(text: str) -> tuple[int, bool, dict[str, str]]:
