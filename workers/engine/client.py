@@ -26,18 +26,11 @@ from urllib.parse import urlsplit
 
 from portal.lib.protocol import pin_key
 from workers.engine.connect import connect
+from workers.engine.http1 import ConnectionClosed, ProtocolError, parse_head
 
 USER_AGENT = "tollgate/0.1"
 RECV_SIZE = 65536
 MAX_HEAD_BYTES = 65536
-
-
-class ProtocolError(Exception):
-    """The server's answer was not valid HTTP/1.1."""
-
-
-class ConnectionClosed(ProtocolError):
-    """The server closed the connection before the first byte of a response."""
 
 
 @dataclass(frozen=True)
@@ -272,7 +265,7 @@ class TimedClient:
         if end < 0:
             buf = self._read_head(bytearray(buf))
             end = buf.find(b"\r\n\r\n")
-        status, keep_alive, headers = _parse_head(buf[:end].decode("latin-1"))
+        status, keep_alive, headers = parse_head(buf[:end].decode("latin-1"))
         have = len(buf) - end - 4  # body bytes already read
         if method == "HEAD" or status in (204, 304) or 100 <= status < 200:
             size = 0
@@ -357,24 +350,6 @@ def _await_readable(sock: socket.socket) -> None:
     wait, pending = getattr(sock, "_wait", None), getattr(sock, "pending", None)
     if wait is not None and not (pending is not None and pending()):
         wait(sock._read_event)
-
-
-def _parse_head(text: str) -> tuple[int, bool, dict[str, str]]:
-    """(status, keep-alive, headers with lower-case names) of a response head."""
-    lines = text.split("\r\n")
-    version, _, rest = lines[0].partition(" ")
-    try:
-        status = int(rest[:3])
-    except ValueError:
-        raise ProtocolError(f"bad status line {lines[0][:80]!r}") from None
-    if not version.startswith("HTTP/1."):
-        raise ProtocolError(f"bad status line {lines[0][:80]!r}")
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        name, _, value = line.partition(":")
-        headers[name.strip().lower()] = value.strip()
-    keep_alive = version == "HTTP/1.1" and headers.get("connection", "").lower() != "close"
-    return status, keep_alive, headers
 
 
 def _note_headers(sample: Sample, headers: dict[str, str]) -> None:
