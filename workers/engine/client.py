@@ -159,6 +159,7 @@ class TimedClient:
         self.extra_headers = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
         self._heads: dict[tuple[str, str], bytes] = {}  # (method, path) -> the request head
         self._family = socket.AF_INET6 if ":" in endpoint.address else socket.AF_INET
+        self._timer = None  # under gevent: this user's one reusable timeout for read waits
         self.sock: socket.socket | None = None
         self.session: ssl.SSLSession | None = None
         self.connections_opened = 0
@@ -173,6 +174,10 @@ class TimedClient:
                 self.sock = None
 
     def _open(self, sample: Sample) -> None:
+        if self._timer is None and hasattr(socket.socket, "_wait"):  # gevent has patched socket
+            from gevent import get_hub
+
+            self._timer, self._hub = self._new_timer(), get_hub()
         t0 = time.perf_counter_ns()
         raw = socket.socket(self._family, socket.SOCK_STREAM)
         try:
@@ -253,10 +258,31 @@ class TimedClient:
         if sent < len(head):
             self.sock.sendall(head[sent:])
 
+    def _await_readable(self, sock: socket.socket) -> None:
+        """Under gevent, wait for the answer before asking for it: gevent's ``recv`` first makes a
+        doomed call (a system call and an exception, or OpenSSL's want-read), then this same wait
+        (level-triggered) under a new ``Timeout``; here one timer per user is re-armed instead. TLS
+        data OpenSSL already holds is read without waiting. TTFB is still taken after the recv."""
+        timer = self._timer
+        timer.start()
+        try:
+            self._hub.wait(sock._read_event)
+        except BaseException:
+            timer.close()  # a timer that has fired is not re-armed: the next wait gets a new one
+            self._timer = self._new_timer()
+            raise
+        timer.cancel()
+
+    def _new_timer(self):
+        from gevent import Timeout
+
+        return Timeout(self.timeout_s, TimeoutError("timed out"))
+
     def _read_response(self, sample: Sample, method: str) -> bool:
         """Read one response; fill status, sizes and times. Returns whether to keep the connection."""
         sock = self.sock
-        _await_readable(sock)
+        if self._timer is not None and not (self.endpoint.tls and sock.pending()):
+            self._await_readable(sock)
         buf = sock.recv(RECV_SIZE)
         if not buf:
             raise ConnectionClosed("connection closed before the response")
@@ -341,15 +367,6 @@ class TimedClient:
                 raise ProtocolError("connection closed inside chunked framing")
             buf += chunk
         return found
-
-
-def _await_readable(sock: socket.socket) -> None:
-    """Under gevent, wait for the answer before asking for it: gevent's ``recv`` first makes a doomed
-    call (a system call and an exception) before this same wait (level-triggered, with the socket's
-    timeout). TLS data OpenSSL already holds is read at once. TTFB is still taken after the recv."""
-    wait, pending = getattr(sock, "_wait", None), getattr(sock, "pending", None)
-    if wait is not None and not (pending is not None and pending()):
-        wait(sock._read_event)
 
 
 def _note_headers(sample: Sample, headers: dict[str, str]) -> None:
