@@ -9,8 +9,8 @@ connection policy explicit per arm:
 * ``tls_new`` never offers a session (a full handshake every time); ``tls_resumed`` offers the
   session captured from its previous connection.
 
-Inside the engine process gevent has patched ``socket`` and ``ssl``, so this blocks only the calling
-greenlet. It imports nothing from Locust, so it can be unit-tested on plain threads as well.
+Inside the engine gevent has patched ``socket`` and ``ssl``: this blocks only the calling greenlet.
+It imports nothing from Locust, so it can be unit-tested on plain threads as well.
 
 All timings start at the beginning of the request operation: when a connection has to be opened,
 TCP connect and TLS handshake are part of TTFB and TTLB, because a user waits for them too.
@@ -25,18 +25,12 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from portal.lib.protocol import pin_key
+from workers.engine.connect import connect
+from workers.engine.http1 import ConnectionClosed, ProtocolError, parse_head
 
 USER_AGENT = "tollgate/0.1"
 RECV_SIZE = 65536
 MAX_HEAD_BYTES = 65536
-
-
-class ProtocolError(Exception):
-    """The server's answer was not valid HTTP/1.1."""
-
-
-class ConnectionClosed(ProtocolError):
-    """The server closed the connection before the first byte of a response."""
 
 
 @dataclass(frozen=True)
@@ -90,7 +84,7 @@ ARM_POLICIES: dict[str, tuple[str, ConnectionPolicy]] = {
 }
 
 
-@dataclass
+@dataclass(slots=True)
 class Sample:
     """One request's outcome. Times in µs; ``None`` where the phase did not happen."""
 
@@ -163,11 +157,13 @@ class TimedClient:
         self.ssl_context = ssl_context
         self.timeout_s = timeout_s
         self.extra_headers = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
+        self._heads: dict[tuple[str, str], bytes] = {}  # (method, path) -> the request head
+        self._family = socket.AF_INET6 if ":" in endpoint.address else socket.AF_INET
+        self._timer = None  # under gevent: this user's one reusable timeout for read waits
         self.sock: socket.socket | None = None
         self.session: ssl.SSLSession | None = None
         self.connections_opened = 0
-        # Name for SNI and certificate checks. Python sends no SNI for an IP literal but still
-        # checks the certificate's IP SANs against it.
+        # For SNI and certificate checks (no SNI for an IP literal, but its IP SANs are checked).
         self._server_hostname = endpoint.host
 
     def close(self) -> None:
@@ -178,9 +174,19 @@ class TimedClient:
                 self.sock = None
 
     def _open(self, sample: Sample) -> None:
+        if self._timer is None and hasattr(socket.socket, "_wait"):  # gevent has patched socket
+            from gevent import get_hub
+
+            self._timer, self._hub = self._new_timer(), get_hub()
         t0 = time.perf_counter_ns()
-        raw = socket.create_connection((self.endpoint.address, self.endpoint.port), timeout=self.timeout_s)
-        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        raw = socket.socket(self._family, socket.SOCK_STREAM)
+        try:
+            raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            raw.settimeout(self.timeout_s)
+            connect(raw, (self.endpoint.address, self.endpoint.port), self.timeout_s)
+        except BaseException:
+            raw.close()
+            raise
         t1 = time.perf_counter_ns()
         sample.connect_us = _us(t0, t1)
         self.connections_opened += 1
@@ -211,18 +217,25 @@ class TimedClient:
         sample.end_ns = time.perf_counter_ns()
         return sample
 
-    def _exchange(self, sample: Sample, path: str, method: str) -> None:
-        new_conn = self.policy.new_connection_per_request
-        close_header = "Connection: close\r\n" if new_conn else ""
+    def _head(self, method: str, path: str) -> bytes:
+        """The request head, built once per (method, path): the same bytes every time."""
+        close_header = "Connection: close\r\n" if self.policy.new_connection_per_request else ""
         head = (
             f"{method} {path} HTTP/1.1\r\nHost: {self.endpoint.host_header}\r\nUser-Agent: {USER_AGENT}\r\n"
             f"Accept: */*\r\n{close_header}{self.extra_headers}\r\n"
         ).encode("latin-1")
+        if len(self._heads) < 256:
+            self._heads[(method, path)] = head
+        return head
+
+    def _exchange(self, sample: Sample, path: str, method: str) -> None:
+        new_conn = self.policy.new_connection_per_request
+        head = self._heads.get((method, path)) or self._head(method, path)
         reused = self.sock is not None
         if not reused:
             self._open(sample)
         try:
-            self.sock.sendall(head)
+            self._send(head)
             keep_alive = self._read_response(sample, method)
         except (ConnectionClosed, ConnectionResetError, BrokenPipeError):
             if not reused:
@@ -231,7 +244,7 @@ class TimedClient:
             # browsers do. The reconnect is part of this request's time.
             self.close()
             self._open(sample)
-            self.sock.sendall(head)
+            self._send(head)
             keep_alive = self._read_response(sample, method)
         if new_conn or not keep_alive:
             if self.policy.resume_sessions and isinstance(self.sock, ssl.SSLSocket):
@@ -239,55 +252,63 @@ class TimedClient:
                 self.session = self.sock.session
             self.close()
 
+    def _send(self, head: bytes) -> None:
+        # One send is the whole head almost always; gevent's sendall loops in Python for it.
+        sent = self.sock.send(head)
+        if sent < len(head):
+            self.sock.sendall(head[sent:])
+
+    def _await_readable(self, sock: socket.socket) -> None:
+        """Under gevent, wait for the answer before asking for it: gevent's ``recv`` first makes a
+        doomed call (a system call and an exception, or OpenSSL's want-read), then this same wait
+        (level-triggered) under a new ``Timeout``; here one timer per user is re-armed instead. TLS
+        data OpenSSL already holds is read without waiting. TTFB is still taken after the recv."""
+        timer = self._timer
+        timer.start()
+        try:
+            self._hub.wait(sock._read_event)
+        except BaseException:
+            timer.close()  # a timer that has fired is not re-armed: the next wait gets a new one
+            self._timer = self._new_timer()
+            raise
+        timer.cancel()
+
+    def _new_timer(self):
+        from gevent import Timeout
+
+        return Timeout(self.timeout_s, TimeoutError("timed out"))
+
     def _read_response(self, sample: Sample, method: str) -> bool:
         """Read one response; fill status, sizes and times. Returns whether to keep the connection."""
         sock = self.sock
-        chunk = sock.recv(RECV_SIZE)
-        if not chunk:
+        if self._timer is not None and not (self.endpoint.tls and sock.pending()):
+            self._await_readable(sock)
+        buf = sock.recv(RECV_SIZE)
+        if not buf:
             raise ConnectionClosed("connection closed before the response")
         t_first = time.perf_counter_ns()
-        buf = bytearray(chunk)
-        while True:
+        end = buf.find(b"\r\n\r\n")
+        if end < 0:
+            buf = self._read_head(bytearray(buf))
             end = buf.find(b"\r\n\r\n")
-            if end >= 0:
-                break
-            if len(buf) > MAX_HEAD_BYTES:
-                raise ProtocolError("response head larger than 64 KiB")
-            chunk = sock.recv(RECV_SIZE)
-            if not chunk:
-                raise ProtocolError("connection closed inside the response head")
-            buf += chunk
-        lines = bytes(buf[:end]).decode("latin-1").split("\r\n")
-        version, _, rest = lines[0].partition(" ")
-        try:
-            status = int(rest[:3])
-        except ValueError:
-            raise ProtocolError(f"bad status line {lines[0][:80]!r}") from None
-        if not version.startswith("HTTP/1."):
-            raise ProtocolError(f"bad status line {lines[0][:80]!r}")
-        headers: dict[str, str] = {}
-        for line in lines[1:]:
-            name, _, value = line.partition(":")
-            headers[name.strip().lower()] = value.strip()
-        body = buf[end + 4 :]
-        keep_alive = version == "HTTP/1.1" and headers.get("connection", "").lower() != "close"
+        status, keep_alive, headers = parse_head(buf[:end].decode("latin-1"))
+        have = len(buf) - end - 4  # body bytes already read
         if method == "HEAD" or status in (204, 304) or 100 <= status < 200:
             size = 0
         elif "chunked" in headers.get("transfer-encoding", "").lower():
-            size = self._read_chunked(body)
+            size = self._read_chunked(bytearray(buf[end + 4 :]))
         elif "content-length" in headers:
             try:
                 size = int(headers["content-length"])
             except ValueError:
                 raise ProtocolError("bad Content-Length") from None
-            have = len(body)
             while have < size:
                 chunk = sock.recv(min(RECV_SIZE, size - have))
                 if not chunk:
                     raise ProtocolError("connection closed inside the body")
                 have += len(chunk)
         else:
-            size = len(body)
+            size = have
             while chunk := sock.recv(RECV_SIZE):
                 size += len(chunk)
             keep_alive = False
@@ -298,6 +319,17 @@ class TimedClient:
         sample.ttfb_us = _us(sample.start_ns, t_first)
         sample.ttlb_us = _us(sample.start_ns, t_last)
         return keep_alive
+
+    def _read_head(self, buf: bytearray) -> bytearray:
+        """More of a response whose head did not come in one piece, until the head is complete."""
+        while buf.find(b"\r\n\r\n") < 0:
+            if len(buf) > MAX_HEAD_BYTES:
+                raise ProtocolError("response head larger than 64 KiB")
+            chunk = self.sock.recv(RECV_SIZE)
+            if not chunk:
+                raise ProtocolError("connection closed inside the response head")
+            buf += chunk
+        return buf
 
     def _read_chunked(self, buf: bytearray) -> int:
         total = 0
@@ -358,15 +390,3 @@ def split_target(url: str) -> str:
     parts = urlsplit(url)
     path = parts.path or "/"
     return f"{path}?{parts.query}" if parts.query else path
-
-
-def charge_lateness(sample: Sample, intended_ns: int) -> None:
-    """Open loop: time from the intended send, so a late generator or a slow server is not hidden
-    (no coordinated omission). The request is windowed by its intended start too."""
-    late_us = max(0, (sample.start_ns - intended_ns) // 1000)
-    sample.start_ns = min(sample.start_ns, intended_ns)
-    sample.schedule_lag_us = late_us
-    if sample.ttfb_us is not None:
-        sample.ttfb_us += late_us
-    if sample.ttlb_us is not None:
-        sample.ttlb_us += late_us

@@ -16,7 +16,7 @@ from typing import IO
 from urllib.parse import urljoin
 
 import gevent
-from locust import User, constant, task
+from locust import User
 from locust.env import Environment
 from locust.event import Events
 
@@ -27,7 +27,6 @@ from workers.engine.client import (
     ARM_POLICIES,
     Endpoint,
     TimedClient,
-    charge_lateness,
     make_ssl_context,
     origin_of,
     split_target,
@@ -36,6 +35,7 @@ from workers.engine.distributed_arm import DistributedArm, Fleet
 from workers.engine.facts import engine_facts
 from workers.engine.recorder import ArmRecorder, CpuMeter
 from workers.engine.tlsinfo import probe_tls
+from workers.engine.users import arm_user_class
 from workers.engine.variants import expand
 
 TICK_S = 1.0
@@ -228,35 +228,12 @@ class Swarm:
                 return paths[0]
             return random.choices(paths, cum_weights=cum_weights)[0]  # noqa: S311 - load mix, not crypto
 
-        class ArmUser(User):
-            wait_time = constant(0 if interval_ns else cfg.think_time_s)
+        def new_client() -> TimedClient:
+            return TimedClient(endpoint, policy, context, timeout_s=timeout_s, headers=headers)
 
-            def on_start(self) -> None:
-                self.timed = TimedClient(endpoint, policy, context, timeout_s=timeout_s, headers=headers)
-                # A random phase, so users spawned together do not fire in lockstep.
-                self.next_ns = time.perf_counter_ns() + int(random.random() * interval_ns)  # noqa: S311
-
-            def on_stop(self) -> None:
-                self.timed.close()
-
-            @task
-            def one_request(self) -> None:
-                path = pick()
-                if not interval_ns:
-                    sample = self.timed.request(path, path)
-                    recorder.record(sample, sample.status is not None and expected(sample.status))
-                    return
-                intended = self.next_ns
-                self.next_ns += interval_ns
-                wait_ns = intended - time.perf_counter_ns()
-                if wait_ns > 0:
-                    gevent.sleep(wait_ns / 1e9)
-                sample = self.timed.request(path, path)
-                charge_lateness(sample, intended)
-                recorder.record(sample, sample.status is not None and expected(sample.status))
-
-        ArmUser.__name__ = "ArmUser_" + "".join(c if c.isalnum() else "_" for c in arm.name)
-        return ArmUser
+        return arm_user_class(
+            arm.name, new_client, pick, recorder.record, expected, interval_ns, cfg.think_time_s
+        )
 
     def run_arm(self, index: int, arm: ArmSpec, ready: Prepared, load: Load | None = None) -> dict:
         """One arm at ``load`` (default: the run's): warm-up, measured window, the arm's result."""

@@ -1,0 +1,90 @@
+"""The Locust user class of one arm.
+
+Closed loop with no think time, and open loop, loop inside one Locust task: Locust's per-task
+machinery (choosing the task, ``wait_time`` and its ``gevent.sleep(0)`` after every task) is paid
+once per user, not once per request. A user still stops where Locust stops it (the runner kills
+its greenlet at its next switch), so spawning, stopping, cancel and the window are as before; it
+yields at least every ``YIELD_EVERY`` requests, so a server that always answers before the client
+asks for the answer cannot starve the other users or the engine's one-second ticks. With think
+time the task makes one request and Locust's ``constant`` wait does the thinking, as before.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+
+import gevent
+from locust import User, constant, task
+
+from workers.engine.client import Sample, TimedClient
+
+YIELD_EVERY = 32
+
+
+def _charge_lateness(sample: Sample, intended_ns: int) -> None:
+    """Open loop: time from the intended send, so a late generator or a slow server is not hidden
+    (no coordinated omission). The request is windowed by its intended start too."""
+    late_us = max(0, (sample.start_ns - intended_ns) // 1000)
+    sample.start_ns = min(sample.start_ns, intended_ns)
+    sample.schedule_lag_us = late_us
+    if sample.ttfb_us is not None:
+        sample.ttfb_us += late_us
+    if sample.ttlb_us is not None:
+        sample.ttlb_us += late_us
+
+
+def arm_user_class(
+    name: str,
+    new_client: Callable[[], TimedClient],
+    pick: Callable[[], str],
+    record: Callable[[Sample, bool], None],
+    expected: Callable[[int], bool],
+    interval_ns: int,
+    think_time_s: float,
+) -> type[User]:
+    """A User class whose users each own a TimedClient (``new_client()``) and send ``pick()``'s
+    path; ``interval_ns`` > 0: open loop, one request per user every ``interval_ns``."""
+    loop = bool(interval_ns) or not think_time_s
+
+    class ArmUser(User):
+        wait_time = constant(0 if loop else think_time_s)
+
+        def on_start(self) -> None:
+            self.timed = new_client()
+            # A random phase, so users spawned together do not fire in lockstep.
+            self.next_ns = time.perf_counter_ns() + int(random.random() * interval_ns)  # noqa: S311
+
+        def on_stop(self) -> None:
+            self.timed.close()
+
+        def one(self) -> None:
+            path = pick()
+            sample = self.timed.request(path, path)
+            record(sample, sample.status is not None and expected(sample.status))
+
+        def paced(self) -> None:
+            path = pick()
+            intended = self.next_ns
+            self.next_ns += interval_ns
+            wait_ns = intended - time.perf_counter_ns()
+            if wait_ns > 0:
+                gevent.sleep(wait_ns / 1e9)
+            sample = self.timed.request(path, path)
+            _charge_lateness(sample, intended)
+            record(sample, sample.status is not None and expected(sample.status))
+
+        @task
+        def requests(self) -> None:
+            if not loop:
+                self.one()
+                return
+            step = self.paced if interval_ns else self.one
+            while True:
+                for _ in range(YIELD_EVERY):
+                    step()
+                gevent.sleep(0)
+
+    ArmUser.__name__ = "ArmUser_" + "".join(c if c.isalnum() else "_" for c in name)
+    return ArmUser
