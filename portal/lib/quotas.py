@@ -162,5 +162,6 @@ def summary(limits: Limits) -> str:
         f"at most {limits.max_users:g} users, {limits.max_arrival_rate:g} req/s, "
         f"{limits.max_warmup_s:g} s warm-up and {limits.max_duration_s:g} s measured per arm, "
         f"{limits.max_rounds:g} rounds, {limits.max_requests_per_run:,} requests per run, "
-        f"{limits.max_concurrent_runs} run(s) at a time, {limits.max_runs_per_day} a day"
+        f"{limits.max_concurrent_runs} run(s) at a time, {limits.max_runs_per_day} a day, "
+        f"{limits.max_generators} generator processes per host"
     )
