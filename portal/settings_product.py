@@ -77,3 +77,14 @@ TOLLGATE_GENERATOR_HOSTS = os.environ.get("TOLLGATE_GENERATOR_HOSTS", "auto")
 # consumes it when TOLLGATE_GENERATOR_QUEUE is true (workers/celery_app.py), to join other runs' masters.
 TOLLGATE_GENERATOR_NAME = os.environ.get("TOLLGATE_GENERATOR_NAME", "")
 TOLLGATE_GENERATOR_QUEUE = envbool("TOLLGATE_GENERATOR_QUEUE", "false")
+
+# Reliability (docs/reliability.md, workers/attempts.py): a running run whose heartbeat (every 2 s)
+# has been silent this long, or that passed its deadline, is resumed on the next free worker with
+# its finished arms kept; the reaper looks every TOLLGATE_REAP_EVERY_S. A resumption nobody takes
+# within TOLLGATE_RESUME_WAIT_S, or a run lost TOLLGATE_MAX_RUN_ATTEMPTS times, fails with the reason.
+TOLLGATE_REAP_SILENCE_S = envint("TOLLGATE_REAP_SILENCE_S", "30")
+TOLLGATE_REAP_EVERY_S = envint("TOLLGATE_REAP_EVERY_S", "15")
+TOLLGATE_RESUME_WAIT_S = envint("TOLLGATE_RESUME_WAIT_S", "600")
+TOLLGATE_MAX_RUN_ATTEMPTS = envint("TOLLGATE_MAX_RUN_ATTEMPTS", "3")
+# A worker is shown as present while it reported itself within this (workers/presence.py).
+TOLLGATE_WORKER_SEEN_S = envint("TOLLGATE_WORKER_SEEN_S", "30")

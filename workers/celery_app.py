@@ -7,6 +7,7 @@ import socket
 
 from celery import Celery
 from celery.signals import celeryd_after_setup
+from django.conf import settings
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
@@ -20,6 +21,9 @@ app.conf.update(
     # A run is acknowledged when it ends: a worker that dies mid-run lets the broker redeliver,
     # and the atomic claim in the task turns the redelivery into a no-op.
     task_acks_late=True,
+    # A pool process that dies mid-run (kill -9, OOM) gives its message back at once instead of
+    # acknowledging it: the redelivered task takes the run over (workers.attempts.executor_lost).
+    task_reject_on_worker_lost=True,
     worker_prefetch_multiplier=1,
     task_default_queue="celery",
     # Runs hold a worker slot for their whole length; the reaper has its own queue (and worker) so
@@ -32,11 +36,11 @@ app.conf.update(
         "workers.tasks.prune_logs": {"queue": "maintenance"},
     },
     beat_schedule={
-        # Expires: a reaper that could not run in its minute is replaced by the next one.
+        # Expires: a reaper that could not run in its turn is replaced by the next one.
         "reap-stale-runs": {
             "task": "workers.tasks.reap_stale_runs",
-            "schedule": 60.0,
-            "options": {"expires": 55},
+            "schedule": float(settings.TOLLGATE_REAP_EVERY_S),
+            "options": {"expires": max(1.0, settings.TOLLGATE_REAP_EVERY_S - 1.0)},
         },
         # Refused webhook deliveries and share views older than TOLLGATE_LOG_RETENTION_DAYS.
         "prune-logs": {
@@ -54,8 +58,6 @@ app.autodiscover_tasks(["workers"])
 def consume_generator_queue(sender, instance, **_kwargs) -> None:
     """With TOLLGATE_GENERATOR_QUEUE, this worker is a generator host: it also consumes
     ``gen.<TOLLGATE_GENERATOR_NAME or host name>``, where runs invite it to join their Locust master."""
-    from django.conf import settings
-
     if settings.TOLLGATE_GENERATOR_QUEUE:
         name = settings.TOLLGATE_GENERATOR_NAME or socket.gethostname()
         instance.app.amqp.queues.select_add(f"gen.{name}")

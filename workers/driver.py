@@ -20,7 +20,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 
 from django.conf import settings
 from django.core.cache import cache
@@ -30,7 +29,8 @@ from django.utils import timezone
 from portal.lib.protocol import EngineConfig
 from portal.runs.live import PROGRESS_TTL_S, progress_key, with_point
 from portal.runs.models import ArmResult, Run
-from workers import generators
+from workers import generators, presence, storage
+from workers.arms import kept_arms, store_arm
 from workers.celery_app import app
 
 log = logging.getLogger(__name__)
@@ -43,20 +43,22 @@ except (OSError, AttributeError):  # not Linux: an orphaned engine still ends wi
     _prctl = None
 
 
-def _aware(epoch_s: float) -> datetime:
-    return datetime.fromtimestamp(epoch_s, tz=UTC)
-
-
 class Heartbeat:
-    """Touches ``Run.heartbeat`` every HEARTBEAT_S while the run is ours, forwards a cancel request
-    to the engine, and stops the engine at once when the run was ended by someone else (reaped)."""
+    """Touches ``Run.heartbeat`` (and ``current_arm``) every HEARTBEAT_S while the run is this
+    attempt's, forwards a cancel request to the engine, asks the engine to stop when the worker is
+    asked to stop (``Run.handback`` or SIGTERM in this process: the run is handed back), and stops
+    the engine at once when the run is not this attempt's any more (reaped, resumed elsewhere)."""
 
     def __init__(self, run: Run, interval_s: float = HEARTBEAT_S) -> None:
         self.run = run
+        self.attempt = run.attempt
         self.interval_s = interval_s
         self.on_cancel: Callable[[], None] | None = None
+        self.on_handback: Callable[[], None] | None = None
         self.on_lost: Callable[[], None] | None = None
+        self.current_arm: Callable[[], str] = str
         self.lost = False
+        self.handing_back = False
         self._stop = threading.Event()
         self._cancel_sent = False
         self._thread = threading.Thread(target=self._loop, daemon=True, name=f"heartbeat-{run.pk}")
@@ -78,6 +80,8 @@ class Heartbeat:
     def _loop(self) -> None:
         try:
             while not self._stop.wait(self.interval_s):
+                if presence.STOP_REQUESTED.is_set():
+                    self._hand_back()
                 self.beat()
         finally:
             connection.close()  # this thread's own database connection
@@ -85,80 +89,39 @@ class Heartbeat:
     def beat(self) -> None:
         try:
             close_old_connections()
-            alive = Run.objects.filter(pk=self.run.pk, status=Run.Status.RUNNING).update(
-                heartbeat=timezone.now()
-            )
+            mine = Run.objects.filter(pk=self.run.pk, status=Run.Status.RUNNING, attempt=self.attempt)
+            alive = mine.update(heartbeat=timezone.now(), current_arm=self.current_arm()[:80])
             if not alive:
                 self._lose()
-            elif not self._cancel_sent and Run.objects.filter(pk=self.run.pk, cancel_requested=True).exists():
+                return
+            cancel, handback = mine.values_list("cancel_requested", "handback").first() or (False, False)
+            if handback:
+                self._hand_back()
+            elif cancel and not self._cancel_sent:
                 # The engine ends the current arm early and still reports what it measured.
                 self._cancel_sent = True
                 if self.on_cancel is not None:
                     self.on_cancel()
         except Exception:  # a missed beat is retried; the reaper allows for several
             log.exception("run %s: heartbeat failed", self.run.code)
+            storage.reset()
+
+    def _hand_back(self) -> None:
+        if self.handing_back or self._cancel_sent:
+            return
+        log.warning("run %s: the worker is asked to stop; handing the run back", self.run.code)
+        self.handing_back = True
+        if self.on_handback is not None:
+            self.on_handback()
 
     def _lose(self) -> None:
         if not self.lost:
-            log.warning("run %s is no longer running here (reaped?); stopping its engine", self.run.code)
+            log.warning(
+                "run %s is no longer this attempt's (reaped, resumed?); stopping its engine", self.run.code
+            )
         self.lost = True
         if self.on_lost is not None:
             self.on_lost()
-
-
-def store_arm(run: Run, position: int, message: dict) -> ArmResult:
-    result = message["result"]
-    hist = result["hist"]
-    return ArmResult.objects.create(
-        run=run,
-        arm=message["arm"],
-        round=message.get("round", 0),
-        position=position,
-        url=message["url"],
-        requested_url=message.get("requested_url", message["url"]),
-        targets=message.get("targets", []),
-        redirects=message.get("redirects", []),
-        complete=result["complete"],
-        users=result["users"],
-        warmup_s=result["warmup_s"],
-        warmup_requests=result["warmup_requests"],
-        duration_s=result["measured_s"],
-        requests=result["requests"],
-        failures=result["failures"],
-        rps=result["rps"],
-        ttfb_hist=hist["ttfb_us"] or "",
-        ttlb_hist=hist["ttlb_us"] or "",
-        connect_hist=hist["connect_us"] or "",
-        tls_handshake_hist=hist["tls_handshake_us"] or "",
-        status_codes=result["status_codes"],
-        response_bytes_min=result["response_bytes"]["min"],
-        response_bytes_max=result["response_bytes"]["max"],
-        sizes_by_url=result["sizes_by_url"],
-        content_by_url=result.get("content_by_url", {}),
-        errors=result["errors"],
-        connections_opened=result["connections_opened"],
-        tls_sessions_reused=result["tls_sessions_reused"],
-        window_started=result.get("window_started_at"),
-        window_ended=result.get("window_ended_at"),
-        late_requests=result.get("late_requests", 0),
-        max_schedule_lag_us=result.get("max_schedule_lag_us", 0),
-        series=result["series"],
-        generators=result.get("generators", []),
-        started=_aware(result["started_at"]),
-        finished=_aware(result["finished_at"]),
-    )
-
-
-def kept_arms(run: Run) -> str:
-    """`` Kept 2 finished arm(s) and 1 arm(s) cut short (tls_new).``: an arm a cancel cut short is
-    never called finished."""
-    rows = list(ArmResult.objects.filter(run=run).order_by("position").values_list("arm", "complete"))
-    finished = sum(1 for _, complete in rows if complete)
-    short = [arm for arm, complete in rows if not complete]
-    parts = [f"{finished} finished arm(s)"] if finished else []
-    if short:
-        parts.append(f"{len(short)} arm(s) cut short ({', '.join(short)})")
-    return f" Kept {' and '.join(parts)}." if parts else ""
 
 
 def generator_env(config: EngineConfig, invited: list[str]) -> dict[str, str]:
@@ -199,6 +162,9 @@ class EngineProcess:
         self.returncode: int | None = None
         self.live: dict | None = None  # the last progress message, with its arm's seconds so far
         self.invited: list[str] = []  # other generator hosts' queues (distributed runs)
+        # Arms reported while the database was unreachable, stored in order once it answers again.
+        self.pending: list[dict] = []
+        self._retry_at = 0.0
 
     def signal(self, sig: int) -> None:
         if self.proc is not None:
@@ -251,15 +217,66 @@ class EngineProcess:
         self.timed_out.set()
         self.kill("timeout")
 
+    def current_arm(self) -> str:
+        """The arm being measured now (``tls_new (measure)``, ``plain (warmup)``), for the heartbeat."""
+        live = self.live or {}
+        return f"{live['arm']} ({live.get('phase', '')})" if live.get("arm") else ""
+
+    def _store(self, message: dict | None) -> None:
+        """Store ``message``'s arm after any pending ones; while the database is unreachable keep them
+        (the engine is never held up: its pipe keeps flowing) and try again a second later."""
+        if message is not None:
+            self.pending.append(message)
+        if not self.pending or time.monotonic() < self._retry_at:
+            return
+        try:
+            while self.pending:
+                arm = store_arm(self.run, self.pending[0])
+                self.pending.pop(0)
+                if arm is not None and self.on_arm is not None:
+                    self.on_arm(arm)
+        except storage.UNAVAILABLE as exc:
+            log.warning(
+                "run %s: %d arm(s) kept until the database answers (%s)",
+                self.run.code,
+                len(self.pending),
+                exc,
+            )
+            storage.reset()
+            self._retry_at = time.monotonic() + 1.0
+
+    def flush(self, limit_s: float) -> None:
+        """After the engine: store what is still pending, waiting up to ``limit_s`` for the database."""
+        if self.pending:
+            self._retry_at = 0.0
+            storage.retrying(self._flush_once, f"storing the arms of run {self.run.code}", limit_s)
+
+    def _flush_once(self) -> None:
+        self._retry_at = 0.0
+        self._store(None)
+        if self.pending:
+            raise storage.UNAVAILABLE[0]("the database is still unavailable")
+
     def _read_messages(self) -> None:
-        arms_done: list[str] = []
+        # A resumption's progress counts the arms an earlier attempt finished.
+        arms_done: list[str] = [key.partition("#")[0] for key in self.config.skip]
         for line in self.proc.stdout:
             try:
                 message = json.loads(line)
             except json.JSONDecodeError:
                 log.warning("run %s: engine printed a non-protocol line: %r", self.run.code, line[:200])
                 continue
-            self._handle(message, arms_done)
+            try:
+                self._handle(message, arms_done)
+                self._store(None)  # arms kept during an outage, once a second
+            except storage.UNAVAILABLE as exc:  # facts, matrix, capacity: the next update carries them
+                log.warning(
+                    "run %s: %s message not stored, database unavailable (%s)",
+                    self.run.code,
+                    message.get("type"),
+                    exc,
+                )
+                storage.reset()
 
     def _handle(self, message: dict, arms_done: list[str]) -> None:
         kind = message.get("type")
@@ -277,10 +294,8 @@ class EngineProcess:
             self.capacity["arms"].setdefault(message["arm"], []).append(message["point"])
             Run.objects.filter(pk=run.pk).update(capacity=self.capacity)
         elif kind == "arm":
-            arm = store_arm(run, len(arms_done), message)
             arms_done.append(message["arm"])
-            if self.on_arm is not None:
-                self.on_arm(arm)
+            self._store(message)
         elif kind == "generator" and message.get("event") == "master":
             self.invite(message)
         elif kind == "arm_error":

@@ -1,9 +1,10 @@
 """Drive one run: claim it, start its probes and engine, store arms as they arrive, finish once.
 
 Shared by the Celery task (``workers.tasks.run_benchmark``) and the CLI (``manage.py tollgate run``).
-Every state change of a run is a compare-and-set on its status: a run is claimed only from
-``queued`` and finished only from ``running``, so a reaped run is never rewritten to ``succeeded``
-and a finished one never to ``failed``, whoever comes second.
+Every state change of a run is a compare-and-set on its status and attempt: a run is claimed only
+from ``queued`` (or from ``running`` when its executor is lost, ``workers.attempts``) and finished
+only from ``running`` in the same attempt, so a resumed run is never ended by the executor that
+lost it, a finished one never rewritten, whoever comes second.
 """
 
 from __future__ import annotations
@@ -12,15 +13,17 @@ import logging
 import socket
 import time
 from collections.abc import Callable
+from datetime import timedelta
 
 from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from portal import outbound
 from portal.lib import quotas
-from portal.lib.protocol import EngineConfig, engine_limit_s
+from portal.lib.protocol import EngineConfig, engine_limit_s, run_limit_s
 from portal.projects.models import Project
 from portal.runs.configs import engine_dict
 from portal.runs.live import PROGRESS_TTL_S, probing_key, progress_key
@@ -30,32 +33,39 @@ from portal.runs.reporting import store_summary
 from portal.signing.services import freeze_after_end
 from portal.targets import verification
 from portal.vault import SecretError
-from workers import callbacks
+from workers import attempts, callbacks, storage
+from workers.arms import kept_arms
 from workers.driver import EngineProcess, Heartbeat
 from workers.probes import session as probing
 
 log = logging.getLogger(__name__)
 
-# The reaper fails a run whose heartbeat (every 2 s) has been silent this long.
-REAP_AFTER_SILENCE_S = 120.0
+# A claimed attempt must end within its run limit plus this (Run.deadline); past it, the reaper acts.
+DEADLINE_MARGIN_S = 60.0
 # A run waiting for a generator (or its project) is tried again this often.
 WAIT_RETRY_S = 10
 CLAIMED, WAITING, GONE = "claimed", "waiting", "gone"
 
 
-def claim(run_id: int, host: str = "") -> str:
-    """Move a queued run to running on this generator host, atomically. ``CLAIMED``; ``WAITING`` when
-    the host already runs ``TOLLGATE_MAX_RUNS_PER_GENERATOR`` runs or the project its most (the run
-    stays queued and says why); ``GONE`` when it is not queued any more (redelivery, cancel)."""
+def claim(run_id: int, host: str = "", worker: str = "") -> str:
+    """Move a queued run to running on this generator host, atomically, as a new attempt. A running
+    run whose executor is lost (``attempts.executor_lost``) is taken over the same way: its lost
+    attempt is recorded and the finished arms are kept. ``CLAIMED``; ``WAITING`` when the host
+    already runs ``TOLLGATE_MAX_RUNS_PER_GENERATOR`` runs or the project its most (the run stays
+    queued and says why); ``GONE`` when it is not ours to take (ended, cancelled, running elsewhere)."""
     host = host or socket.gethostname()
     GeneratorHost.objects.get_or_create(host=host)
     with transaction.atomic():
         # Locks the host's row until the commit: claims on one host take turns, so two workers of
         # one host never both see the last free slot.
         GeneratorHost.objects.filter(host=host).update(last_claim=timezone.now())
-        run = Run.objects.select_related("project").filter(pk=run_id, status=Run.Status.QUEUED).first()
-        if run is None:
+        run = Run.objects.select_related("project").filter(pk=run_id).first()
+        if run is None or run.status not in (Run.Status.QUEUED, Run.Status.RUNNING):
             return GONE
+        if run.status == Run.Status.RUNNING:
+            if not attempts.executor_lost(run, host):
+                return GONE
+            attempts.close(run, "lost", attempts.lost_reason(run, "lost"))
         # And the project's row (always after the host's, so two claims never deadlock): hosts take
         # turns on a project's last slot too.
         Project.objects.select_for_update().filter(pk=run.project_id).first()
@@ -64,14 +74,28 @@ def claim(run_id: int, host: str = "") -> str:
             Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(waiting=reason)
             return WAITING
         now = timezone.now()
-        claimed = Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(
-            status=Run.Status.RUNNING, started=now, heartbeat=now, generator_host=host, waiting=""
+        limit_s = run_limit_s(EngineConfig.from_dict(engine_dict(run.config)), run.config.get("probes"))
+        claimed = Run.objects.filter(pk=run_id, status=run.status, attempt=run.attempt).update(
+            status=Run.Status.RUNNING,
+            started=run.started or now,
+            heartbeat=now,
+            generator_host=host,
+            waiting="",
+            worker=attempts.executor_name(worker),
+            attempt=run.attempt + 1,
+            deadline=now + timedelta(seconds=limit_s + DEADLINE_MARGIN_S),
+            current_arm="",
+            handback=False,
+            requeued=None,
+            attempts=run.attempts,
         )
+    if claimed:
+        attempts.begin(Run.objects.get(pk=run_id))
     return CLAIMED if claimed else GONE
 
 
 def _waiting_reason(run: Run, host: str) -> str:
-    running = Run.objects.filter(status=Run.Status.RUNNING)
+    running = Run.objects.filter(status=Run.Status.RUNNING).exclude(pk=run.pk)
     on_host = running.filter(generator_host=host).count()
     if on_host >= settings.TOLLGATE_MAX_RUNS_PER_GENERATOR:
         return f"waiting for a generator ({on_host} running on {host})"
@@ -89,15 +113,16 @@ def over_limits(run: Run) -> str:
     return "Not started, above the limits of its project: " + " ".join(message for _, message in problems)
 
 
-def execute_run(run_id: int) -> Run | None:
-    """Run a queued run to a terminal state. Returns None when the run was not ours to take, and the
-    still queued run when it has to wait (the caller tries again later)."""
-    outcome = claim(run_id)
+def execute_run(run_id: int, worker: str = "") -> Run | None:
+    """Run a queued run (or take over one whose executor is lost) to a terminal state, or hand it
+    back. Returns None when the run was not ours to take, and the still queued run when it has to
+    wait (the caller tries again later). ``worker``: the Celery node name executing it."""
+    outcome = claim(run_id, worker=worker)
     if outcome == GONE:
-        log.info("run %s is not queued any more; skipping", run_id)
-        ended = Run.objects.filter(pk=run_id, status=Run.Status.CANCELLED, started__isnull=True).first()
+        log.info("run %s is not ours to run (ended, or running elsewhere); skipping", run_id)
+        ended = Run.objects.filter(pk=run_id, status=Run.Status.CANCELLED).first()
         if ended is not None and not hasattr(ended, "frozen_report"):
-            after_end(ended)  # cancelled before it started: nobody else ends it
+            after_end(ended)  # cancelled while queued (before it started, or resumed): nobody else ends it
         return None
     run = Run.objects.select_related("project").get(pk=run_id)
     if outcome == WAITING:
@@ -115,7 +140,8 @@ def execute_run(run_id: int) -> Run | None:
         finish(run, Run.Status.FAILED, f"internal error: {type(exc).__name__}: {exc}")
         raise
     run.refresh_from_db()
-    return run
+    # Handed back (or resumed elsewhere meanwhile): its task was sent again, nothing more to do here.
+    return None if run.status in (Run.Status.QUEUED, Run.Status.RUNNING) else run
 
 
 def execute_when_free(run_id: int, say: Callable[[str], object] = log.info) -> Run | None:
@@ -130,15 +156,28 @@ def execute_when_free(run_id: int, say: Callable[[str], object] = log.info) -> R
 
 def finish(run: Run, status: str, error: str = "") -> bool:
     """Move the run from running to its terminal state; False (and nothing written) when it is not
-    running any more (reaped or cancelled meanwhile: the first verdict stands)."""
-    # One transaction: no reader sees the run ended without its summary, budgets and signed report
-    # (a CI polling the status would read "succeeded" with nothing to judge).
-    with transaction.atomic():
-        ended = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(
-            status=status, error=error, finished=timezone.now()
-        )
-        if ended:
-            after_end(run)
+    running in this attempt any more (reaped, resumed elsewhere or cancelled meanwhile: the first
+    verdict stands). Retried while the database is unreachable (``storage.retrying``)."""
+
+    def end() -> int:
+        # One transaction: no reader sees the run ended without its summary, budgets and signed
+        # report (a CI polling the status would read "succeeded" with nothing to judge).
+        with transaction.atomic():
+            current = (
+                Run.objects.select_for_update()
+                .filter(pk=run.pk, status=Run.Status.RUNNING, attempt=run.attempt)
+                .first()
+            )
+            if current is None:
+                return 0
+            attempts.close(current, status, error)
+            Run.objects.filter(pk=run.pk).update(
+                status=status, error=error, finished=timezone.now(), attempts=current.attempts
+            )
+            after_end(current)
+            return 1
+
+    ended = storage.retrying(end, f"finishing run {run.code}")
     cache.delete(progress_key(run.code))
     cache.delete(probing_key(run.code))
     if not ended:
@@ -177,10 +216,18 @@ def _drive(run: Run) -> None:
         if not outcome.verified:
             finish(run, Run.Status.FAILED, f"target not verified, nothing was sent: {outcome.error}")
             return
+    if run.attempt > 1:
+        # A resumption: the finished arms stay, the engine measures the rest (the arm that was in
+        # progress again) and the saturation search, if any, from its start.
+        attempts.clear_partial(run)
+        config.skip = attempts.arm_keys(run)
+        Run.objects.filter(pk=run.pk).update(capacity={})
     engine = EngineProcess(run, config, engine_limit_s(config))
     with Heartbeat(run) as heart:
         heart.on_cancel = engine.cancel
+        heart.on_handback = engine.cancel
         heart.on_lost = lambda: engine.kill("reaped")
+        heart.current_arm = engine.current_arm
         # Server-side probes connect and start sampling before the load; they never fail the run.
         probes = probing.started(run)
         if probes is not None:
@@ -192,29 +239,67 @@ def _drive(run: Run) -> None:
                 # Before the run is final: its summary and stored report include what the probes found.
                 cache.set(probing_key(run.code), probes.finishing_note(), PROGRESS_TTL_S)
                 try:
-                    probes.finish()
+                    # Handing back: no one-shot benchmarks, the worker has seconds to let go.
+                    probes.finish(one_shots=not heart.handing_back)
                 except Exception:
                     log.exception("run %s: probes could not finish", run.code)
-    finish(run, *engine.verdict())
+    engine.flush(storage.DB_RETRY_S)
+    if heart.lost:
+        log.warning("run %s: no longer this attempt's; its new executor ends it", run.code)
+    elif heart.handing_back:
+        attempts.requeue(run, "handed back", attempts.lost_reason(run, "was asked to stop") + "; handed back")
+    else:
+        finish(run, *engine.verdict())
 
 
-def reap_stale_runs(max_silence_s: float = REAP_AFTER_SILENCE_S) -> int:
-    """Fail runs whose executor stopped sending heartbeats (crashed host, killed worker). Each one
-    is a compare-and-set from running, gets its summary (lists and trends show it) and, if its
-    executor is alive after all, that executor sees the run lost and stops its engine."""
-    cutoff = timezone.now() - timezone.timedelta(seconds=max_silence_s)
-    error = (
-        f"The worker stopped reporting for more than {max_silence_s:.0f} s (crashed or killed); "
-        "finished arms are kept."
-    )
-    reaped = 0
-    stale = Run.objects.filter(status=Run.Status.RUNNING, heartbeat__lt=cutoff).values_list("pk", flat=True)
-    for pk in list(stale):
-        with transaction.atomic():  # ended together with its summary and signed report, as in finish
-            ended = Run.objects.filter(pk=pk, status=Run.Status.RUNNING, heartbeat__lt=cutoff).update(
-                status=Run.Status.FAILED, finished=timezone.now(), error=error
+def reap_stale_runs(max_silence_s: float | None = None) -> int:
+    """The reaper (Celery beat, every ``TOLLGATE_REAP_EVERY_S``). A running run whose executor is
+    silent for ``max_silence_s`` (``TOLLGATE_REAP_SILENCE_S``) or past its deadline is resumed: back
+    in the queue with its finished arms, for the next free worker (``attempts.requeue``) — or failed
+    once it has had ``TOLLGATE_MAX_RUN_ATTEMPTS``. A resumption that no worker took within
+    ``TOLLGATE_RESUME_WAIT_S`` fails with the reason. Returns how many runs it acted on."""
+    silence_s = settings.TOLLGATE_REAP_SILENCE_S if max_silence_s is None else max_silence_s
+    now = timezone.now()
+    running = Run.objects.filter(status=Run.Status.RUNNING)
+    stale = running.filter(Q(heartbeat__lt=now - timedelta(seconds=silence_s)) | Q(deadline__lt=now))
+    acted = 0
+    for run in list(stale):
+        overdue = run.deadline is not None and run.deadline < now
+        how = "passed its deadline" if overdue else f"lost (no heartbeat for {silence_s:.0f} s)"
+        reason = attempts.lost_reason(run, how)
+        if run.attempt >= settings.TOLLGATE_MAX_RUN_ATTEMPTS:
+            acted += fail_unresumed(
+                run, Run.Status.RUNNING, f"{reason}; gave up after {run.attempt} attempts"
             )
-            if ended:
-                reaped += 1
-                after_end(Run.objects.get(pk=pk))
-    return reaped
+        else:
+            acted += attempts.requeue(run, "lost", reason)
+    wait_s = settings.TOLLGATE_RESUME_WAIT_S
+    for run in list(
+        Run.objects.filter(status=Run.Status.QUEUED, requeued__lt=now - timedelta(seconds=wait_s))
+    ):
+        lost = run.waiting.removeprefix("resuming: ")
+        acted += fail_unresumed(run, Run.Status.QUEUED, f"{lost}; no worker free for {wait_s / 60:.0f} min")
+    return acted
+
+
+def fail_unresumed(run: Run, status: str, reason: str) -> int:
+    """End a run that cannot be resumed as failed, finished arms kept, in the state it was found in."""
+    with transaction.atomic():  # ended together with its summary and signed report, as in finish
+        current = (
+            Run.objects.select_for_update().filter(pk=run.pk, status=status, attempt=run.attempt).first()
+        )
+        if current is None:
+            return 0
+        if status == Run.Status.RUNNING:
+            attempts.close(current, "lost", reason)
+        error = f"{reason}.{kept_arms(current)}"
+        Run.objects.filter(pk=run.pk).update(
+            status=Run.Status.FAILED,
+            finished=timezone.now(),
+            error=error,
+            waiting="",
+            attempts=current.attempts,
+        )
+        after_end(current)
+    log.warning("run %s failed: %s", run.code, error)
+    return 1

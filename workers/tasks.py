@@ -8,12 +8,23 @@ from __future__ import annotations
 from celery import shared_task
 
 from portal.runs.models import Run
-from workers import callbacks, generators, retention, runner
+from workers import callbacks, generators, presence, retention, runner, storage
+
+__all__ = ["presence"]  # imported for its worker signals (presence reports, hand-back on SIGTERM)
 
 
-@shared_task(name="workers.tasks.run_benchmark", acks_late=True, bind=True)
+@shared_task(
+    name="workers.tasks.run_benchmark",
+    acks_late=True,
+    bind=True,
+    # The database away when the run is claimed: the same task again, later.
+    autoretry_for=storage.UNAVAILABLE,
+    retry_backoff=2,
+    retry_backoff_max=30,
+    max_retries=20,
+)
 def run_benchmark(self, run_id: int) -> str | None:
-    run = runner.execute_run(run_id)
+    run = runner.execute_run(run_id, worker=self.request.hostname or "")
     if run is not None and run.status == Run.Status.QUEUED:
         # Waiting for a generator: the same task again later, as long as it takes.
         raise self.retry(countdown=runner.WAIT_RETRY_S, max_retries=None)

@@ -7,7 +7,6 @@ from __future__ import annotations
 from uuid import UUID
 
 from django.db.models import QuerySet
-from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, PolymorphicProxySerializer, extend_schema
 from rest_framework import status
@@ -20,7 +19,7 @@ from rest_framework.views import APIView
 
 from portal.api import serializers as s
 from portal.api.errors import Conflict, Refused
-from portal.runs import quotas, reporting
+from portal.runs import quotas, reporting, services
 from portal.runs.models import Run
 from portal.runs.starting import RunRefused, start_run
 from portal.sharing import services as sharing
@@ -164,11 +163,10 @@ class RunCancel(APIView):
         run = get_run(request, code)
         # As the web cancel (portal.runs.views.runs_cancel): conditional updates, so a run that ends
         # meanwhile is reported as ended, never cancelled after the fact.
-        if Run.objects.filter(pk=run.pk, status=Run.Status.QUEUED).update(
-            status=Run.Status.CANCELLED, finished=timezone.now(), error="Cancelled before it started."
-        ):
+        outcome = services.cancel(run)
+        if outcome == services.CANCELLED:
             answer = status.HTTP_200_OK
-        elif Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(cancel_requested=True):
+        elif outcome == services.STOPPING:
             answer = status.HTTP_202_ACCEPTED
         else:
             run.refresh_from_db()

@@ -92,6 +92,9 @@ class EngineConfig:
     # Saturation search (portal/lib/saturation.py): after the run's arms, each of ``arms`` again in
     # stages of rising load until its knee. None: no search.
     saturation: dict | None = None
+    # A resumption (workers/attempts.py): "arm#round" pairs an earlier attempt already measured; the
+    # engine runs everything else, in the same order.
+    skip: list[str] = field(default_factory=list)
 
     def validate(self) -> None:
         if not self.arms:

@@ -10,6 +10,7 @@ from django.core.cache import cache
 from django.utils import timezone
 
 from portal.runs.models import Run
+from portal.runs.queueing import queue_note
 
 # The per-second figures drawn live, the same the report's time charts use (ArmResult.series).
 LIVE_FIELDS = ("requests", "p50_us", "p95_us")
@@ -75,8 +76,9 @@ def progress_data(run: Run) -> dict:
         "arms": run.arm_names,
         "started": run.started.isoformat() if run.started else None,
         "finished": run.finished.isoformat() if run.finished else None,
-        # A queued run that a full generator (or project) holds back says so.
-        "waiting": run.waiting if run.status == Run.Status.QUEUED and run.waiting else None,
+        # A queued run says what holds it back: a full generator or project, a resumption, or no
+        # worker present to take it (portal/runs/queueing.py).
+        "waiting": queue_note(run),
     }
     running = run.status == Run.Status.RUNNING
     live = cache.get(progress_key(run.code)) if running else None

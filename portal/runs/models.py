@@ -58,6 +58,22 @@ class Run(models.Model):
     generator_host = models.CharField(max_length=255, blank=True)
     # Why a queued run has not started yet, e.g. "waiting for a generator (1 running on HOST)".
     waiting = models.CharField(max_length=300, blank=True)
+    # Who executes it now: "celery@host pid 1234" or "cli@host pid 1234" (workers.runner.claim).
+    worker = models.CharField(max_length=255, blank=True)
+    # Each claim (first start or resumption) is a new attempt; only the executor of the current attempt
+    # may beat, store arms or finish the run (a stopped worker that wakes up writes nothing).
+    attempt = models.PositiveSmallIntegerField(default=0)
+    # The current attempt must have ended by then (claim time + the remaining arms' run limit).
+    deadline = models.DateTimeField(null=True, blank=True)
+    # The arm being measured, from the heartbeat: what a lost worker was doing.
+    current_arm = models.CharField(max_length=80, blank=True)
+    # Set when the executing worker is asked to stop (SIGTERM): the executor hands the run back.
+    handback = models.BooleanField(default=False)
+    # When the run was put back in the queue to be resumed (lost worker, hand-back); None otherwise.
+    requeued = models.DateTimeField(null=True, blank=True)
+    # One entry per attempt: {"attempt", "worker", "host", "started", "ended", "outcome", "reason",
+    # "arms": ["plain#0", …], "partial": [{"arm", "round", "requests", …}]} (workers.attempts).
+    attempts = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["-created"]
@@ -82,6 +98,21 @@ class Run(models.Model):
     @property
     def arm_names(self) -> list[str]:
         return [arm["name"] for arm in self.config.get("arms", [])]
+
+
+class WorkerSeen(models.Model):
+    """A Celery worker as it last reported itself (workers.presence): which queues it consumes and
+    when. Queued runs use it to say why nobody has taken them; the reaper to judge resumption."""
+
+    name = models.CharField(max_length=255, unique=True)  # Celery's node name, e.g. celery@host
+    host = models.CharField(max_length=255)
+    pid = models.PositiveIntegerField(default=0)
+    queues = models.JSONField(default=list)
+    last_seen = models.DateTimeField()
+    stopping = models.BooleanField(default=False)  # warm shutdown under way
+
+    def __str__(self) -> str:
+        return self.name
 
 
 class GeneratorHost(models.Model):
@@ -140,6 +171,9 @@ class ArmResult(models.Model):
     # Distributed runs: each Locust worker's share of this arm, [{"id", "host", "requests", "failures",
     # "cpu_s", "lost_at", "lost_reason", "hist"}] (workers.engine.distributed_arm); [] on one process.
     generators = models.JSONField(default=list, blank=True)
+    # The worker and attempt that measured it (Run.worker, Run.attempt): resumed runs mix attempts.
+    worker = models.CharField(max_length=255, blank=True)
+    attempt = models.PositiveSmallIntegerField(default=1)
     started = models.DateTimeField()
     finished = models.DateTimeField()
 

@@ -92,6 +92,9 @@ def run_data(run: Run, request=None) -> dict:
         "created": _iso(run.created),
         "started": _iso(run.started),
         "finished": _iso(run.finished),
+        # Who measured what: one entry per attempt (a resumed run has several), with its worker, host,
+        # times, the arms it stored ("arm#round"), arms it left cut short, outcome and reason.
+        "attempts": run.attempts,
     }
 
 
@@ -127,7 +130,7 @@ def with_budgets(run: Run, data: dict) -> dict:
 
 
 # Bump when the report's computation changes, so cached reports of finished runs are rebuilt.
-REPORT_CACHE_VERSION = f"{portal.__version__}:{report.SCHEMA}:10"  # 9: generators, 10: capacity
+REPORT_CACHE_VERSION = f"{portal.__version__}:{report.SCHEMA}:11"  # 10: capacity, 11: attempts
 REPORT_CACHE_TTL_S = 7 * 24 * 3600
 
 

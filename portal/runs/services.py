@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from django.utils import timezone
+
 from portal.lib.protocol import EngineConfig
 from portal.runs.configs import engine_dict, seal_into
 from portal.runs.models import Run
@@ -45,3 +47,27 @@ def create_run(
         config=config,
         source=source,
     )
+
+
+CANCELLED, STOPPING = "cancelled", "stopping"
+
+
+def cancel(run: Run) -> str | None:
+    """Cancel ``run`` as the page, the API and the CLI do. A queued run ends on the spot (one waiting
+    to be resumed keeps its finished arms; the worker that meets its task seals its report); a
+    running one is asked to stop: its executor ends the current arm early and keeps what was measured.
+    ``CANCELLED``, ``STOPPING``, or None when it had ended meanwhile (conditional updates: a run that
+    ends meanwhile is reported as ended, never cancelled after the fact)."""
+    resumed = run.started is not None
+    error = (
+        "Cancelled while waiting to be resumed; the arms measured before are kept."
+        if resumed
+        else "Cancelled before it started."
+    )
+    if Run.objects.filter(pk=run.pk, status=Run.Status.QUEUED).update(
+        status=Run.Status.CANCELLED, finished=timezone.now(), error=error, waiting=""
+    ):
+        return CANCELLED
+    if Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(cancel_requested=True):
+        return STOPPING
+    return None

@@ -11,13 +11,12 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.utils import timezone
 from django.utils.dateparse import parse_date
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from portal.lib import evidence
 from portal.projects.models import Role
-from portal.runs import exports, pages, quotas, reporting, starting
+from portal.runs import exports, pages, quotas, reporting, services, starting
 from portal.runs.access import (
     can,
     current_project,
@@ -31,6 +30,7 @@ from portal.runs.access import (
 from portal.runs.forms import RunForm
 from portal.runs.live import progress_data
 from portal.runs.models import Run
+from portal.runs.queueing import queue_note
 from portal.runs.scenarios import (
     SCENARIO_ONLY_KEYS,
     SavedSecrets,
@@ -251,6 +251,7 @@ def runs_detail(request: HttpRequest, code) -> HttpResponse:
         "is_baseline": run.target.baseline_id == run.pk,
         "target_label": target_labels(targets_for(request.user), [run.target.name])[run.target.code],
         "json_download_url": reverse("runs-report-json", args=[run.code]) + "?download=1",
+        "queue_note": queue_note(run),  # a queued run: what it waits for
         **pages.report_context(run, request),
         # The signature of the frozen report (templates/signing/integrity.html), once the run has ended.
         "integrity": getattr(getattr(run, "frozen_report", None), "integrity", None),
@@ -320,11 +321,12 @@ def runs_cancel(request: HttpRequest, code) -> HttpResponse:
         labels = target_labels(targets_for(request.user), [run.target.name])
         return render(request, "runs/cancel.html", {"run": run, "target_label": labels[run.target.code]})
     # A queued run is cancelled on the spot; a running one is asked to stop and keeps its arms.
-    if Run.objects.filter(pk=run.pk, status=Run.Status.QUEUED).update(
-        status=Run.Status.CANCELLED, finished=timezone.now(), error="Cancelled before it started."
-    ):
-        messages.info(request, "Run cancelled before it started.")
-    elif Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(cancel_requested=True):
+    outcome = services.cancel(run)
+    if outcome == services.CANCELLED:
+        messages.info(
+            request, "Run cancelled before it started." if run.started is None else "Run cancelled."
+        )
+    elif outcome == services.STOPPING:
         messages.info(
             request, "Stopping the run; what was measured so far is kept, the current arm marked cut short."
         )

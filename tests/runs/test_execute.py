@@ -102,14 +102,46 @@ def test_cancel_keeps_what_was_measured(owner, plain_server):
 
 
 @pytest.mark.django_db
-def test_reaper_fails_runs_without_heartbeat(owner):
+def test_reaper_resumes_runs_without_heartbeat_and_fails_what_cannot_be_resumed(owner, settings):
     stale = new_run(owner, [("plain", "http://127.0.0.1:1/")])
     fresh = new_run(owner, [("plain", "http://127.0.0.1:1/")])
+    worn = new_run(owner, [("plain", "http://127.0.0.1:1/")])
     old = timezone.now() - timedelta(minutes=10)
-    Run.objects.filter(pk=stale.pk).update(status=Run.Status.RUNNING, heartbeat=old)
-    Run.objects.filter(pk=fresh.pk).update(status=Run.Status.RUNNING, heartbeat=timezone.now())
-    assert tasks.reap_stale_runs() == 1
+    Run.objects.filter(pk=stale.pk).update(
+        status=Run.Status.RUNNING,
+        heartbeat=old,
+        attempt=1,
+        worker="celery@h1 pid 7",
+        current_arm="plain (measure)",
+    )
+    Run.objects.filter(pk=fresh.pk).update(status=Run.Status.RUNNING, heartbeat=timezone.now(), attempt=1)
+    Run.objects.filter(pk=worn.pk).update(
+        status=Run.Status.RUNNING,
+        heartbeat=old,
+        attempt=settings.TOLLGATE_MAX_RUN_ATTEMPTS,
+        worker="celery@h2 pid 9",
+    )
+    assert tasks.reap_stale_runs() == 2
     stale.refresh_from_db()
     fresh.refresh_from_db()
-    assert stale.status == Run.Status.FAILED and "stopped reporting" in stale.error
+    worn.refresh_from_db()
+    # Back in the queue for the next free worker, saying why; its lost attempt recorded.
+    assert stale.status == Run.Status.QUEUED and stale.requeued is not None
+    assert stale.waiting.startswith(
+        "resuming: worker celery@h1 pid 7 lost (no heartbeat for 30 s) during arm plain"
+    )
+    assert stale.attempts[-1]["outcome"] == "lost" and "during arm plain" in stale.attempts[-1]["reason"]
     assert fresh.status == Run.Status.RUNNING
+    # Lost as many times as allowed: failed with the reason, not resumed again.
+    assert worn.status == Run.Status.FAILED and "celery@h2 pid 9 lost" in worn.error
+    assert f"gave up after {settings.TOLLGATE_MAX_RUN_ATTEMPTS} attempts" in worn.error
+    # No worker took the resumption in time: failed, naming the loss and the wait.
+    Run.objects.filter(pk=stale.pk).update(requeued=timezone.now() - timedelta(minutes=11))
+    assert tasks.reap_stale_runs() == 1
+    stale.refresh_from_db()
+    assert stale.status == Run.Status.FAILED
+    assert stale.error.startswith(
+        "worker celery@h1 pid 7 lost (no heartbeat for 30 s) during arm plain (measure) at "
+    )
+    assert "; no worker free for 10 min." in stale.error
+    assert stale.summary is not None and hasattr(stale, "frozen_report")

@@ -88,26 +88,60 @@ def test_a_probe_slower_than_the_reapers_window_does_not_look_dead(owner, plain_
     assert (run.finished - run.started).total_seconds() > 8  # the probe really was that slow
 
 
-def test_a_reaped_run_stays_failed_its_engine_stops_and_it_keeps_a_summary(owner, plain_server):
-    run = services.create_run(owner, *_target_and_config(owner, plain_server, duration_s=2.0, rounds=8))
+def _arm_rows(run: Run) -> dict[str, tuple]:
+    """Each stored arm (``arm#round``) with every stored figure and histogram, to compare byte for byte."""
+    rows = ArmResult.objects.filter(run=run).order_by("position")
+    return {
+        f"{a.arm}#{a.round}": (
+            a.ttfb_hist,
+            a.ttlb_hist,
+            a.connect_hist,
+            a.tls_handshake_hist,
+            a.requests,
+            a.failures,
+            a.series,
+            a.status_codes,
+            a.started,
+            a.finished,
+            a.worker,
+            a.attempt,
+            a.complete,
+        )
+        for a in rows
+    }
+
+
+def test_a_reaped_run_is_resumed_its_lost_engine_stops_and_its_arms_stay_byte_for_byte(owner, plain_server):
+    run = services.create_run(owner, *_target_and_config(owner, plain_server, duration_s=1.0, rounds=6))
     thread = _in_thread(run.pk)
     deadline = time.monotonic() + 30
-    while not ArmResult.objects.filter(run=run).exists():
+    while ArmResult.objects.filter(run=run).count() < 2:
         assert time.monotonic() < deadline and thread.is_alive()
-        time.sleep(0.2)
-    # As if the worker had been silent: the reaper takes the run.
+        time.sleep(0.1)
+    # As if the worker had been silent: the reaper puts the run back in the queue.
     Run.objects.filter(pk=run.pk).update(heartbeat=timezone.now() - timedelta(minutes=10))
     assert runner.reap_stale_runs(max_silence_s=60) == 1
     reaped_at = time.monotonic()
     thread.join(timeout=30)
     assert not thread.is_alive()
-    # Its executor saw the run lost within a heartbeat or two and killed the engine, long before
-    # the 8 rounds of 2.3 s it had left.
+    # Its executor saw the run was not its attempt's any more within a heartbeat or two and killed the
+    # engine, long before the rounds it had left; it stored nothing after the reaper acted.
     assert time.monotonic() - reaped_at < 8
     run.refresh_from_db()
-    assert run.status == Run.Status.FAILED and "stopped reporting" in run.error
-    assert run.summary["requests"] > 0 and run.summary["arms"] == ["plain"]
-    assert run.arms.count() < 8
+    assert run.status == Run.Status.QUEUED and run.attempt == 1
+    before = _arm_rows(run)
+    assert 2 <= len(before) < 6 and all(row[-1] for row in before.values())
+    # The next worker (this process again) measures only what is missing, then finishes.
+    run = runner.execute_run(run.pk, worker="celery@second")
+    assert run.status == Run.Status.SUCCEEDED, run.error
+    after = _arm_rows(run)
+    assert sorted(after) == [f"plain#{r}" for r in range(6)]
+    assert {key: after[key] for key in before} == before  # the first attempt's arms, byte for byte
+    assert {row[-2] for key, row in after.items() if key not in before} == {2}
+    assert [a["outcome"] for a in run.attempts] == ["lost", Run.Status.SUCCEEDED]
+    assert run.attempts[0]["arms"] == sorted(before, key=lambda k: int(k.split("#")[1]))
+    assert run.attempts[1]["worker"].startswith("celery@second pid ")
+    assert run.summary["requests"] == sum(row[4] for row in after.values())
 
 
 def _target_and_config(owner, server, **kwargs):

@@ -176,6 +176,11 @@ class Swarm:
                     if cfg.tls_matrix and arm.name in MATRIX_ARMS:
                         order[index + 1 : index + 1] = self._expand(arm, prepared)
                 ready = prepared[arm.name]
+                if f"{arm.name}#{round_index}" in cfg.skip:  # measured by an earlier attempt
+                    self.elapsed_before_arm += cfg.warmup_s + cfg.duration_s
+                    position += 1
+                    index += 1
+                    continue
                 result = self.run_arm(position, arm, ready)
                 emit(
                     self.out,

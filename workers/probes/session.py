@@ -126,8 +126,9 @@ class ProbeSession:
             self._attribute(name, sampler, arm)
         self.attributed.add(arm.pk)
 
-    def finish(self) -> dict:
-        """Stop sampling, attribute CPU to arms not yet attributed, run the one-shot probes, store it all."""
+    def finish(self, one_shots: bool = True) -> dict:
+        """Stop sampling, attribute CPU to arms not yet attributed, run the one-shot probes (not when
+        the run is handed back: the worker has seconds to let go), store it all."""
         for name, sampler in self.samplers():
             pending = list(ArmResult.objects.filter(run=self.run).exclude(pk__in=self.attributed))
             last_end = max((arm.window_ended for arm in pending if arm.window_ended), default=None)
@@ -139,12 +140,12 @@ class ProbeSession:
             for arm in pending:
                 self._attribute(name, sampler, arm)
         steps = []
-        if self.ssh is not None:
+        if one_shots and self.ssh is not None:
             if self.options.get("openssl_speed"):
                 steps.append(("openssl speed", self._openssl_speed))
             if self.options.get("cryptsetup"):
                 steps.append(("cryptsetup benchmark", self._cryptsetup))
-        if self.options.get("openssl_speed_local") and shutil.which("openssl"):
+        if one_shots and self.options.get("openssl_speed_local") and shutil.which("openssl"):
             steps.append(("openssl speed on the generator", self._openssl_speed_local))
         for label, step in steps:
             try:
