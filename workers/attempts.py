@@ -88,7 +88,7 @@ def begin(run: Run) -> None:
 def close(run: Run, outcome: str, reason: str = "") -> None:
     """Write the attempt's end into ``run.attempts`` (the caller saves it with its status change)."""
     entry = _entry(run)
-    mine = ArmResult.objects.filter(run=run, attempt=run.attempt).order_by("position")
+    mine = ArmResult.objects.filter(run=run, attempt=run.attempt, complete=True).order_by("position")
     entry.update(
         ended=_stamp(timezone.now()),
         outcome=outcome,

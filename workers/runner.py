@@ -247,6 +247,7 @@ def _drive(run: Run) -> None:
     if heart.lost:
         log.warning("run %s: no longer this attempt's; its new executor ends it", run.code)
     elif heart.handing_back:
+        run.refresh_from_db(fields=["current_arm", "heartbeat"])
         attempts.requeue(run, "handed back", attempts.lost_reason(run, "was asked to stop") + "; handed back")
     else:
         finish(run, *engine.verdict())
