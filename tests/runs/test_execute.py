@@ -145,3 +145,20 @@ def test_reaper_resumes_runs_without_heartbeat_and_fails_what_cannot_be_resumed(
     )
     assert "; no worker free for 10 min." in stale.error
     assert stale.summary is not None and hasattr(stale, "frozen_report")
+
+
+@pytest.mark.django_db
+def test_reaper_resumes_a_run_past_its_deadline_even_with_a_live_heartbeat(owner):
+    """An executor that beats but never ends (a hung engine read) is past its attempt's deadline."""
+    hung = new_run(owner, [("plain", "http://127.0.0.1:1/")])
+    Run.objects.filter(pk=hung.pk).update(
+        status=Run.Status.RUNNING,
+        heartbeat=timezone.now(),
+        attempt=1,
+        worker="celery@h pid 3",
+        deadline=timezone.now() - timedelta(seconds=1),
+    )
+    assert tasks.reap_stale_runs() == 1
+    hung.refresh_from_db()
+    assert hung.status == Run.Status.QUEUED
+    assert hung.waiting.startswith("resuming: worker celery@h pid 3 passed its deadline at ")
