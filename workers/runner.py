@@ -151,6 +151,10 @@ def execute_when_free(run_id: int, say: Callable[[str], object] = log.info) -> R
         say(f"run {run.code}: {run.waiting}")
         time.sleep(WAIT_RETRY_S)
         run = execute_run(run_id)
+    if run is None:  # not this process's to end any more (ended or resumed by a worker): as it stands
+        run = Run.objects.filter(pk=run_id).first()
+        if run is not None and not run.is_terminal:
+            say(f"run {run.code}: {run.status} elsewhere ({run.waiting or run.worker})")
     return run
 
 
