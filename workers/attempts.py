@@ -13,14 +13,16 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from datetime import datetime
+from datetime import datetime, timedelta
 
+from amqp.exceptions import ChannelError
 from django.conf import settings
-from django.db import transaction
+from django.db import models, transaction
 from django.utils import timezone
 
 from portal.runs import dispatch
 from portal.runs.models import ArmResult, Run
+from workers.celery_app import app
 
 log = logging.getLogger(__name__)
 
@@ -149,3 +151,40 @@ def requeue(run: Run, outcome: str, reason: str) -> bool:
         dispatch.enqueue(current)
     log.warning("run %s requeued: %s", run.code, reason)
     return True
+
+
+# A queued run not taken within this while its queue is empty lost its message (a broker that
+# restarted without persistence): the reaper sends its task again.
+LOST_MESSAGE_S = 60
+
+
+def queue_length(queue: str) -> int | None:
+    """Messages waiting in ``queue`` on the broker (None: the broker cannot tell)."""
+    try:
+        with app.connection_for_read() as conn:
+            return conn.default_channel.queue_declare(queue, passive=True).message_count
+    except ChannelError:  # 404: never declared, or emptied and dropped: nothing waits there
+        return 0
+    except Exception:  # noqa: BLE001 - the broker away or a transport without counts: do nothing
+        log.warning("could not count the messages in queue %s", queue, exc_info=True)
+        return None
+
+
+def redispatch_lost(now: datetime) -> int:
+    """Send the task again for queued runs (not held back by a full generator or project) whose
+    message is gone: they waited over ``LOST_MESSAGE_S`` and the runs queue is empty. A duplicate
+    is harmless (a claim is a compare-and-set), and none is sent while messages wait."""
+    stale = Run.objects.filter(
+        status=Run.Status.QUEUED, waiting="", created__lt=now - timedelta(seconds=LOST_MESSAGE_S)
+    ).filter(models.Q(requeued__isnull=True) | models.Q(requeued__lt=now - timedelta(seconds=LOST_MESSAGE_S)))
+    runs = list(stale)
+    if not runs or queue_length(dispatch.RUNS_QUEUE) != 0:
+        return 0
+    for run in runs:
+        log.warning(
+            "run %s: queued for over %d s with an empty queue; its task is sent again",
+            run.code,
+            LOST_MESSAGE_S,
+        )
+        dispatch.enqueue(run)
+    return len(runs)

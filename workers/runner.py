@@ -284,7 +284,7 @@ def reap_stale_runs(max_silence_s: float | None = None) -> int:
     ):
         lost = run.waiting.removeprefix("resuming: ")
         acted += fail_unresumed(run, Run.Status.QUEUED, f"{lost}; no worker free for {wait_s / 60:.0f} min")
-    return acted
+    return acted + attempts.redispatch_lost(now)
 
 
 def fail_unresumed(run: Run, status: str, reason: str) -> int:

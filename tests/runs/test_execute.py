@@ -162,3 +162,25 @@ def test_reaper_resumes_a_run_past_its_deadline_even_with_a_live_heartbeat(owner
     hung.refresh_from_db()
     assert hung.status == Run.Status.QUEUED
     assert hung.waiting.startswith("resuming: worker celery@h pid 3 passed its deadline at ")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_reaper_sends_again_the_task_of_a_queued_run_whose_message_is_gone(owner):
+    """A broker restarted without persistence forgets queued messages: the run would wait for ever."""
+    import redis
+    from django.conf import settings
+
+    broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    broker.delete("runs")
+    forgotten = new_run(owner, [("plain", "http://127.0.0.1:1/")])
+    held = new_run(owner, [("plain", "http://127.0.0.1:1/")])
+    young = new_run(owner, [("plain", "http://127.0.0.1:1/")])
+    old = timezone.now() - timedelta(minutes=5)
+    Run.objects.filter(pk=forgotten.pk).update(created=old)
+    Run.objects.filter(pk=held.pk).update(created=old, waiting="waiting for a generator (1 running on h)")
+    assert tasks.reap_stale_runs() == 1
+    assert broker.llen("runs") == 1  # the forgotten run's task, sent again; not the held or young one
+    assert tasks.reap_stale_runs() == 0  # while a message waits, nothing more is sent
+    assert broker.llen("runs") == 1
+    broker.delete("runs")
+    assert young.status == Run.Status.QUEUED
