@@ -144,15 +144,18 @@ def test_rotate_secrets_reseals_the_signing_keys(owner, settings):
     assert services.private_key(key).private_bytes_raw() == raw
 
 
-def test_the_reaper_freezes_the_runs_it_ends(owner):
+def test_the_reaper_freezes_the_runs_it_ends(owner, settings):
+    """A run lost as often as allowed is ended by the reaper (earlier losses resume it instead)."""
     run = make_run(owner, status=Run.Status.RUNNING)
     silent_since = timezone.now() - timezone.timedelta(hours=1)
-    Run.objects.filter(pk=run.pk).update(heartbeat=silent_since, finished=None)
+    Run.objects.filter(pk=run.pk).update(
+        heartbeat=silent_since, finished=None, attempt=settings.TOLLGATE_MAX_RUN_ATTEMPTS
+    )
     assert runner.reap_stale_runs() == 1
     run = Run.objects.get(pk=run.pk)
     assert run.status == Run.Status.FAILED
     report = reporting.export_report(run)
-    assert report["run"]["status"] == "failed" and "stopped reporting" in report["run"]["error"]
+    assert report["run"]["status"] == "failed" and "lost (no heartbeat for 30 s)" in report["run"]["error"]
     assert signing.verify(report, services.public_keys()) == []
 
 
