@@ -14,7 +14,6 @@ import time
 from collections.abc import Callable
 
 from django.conf import settings
-from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
@@ -23,7 +22,7 @@ from portal.lib import quotas
 from portal.lib.protocol import EngineConfig, engine_limit_s
 from portal.projects.models import Project
 from portal.runs.configs import engine_dict
-from portal.runs.live import PROGRESS_TTL_S, probing_key, progress_key
+from portal.runs.live import PROGRESS_TTL_S, cache_delete, cache_set, probing_key, progress_key
 from portal.runs.models import GeneratorHost, Run
 from portal.runs.quotas import limits_for
 from portal.runs.reporting import store_summary
@@ -139,8 +138,7 @@ def finish(run: Run, status: str, error: str = "") -> bool:
         )
         if ended:
             after_end(run)
-    cache.delete(progress_key(run.code))
-    cache.delete(probing_key(run.code))
+    cache_delete(progress_key(run.code), probing_key(run.code))  # best-effort: Redis may be down
     if not ended:
         log.warning("run %s was ended elsewhere; keeping that verdict over %s", run.code, status)
         return False
@@ -190,7 +188,7 @@ def _drive(run: Run) -> None:
         finally:
             if probes is not None:
                 # Before the run is final: its summary and stored report include what the probes found.
-                cache.set(probing_key(run.code), probes.finishing_note(), PROGRESS_TTL_S)
+                cache_set(probing_key(run.code), probes.finishing_note(), PROGRESS_TTL_S)
                 try:
                     probes.finish()
                 except Exception:
