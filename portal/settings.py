@@ -286,7 +286,15 @@ else:
 # demo's web and worker processes).
 REDIS_URL = os.environ.get("REDIS_URL", CELERY_BROKER_URL if CELERY_BROKER_URL.startswith("redis") else "")
 if REDIS_URL:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            # A Redis that hangs must not hang a request or a run's driver: portal/runs/live.py then
+            # goes on without the cache (docs/reliability.md).
+            "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 5},
+        }
+    }
 else:
     CACHES = {
         "default": {

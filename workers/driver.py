@@ -22,12 +22,11 @@ import time
 from collections.abc import Callable
 
 from django.conf import settings
-from django.core.cache import cache
 from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from portal.lib.protocol import EngineConfig
-from portal.runs.live import PROGRESS_TTL_S, progress_key, with_point
+from portal.runs.live import PROGRESS_TTL_S, cache_set, progress_key, with_point
 from portal.runs.models import ArmResult, Run
 from workers import generators, presence, storage
 from workers.arms import kept_arms, store_arm
@@ -307,7 +306,7 @@ class EngineProcess:
             message["arms_done"] = arms_done
             message["updated"] = time.time()
             self.live = with_point(message, self.live)
-            cache.set(progress_key(run.code), self.live, PROGRESS_TTL_S)
+            cache_set(progress_key(run.code), self.live, PROGRESS_TTL_S)  # best-effort
 
     def invite(self, master: dict) -> None:
         """Ask the invited generator hosts to start Locust workers that join this run's master."""

@@ -16,7 +16,6 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from django.conf import settings
-from django.core.cache import cache
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -26,7 +25,7 @@ from portal.lib import quotas
 from portal.lib.protocol import EngineConfig, engine_limit_s, run_limit_s
 from portal.projects.models import Project
 from portal.runs.configs import engine_dict
-from portal.runs.live import PROGRESS_TTL_S, probing_key, progress_key
+from portal.runs.live import PROGRESS_TTL_S, cache_delete, cache_set, probing_key, progress_key
 from portal.runs.models import GeneratorHost, Run
 from portal.runs.quotas import limits_for
 from portal.runs.reporting import store_summary
@@ -182,8 +181,7 @@ def finish(run: Run, status: str, error: str = "") -> bool:
             return 1
 
     ended = storage.retrying(end, f"finishing run {run.code}")
-    cache.delete(progress_key(run.code))
-    cache.delete(probing_key(run.code))
+    cache_delete(progress_key(run.code), probing_key(run.code))
     if not ended:
         log.warning("run %s was ended elsewhere; keeping that verdict over %s", run.code, status)
         return False
@@ -241,7 +239,7 @@ def _drive(run: Run) -> None:
         finally:
             if probes is not None:
                 # Before the run is final: its summary and stored report include what the probes found.
-                cache.set(probing_key(run.code), probes.finishing_note(), PROGRESS_TTL_S)
+                cache_set(probing_key(run.code), probes.finishing_note(), PROGRESS_TTL_S)
                 try:
                     # Handing back: no one-shot benchmarks, the worker has seconds to let go.
                     probes.finish(one_shots=not heart.handing_back)

@@ -2,9 +2,16 @@
 
 The one place both sides agree on the cache keys and on the live per-second points; nothing in the
 cache is durable (the database is). ``progress_data`` is the progress JSON of the run page.
+
+Cache access is best-effort (``cache_get``, ``cache_set``, ``cache_delete``): while Redis is down or
+restarting, a run goes on and ends with every arm it measured, and the progress view answers from the
+database (status, elapsed time since the start, the stored arms' points) instead of failing.
 """
 
 from __future__ import annotations
+
+import logging
+import time
 
 from django.core.cache import cache
 from django.utils import timezone
@@ -16,6 +23,59 @@ from portal.runs.queueing import queue_note
 LIVE_FIELDS = ("requests", "p50_us", "p95_us")
 
 PROGRESS_TTL_S = 3600
+# After a cache error this process leaves the cache alone this long: a Redis that hangs (or refuses)
+# costs one timeout per period, not one per progress message, and one warning per outage is logged.
+CACHE_RETRY_S = 5.0
+
+log = logging.getLogger(__name__)
+_cache_down_until = {"at": 0.0}
+
+
+def _cache_resting() -> bool:
+    return time.monotonic() < _cache_down_until["at"]
+
+
+def _unavailable(action: str, key: str, exc: Exception) -> None:
+    _cache_down_until["at"] = time.monotonic() + CACHE_RETRY_S
+    log.warning(
+        "cache unavailable (%s %s): %s; going on without it for %.0f s", action, key, exc, CACHE_RETRY_S
+    )
+
+
+# The cache is a convenience, never the record: any error of its backend (redis-py's connection and
+# timeout errors, the file cache's OSError) is logged and answered as a miss.
+def cache_get(key: str, default=None):
+    """``cache.get``, or ``default`` when the cache is unavailable."""
+    if _cache_resting():
+        return default
+    try:
+        return cache.get(key, default)
+    except Exception as exc:  # noqa: BLE001 - see above
+        _unavailable("get", key, exc)
+        return default
+
+
+def cache_set(key: str, value, timeout_s: float) -> bool:
+    """``cache.set``; False (and nothing raised) when the cache is unavailable."""
+    if _cache_resting():
+        return False
+    try:
+        cache.set(key, value, timeout_s)
+        return True
+    except Exception as exc:  # noqa: BLE001 - see above
+        _unavailable("set", key, exc)
+        return False
+
+
+def cache_delete(*keys: str) -> None:
+    """``cache.delete`` of each key; an unavailable cache is skipped (live keys expire on their own)."""
+    for key in keys:
+        if _cache_resting():
+            return
+        try:
+            cache.delete(key)
+        except Exception as exc:  # noqa: BLE001 - see above
+            _unavailable("delete", key, exc)
 
 
 def progress_key(code) -> str:
@@ -81,7 +141,7 @@ def progress_data(run: Run) -> dict:
         "waiting": queue_note(run),
     }
     running = run.status == Run.Status.RUNNING
-    live = cache.get(progress_key(run.code)) if running else None
+    live = cache_get(progress_key(run.code)) if running else None
     if live:
         planned = live.get("planned_s") or 0
         data.update(
@@ -100,8 +160,9 @@ def progress_data(run: Run) -> dict:
         )
     if running:
         data["series"] = live_series(run, live)
-    if running and cache.get(probing_key(run.code)):
-        data["probing"] = cache.get(probing_key(run.code))
+    probing = cache_get(probing_key(run.code)) if running else None
+    if probing:
+        data["probing"] = probing
     elif running and run.started and not live:
         data["elapsed_s"] = round((timezone.now() - run.started).total_seconds(), 1)
     return data

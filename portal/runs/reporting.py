@@ -8,7 +8,6 @@ import logging
 import time
 
 from django.conf import settings
-from django.core.cache import cache
 from django.db import transaction
 from django.urls import reverse
 
@@ -16,6 +15,7 @@ import portal
 from portal.lib import budgets, costs, hdr, report
 from portal.lib.charts import histogram_overlay, percentile_curve
 from portal.runs.configs import public_config
+from portal.runs.live import cache_get, cache_set
 from portal.runs.models import ArmResult, Run, RunReport
 
 log = logging.getLogger(__name__)
@@ -195,19 +195,19 @@ def materialize(run: Run, request=None, key: str | None = None) -> dict:
         RunReport.objects.update_or_create(
             run=run, defaults={"key": key, "page": page, "computed_ms": computed_ms}
         )
-        cache.set(key, page, REPORT_CACHE_TTL_S)
+        cache_set(key, page, REPORT_CACHE_TTL_S)  # best-effort: the stored RunReport is the record
     return page
 
 
 def report_page(run: Run, request=None) -> dict:
     """The report and the chart data of a run; cached once the run has ended (it cannot change)."""
     key = _cache_key(run)
-    page = cache.get(key) if key else None
+    page = cache_get(key) if key else None
     if page is None and key:
         stored = RunReport.objects.filter(run_id=run.pk, key=key).values_list("page", flat=True).first()
         if stored is not None:
             page = stored
-            cache.set(key, page, REPORT_CACHE_TTL_S)
+            cache_set(key, page, REPORT_CACHE_TTL_S)
     if page is None:
         page = materialize(run, request, key)
     # The link depends on how the page was reached; never serve a cached host.
