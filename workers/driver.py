@@ -35,6 +35,7 @@ from workers.celery_app import app
 log = logging.getLogger(__name__)
 
 HEARTBEAT_S = 2.0
+STOP_POLL_S = 0.2
 _PR_SET_PDEATHSIG = 1
 try:  # resolved here, not in the forked child, where loading a library could deadlock
     _prctl = ctypes.CDLL(None, use_errno=True).prctl
@@ -77,11 +78,15 @@ class Heartbeat:
             self._thread.join(timeout=10)
 
     def _loop(self) -> None:
+        next_beat = time.monotonic() + self.interval_s
         try:
-            while not self._stop.wait(self.interval_s):
+            # A SIGTERM in this process (workers.presence) is acted on within STOP_POLL_S.
+            while not self._stop.wait(STOP_POLL_S):
                 if presence.STOP_REQUESTED.is_set():
                     self._hand_back()
-                self.beat()
+                if time.monotonic() >= next_beat:
+                    next_beat = time.monotonic() + self.interval_s
+                    self.beat()
         finally:
             connection.close()  # this thread's own database connection
 

@@ -6,19 +6,23 @@ and a worker asked to stop hands its runs back instead of holding its warm shutd
 - ``worker_shutting_down`` (main process; SIGTERM as ``docker stop`` and systemd send it): the rows
   say ``stopping`` and the runs this node executes get ``Run.handback``; their executors' heartbeat
   stops the engine (the arm in progress is kept as partial) and puts the run back in the queue.
-- SIGTERM reaching a pool process itself (systemd signals the whole control group): the same, via
-  ``STOP_REQUESTED``, instead of the pool process dying mid-arm.
+- SIGTERM reaching a pool process while it executes a run (sent by the stopping worker itself, or by
+  systemd to the whole control group): the same, via ``STOP_REQUESTED``, at once, instead of the
+  pool process dying mid-arm.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
 import socket
 import threading
+from collections.abc import Iterator
 
-from celery.signals import worker_process_init, worker_ready, worker_shutting_down
+import psutil
+from celery.signals import worker_ready, worker_shutting_down
 from django.db import connection
 from django.utils import timezone
 
@@ -76,6 +80,10 @@ def hand_back_runs(name: str) -> int:
 @worker_shutting_down.connect
 def _shutting_down(sender, sig=None, how=None, **_kwargs) -> None:
     _stopped.set()
+    # The pool processes hear it at once (their SIGTERM handler, below), the database a beat later.
+    for child in psutil.Process().children():
+        with contextlib.suppress(psutil.Error):
+            child.send_signal(signal.SIGTERM)
     try:
         handed = hand_back_runs(str(sender))
         log.warning("worker %s: %s (%s); handing back %d run(s)", sender, how, sig, handed)
@@ -89,8 +97,16 @@ def _on_sigterm(_signum, _frame) -> None:
     STOP_REQUESTED.set()
 
 
-@worker_process_init.connect
-def _pool_process(**_kwargs) -> None:
-    # Celery resets SIGTERM to its default (die at once) in pool processes; a run in progress would
-    # then lose its arm. Instead: hand the run back, and the task ends as soon as it has.
-    signal.signal(signal.SIGTERM, _on_sigterm)
+@contextlib.contextmanager
+def stop_requests() -> Iterator[None]:
+    """While a run executes in a pool process: SIGTERM asks for the run to be handed back instead
+    of killing the process mid-arm (billiard's own handler, restored after, exits at once)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    STOP_REQUESTED.clear()
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

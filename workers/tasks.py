@@ -10,8 +10,6 @@ from celery import shared_task
 from portal.runs.models import Run
 from workers import callbacks, generators, presence, retention, runner, storage
 
-__all__ = ["presence"]  # imported for its worker signals (presence reports, hand-back on SIGTERM)
-
 
 @shared_task(
     name="workers.tasks.run_benchmark",
@@ -24,7 +22,8 @@ __all__ = ["presence"]  # imported for its worker signals (presence reports, han
     max_retries=20,
 )
 def run_benchmark(self, run_id: int) -> str | None:
-    run = runner.execute_run(run_id, worker=self.request.hostname or "")
+    with presence.stop_requests():
+        run = runner.execute_run(run_id, worker=self.request.hostname or "")
     if run is not None and run.status == Run.Status.QUEUED:
         # Waiting for a generator: the same task again later, as long as it takes.
         raise self.retry(countdown=runner.WAIT_RETRY_S, max_retries=None)

@@ -8,125 +8,38 @@ run whose heartbeat has been silent for 6 s (30 s and 15 s by default).
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
 
+import psutil
 import pytest
+from django.db import close_old_connections
 
-from portal.projects.models import personal_project
-from portal.runs import dispatch, services
 from portal.runs.models import ArmResult, Run
-from tests.conftest import ROOT, database_url_for_children
-
-pytestmark = [pytest.mark.drill, pytest.mark.django_db(transaction=True)]
+from tests.drills.runs import queue_run
 
 SILENCE_S = 6
 ROUNDS = 4
-
-
-class Workers:
-    """Celery processes of one drill, each in its own process group, all ended at teardown."""
-
-    def __init__(self, tmp_path: Path) -> None:
-        self.tmp = tmp_path
-        self.procs: dict[str, subprocess.Popen] = {}
-        self.env = {
-            **os.environ,
-            "DATABASE_URL": database_url_for_children(),
-            "PYTHONPATH": str(ROOT),
-            "TOLLGATE_REAP_SILENCE_S": str(SILENCE_S),
-            "TOLLGATE_REAP_EVERY_S": "2",
-        }
-
-    def start(self, name: str, *args: str) -> subprocess.Popen:
-        log = open(self.tmp / f"{name}.log", "a")  # noqa: SIM115 - closed with the process
-        proc = subprocess.Popen(  # noqa: S603
-            [sys.executable, "-m", "celery", "-A", "workers.celery_app", *args, "-l", "info"],
-            cwd=ROOT,
-            env=self.env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        self.procs[name] = proc
-        return proc
-
-    def worker(self, name: str, queues: str = "runs") -> subprocess.Popen:
-        return self.start(
-            name,
-            "worker",
-            "-Q",
-            queues,
-            "--concurrency",
-            "1",
-            "-n",
-            f"{name}@%h",
-            "--without-gossip",
-            "--without-mingle",
-        )
-
-    def reaper(self) -> None:
-        self.worker("maintenance", "maintenance,celery")
-        self.start("beat", "beat", "--schedule", str(self.tmp / "beat-schedule"))
-
-    def stop_all(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                for sig in (signal.SIGCONT, signal.SIGKILL):
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(proc.pid, sig)
-                proc.wait(timeout=10)
-
-    def logs(self) -> str:
-        return "\n".join(f"== {p.name}\n{p.read_text()[-2500:]}" for p in sorted(self.tmp.glob("*.log")))
+# The reaper scaled down for the drills (30 s of silence and every 15 s by default).
+REAPER = {"TOLLGATE_REAP_SILENCE_S": str(SILENCE_S), "TOLLGATE_REAP_EVERY_S": "2"}
 
 
 @pytest.fixture
-def workers(tmp_path, transactional_db):
-    import redis
-
-    redis.Redis.from_url(os.environ["CELERY_BROKER_URL"]).flushdb()
-    stack = Workers(tmp_path)
-    yield stack
-    stack.stop_all()
-    print(stack.logs())  # shown by pytest when the drill failed
+def fast_reaper(stack):
+    stack.env |= REAPER  # every process the drill starts from now on
+    return stack
 
 
-def descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (pool processes, their engines), from /proc."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def _run(owner, server) -> Run:
-    target = services.get_or_create_target(personal_project(owner), "local", server.url("/1k"), "")
-    config = {
-        "arms": [{"name": "plain", "url": server.url("/1k")}],
-        "users": 2,
-        "spawn_rate": 20,
-        "warmup_s": 0.3,
-        "duration_s": 2.0,
-        "rounds": ROUNDS,
-        "verify_tls": False,
-    }
-    run = services.create_run(owner, target, config)
-    dispatch.enqueue(run)
+def _run(stack, owner, server) -> Run:
+    run = queue_run(
+        owner,
+        server.url("/1k"),
+        server.url("/1k").replace("http:", "https:"),
+        arms=["plain"],
+        rounds=ROUNDS,
+        warmup_s=1,
+        duration_s=2,
+    )
+    stack.dispatch(run)
     return run
 
 
@@ -135,6 +48,7 @@ def _wait(run: Run, until, limit_s: float, what: str) -> float:
     while not until(run):
         assert time.monotonic() - began < limit_s, f"{what}: still {run.status} after {limit_s} s"
         time.sleep(0.2)
+        close_old_connections()
         run.refresh_from_db()
     return time.monotonic() - began
 
@@ -159,17 +73,18 @@ def _finished_intact(run: Run, before: dict[str, tuple]) -> None:
     assert {key: after[key] for key in before} == before  # byte for byte
 
 
-def test_kill_9_of_the_pool_process_mid_arm_resumes_at_once(workers, owner, plain_server):
-    main = workers.worker("w1")
-    run = _run(owner, plain_server)
+def _pool_process(worker) -> psutil.Process:
+    """The worker's pool process: its child that is not an engine."""
+    (pool,) = [p for p in worker.tree()[1:] if "workers.engine" not in " ".join(p.cmdline())]
+    return pool
+
+
+def test_kill_9_of_the_pool_process_mid_arm_resumes_at_once(stack, drill_owner, plain_server):
+    worker = stack.worker("w1")
+    run = _run(stack, drill_owner, plain_server)
     before = _first_arm_then_mid_arm(run)
-    (pool,) = [
-        pid
-        for pid in descendants(main.pid)
-        if "workers.engine" not in Path(f"/proc/{pid}/cmdline").read_text()
-    ]
     killed = time.monotonic()
-    os.kill(pool, signal.SIGKILL)
+    _pool_process(worker).kill()
     # The message comes straight back (task_reject_on_worker_lost); the new pool process sees the
     # old one gone and takes the run over without waiting for the reaper.
     _wait(run, lambda r: r.attempt == 2 and r.status == Run.Status.RUNNING, 20, "take-over")
@@ -180,18 +95,18 @@ def test_kill_9_of_the_pool_process_mid_arm_resumes_at_once(workers, owner, plai
     assert "during arm plain" in run.attempts[0]["reason"]
 
 
-def test_kill_9_of_the_whole_worker_mid_arm_is_resumed_by_another(workers, owner, plain_server):
-    workers.reaper()
-    first = workers.worker("w1")
-    run = _run(owner, plain_server)
+def test_kill_9_of_the_whole_worker_mid_arm_is_resumed_by_another(fast_reaper, drill_owner, plain_server):
+    stack = fast_reaper
+    stack.maintenance()
+    first = stack.worker("w1")
+    run = _run(stack, drill_owner, plain_server)
     _wait(run, lambda r: r.status == Run.Status.RUNNING, 30, "claim")
-    workers.worker("w2")
+    stack.worker("w2")
     before = _first_arm_then_mid_arm(run)
-    engines = [pid for pid in descendants(first.pid)]
+    processes = first.tree()
     killed = time.monotonic()
-    os.killpg(first.pid, signal.SIGKILL)  # the host died: worker, pool process; the engine with them
-    time.sleep(0.5)
-    assert not [pid for pid in engines if Path(f"/proc/{pid}").exists() and "Z" not in _state(pid)]
+    first.kill()  # the host died: worker, pool process and, with them, the engine
+    assert psutil.wait_procs(processes, timeout=5)[1] == []
     _wait(run, lambda r: r.is_terminal, 90, "end")
     took_s = time.monotonic() - killed
     _finished_intact(run, before)
@@ -203,31 +118,25 @@ def test_kill_9_of_the_whole_worker_mid_arm_is_resumed_by_another(workers, owner
     print(f"kill -9 of the worker: terminal after {took_s:.1f} s, kept {len(before)} arm(s)")
 
 
-def _state(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return "gone"
-
-
 def test_a_worker_stopped_mid_run_and_continued_is_resumed_and_its_old_engine_stops(
-    workers, owner, plain_server
+    fast_reaper, drill_owner, plain_server
 ):
     """The worker (and its engine) stopped for 4× the reaper's silence, as a paused VM or a SIGSTOP
     would; meanwhile the reaper requeues the run. Continued, the old executor finds the run is not its
     attempt's any more, kills its engine and stores nothing; the same worker then resumes the run."""
-    workers.reaper()
-    main = workers.worker("w1")
-    run = _run(owner, plain_server)
+    stack = fast_reaper
+    stack.maintenance()
+    worker = stack.worker("w1")
+    run = _run(stack, drill_owner, plain_server)
     before = _first_arm_then_mid_arm(run)
-    frozen = [main.pid, *descendants(main.pid)]
-    for pid in frozen:
-        os.kill(pid, signal.SIGSTOP)
+    frozen = worker.tree()  # the engine has a process group of its own: stop each process
+    for process in frozen:
+        process.suspend()
     stopped = time.monotonic()
     _wait(run, lambda r: r.status == Run.Status.QUEUED, 4 * SILENCE_S, "requeue")
     time.sleep(max(0.0, 4 * SILENCE_S - (time.monotonic() - stopped)))
-    for pid in frozen:
-        os.kill(pid, signal.SIGCONT)
+    for process in frozen:
+        process.resume()
     _wait(run, lambda r: r.is_terminal, 60, "end")
     took_s = time.monotonic() - stopped
     _finished_intact(run, before)
@@ -236,20 +145,21 @@ def test_a_worker_stopped_mid_run_and_continued_is_resumed_and_its_old_engine_st
     print(f"worker stopped {4 * SILENCE_S} s: terminal after {took_s:.1f} s, kept {len(before)} arm(s)")
 
 
-def test_sigterm_hands_the_run_back_within_10_s_and_the_next_worker_resumes_it(workers, owner, plain_server):
-    first = workers.worker("w1")
-    run = _run(owner, plain_server)
+def test_sigterm_hands_the_run_back_within_10_s_and_the_next_worker_resumes_it(
+    stack, drill_owner, plain_server
+):
+    first = stack.worker("w1")
+    run = _run(stack, drill_owner, plain_server)
     before = _first_arm_then_mid_arm(run)
     asked = time.monotonic()
-    first.send_signal(signal.SIGTERM)  # as docker stop and systemd do
-    first.wait(timeout=10)  # warm shutdown done: the worker let go of the run
+    assert first.terminate(wait_s=10) is not None  # SIGTERM, as docker stop and systemd send: it let go
     handed_s = time.monotonic() - asked
     run.refresh_from_db()
     assert run.status == Run.Status.QUEUED and "was asked to stop during arm plain" in run.waiting
     assert run.arms.filter(complete=False).count() == 1  # the arm in progress, kept as partial
-    workers.worker("w2")
+    stack.worker("w2")
     _wait(run, lambda r: r.is_terminal, 60, "end")
     _finished_intact(run, before)
     assert [a["outcome"] for a in run.attempts] == ["handed back", "succeeded"]
-    assert run.attempts[0]["partial"][0]["requests"] > 0
+    assert [(p["arm"], p["round"]) for p in run.attempts[0]["partial"]] == [("plain", 1)]
     print(f"SIGTERM: handed back in {handed_s:.1f} s, kept {len(before)} arm(s)")
