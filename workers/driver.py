@@ -106,9 +106,11 @@ class Heartbeat:
                 self._cancel_sent = True
                 if self.on_cancel is not None:
                     self.on_cancel()
-        except Exception:  # a missed beat is retried; the reaper allows for several
-            log.exception("run %s: heartbeat failed", self.run.code)
+        except storage.UNAVAILABLE as exc:  # a missed beat is retried; the reaper allows for several
+            log.warning("run %s: heartbeat missed, database unavailable (%s)", self.run.code, exc)
             storage.reset()
+        except Exception:
+            log.exception("run %s: heartbeat failed", self.run.code)
 
     def _hand_back(self) -> None:
         if self.handing_back or self._cancel_sent:
