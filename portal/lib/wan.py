@@ -33,6 +33,10 @@ in the model says how much the first one pays. The ``*_new`` arms pay everything
 Assumptions stated next to the numbers (``model_inputs``): no packet loss, the server's think time
 does not change with distance, bandwidth is not the limit (only the window), and the RTT is the same
 in both directions' sum as given.
+
+Checked against real delay (``docs/report-schema.md``): through a delaying relay on loopback
+(``tests/workers/test_wan_relay.py``, any machine) and under ``tc netem`` where the kernel has it
+(``tests/workers/test_wan_netem.py``): each arm's measured TTLB p50 within 10% of the projection.
 """
 
 from __future__ import annotations
