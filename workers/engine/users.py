@@ -7,6 +7,10 @@ its greenlet at its next switch), so spawning, stopping, cancel and the window a
 yields at least every ``YIELD_EVERY`` requests, so a server that always answers before the client
 asks for the answer cannot starve the other users or the engine's one-second ticks. With think
 time the task makes one request and Locust's ``constant`` wait does the thinking, as before.
+
+After a connection-level failure (refused, reset, timed out) a user backs off before its next attempt
+(``workers.engine.unreachable``: 5 ms doubling to 1 s, reset by any answer), so a dead target is not
+hammered; the wait is outside every request's timing, and the open loop keeps its schedule.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import gevent
 from locust import User, constant, task
 
 from workers.engine.client import Sample, TimedClient
+from workers.engine.unreachable import CONNECTION_ERRORS, backoff_s
 
 YIELD_EVERY = 32
 
@@ -55,14 +60,26 @@ def arm_user_class(
             self.timed = new_client()
             # A random phase, so users spawned together do not fire in lockstep.
             self.next_ns = time.perf_counter_ns() + int(random.random() * interval_ns)  # noqa: S311
+            self.backoff_s = 0.0  # the current back-off after consecutive connection failures
 
         def on_stop(self) -> None:
             self.timed.close()
+
+        def back_off(self, error: str | None) -> None:
+            """After a request that failed or followed failures: wait longer after each consecutive
+            connection failure, start afresh after anything else."""
+            if error in CONNECTION_ERRORS:
+                self.backoff_s = backoff_s(self.backoff_s)
+                gevent.sleep(self.backoff_s)
+            else:
+                self.backoff_s = 0.0
 
         def one(self) -> None:
             path = pick()
             sample = self.timed.request(path, path)
             record(sample, sample.status is not None and expected(sample.status))
+            if sample.error is not None or self.backoff_s:
+                self.back_off(sample.error)
 
         def paced(self) -> None:
             path = pick()
@@ -74,6 +91,8 @@ def arm_user_class(
             sample = self.timed.request(path, path)
             _charge_lateness(sample, intended)
             record(sample, sample.status is not None and expected(sample.status))
+            if sample.error is not None or self.backoff_s:
+                self.back_off(sample.error)
 
         @task
         def requests(self) -> None:
