@@ -36,6 +36,7 @@ def arm_section(arm: dict) -> dict:
     section = {
         "url": arm["url"],
         "complete": arm.get("complete", True),
+        "stopped": arm.get("stopped") or None,
         "users": arm.get("users"),
         "warmup_s": arm.get("warmup_s"),
         "warmup_requests_excluded": arm.get("warmup_requests", 0),

@@ -108,6 +108,9 @@ class ArmResult(models.Model):
     targets = models.JSONField(default=list)  # [{"path", "weight", "requested"}]: the request mix
     redirects = models.JSONField(default=list)  # [{"from", "to", "status"}] resolved before measuring
     complete = models.BooleanField(default=True)  # false: cut short by cancel
+    # Why the engine stopped the arm early ("target unreachable: 97% of 1,234 attempts failed in the
+    # last 3 s (connection refused)", workers/engine/unreachable.py); "" when it was not.
+    stopped = models.CharField(max_length=300, blank=True)
     users = models.PositiveIntegerField()
     warmup_s = models.FloatField()
     warmup_requests = models.PositiveIntegerField(default=0)
