@@ -40,6 +40,22 @@ def _charge_lateness(sample: Sample, intended_ns: int) -> None:
         sample.ttlb_us += late_us
 
 
+class BackingOff(User):
+    """A user that waits after consecutive connection failures (``back_off``)."""
+
+    abstract = True
+    backoff_s = 0.0  # the current wait; 0: the last attempt did not fail at the connection level
+
+    def back_off(self, error: str | None) -> None:
+        """After a request that failed or followed failures: wait longer after each consecutive
+        connection failure, start afresh after anything else."""
+        if error in CONNECTION_ERRORS:
+            self.backoff_s = backoff_s(self.backoff_s)
+            gevent.sleep(self.backoff_s)
+        else:
+            self.backoff_s = 0.0
+
+
 def arm_user_class(
     name: str,
     new_client: Callable[[], TimedClient],
@@ -53,26 +69,16 @@ def arm_user_class(
     path; ``interval_ns`` > 0: open loop, one request per user every ``interval_ns``."""
     loop = bool(interval_ns) or not think_time_s
 
-    class ArmUser(User):
+    class ArmUser(BackingOff):
         wait_time = constant(0 if loop else think_time_s)
 
         def on_start(self) -> None:
             self.timed = new_client()
             # A random phase, so users spawned together do not fire in lockstep.
             self.next_ns = time.perf_counter_ns() + int(random.random() * interval_ns)  # noqa: S311
-            self.backoff_s = 0.0  # the current back-off after consecutive connection failures
 
         def on_stop(self) -> None:
             self.timed.close()
-
-        def back_off(self, error: str | None) -> None:
-            """After a request that failed or followed failures: wait longer after each consecutive
-            connection failure, start afresh after anything else."""
-            if error in CONNECTION_ERRORS:
-                self.backoff_s = backoff_s(self.backoff_s)
-                gevent.sleep(self.backoff_s)
-            else:
-                self.backoff_s = 0.0
 
         def one(self) -> None:
             path = pick()

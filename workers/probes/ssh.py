@@ -205,7 +205,13 @@ class CpuSampler:
     @classmethod
     def local(cls, process: str, interval_s: float = 1.0) -> CpuSampler:
         proc = subprocess.Popen(  # noqa: S603 - our own fixed script
-            ["/bin/sh", "-c", sampler_script(process, interval_s)], stdout=subprocess.PIPE, text=True
+            ["/bin/sh", "-c", sampler_script(process, interval_s)],
+            stdout=subprocess.PIPE,
+            text=True,
+            # Its own process group: a Ctrl-C of `tollgate run` (the terminal signals the foreground
+            # group) cancels the run, it must not end the sampling. Orphaned, it dies at its next
+            # line (SIGPIPE).
+            process_group=0,
         )
         return cls(proc.stdout, proc.kill).start()
 
