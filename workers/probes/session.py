@@ -21,14 +21,8 @@ from portal import outbound, vault
 from portal.runs.models import ArmResult, Run
 from portal.targets.models import SshAccess
 from workers.probes import parsers
-from workers.probes.ssh import (
-    CpuSampler,
-    ProbeError,
-    SshSession,
-    SshTarget,
-    cpu_in_window,
-    moving_average,
-)
+from workers.probes.cpu import cpu_in_window, moving_average
+from workers.probes.ssh import CpuSampler, ProbeError, SshSession, SshTarget
 
 log = logging.getLogger(__name__)
 
