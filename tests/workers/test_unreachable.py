@@ -45,14 +45,15 @@ def _stopped_arm(rest: list[dict], arm: str) -> tuple[dict, dict]:
 
 def test_a_target_killed_mid_arm_stops_the_arm_with_the_reason_and_is_not_hammered():
     server = ServerProcess().start()
+    engine = Engine(_config("plain", server.url()))
     try:
-        engine = Engine(_config("plain", server.url()))
         engine.until(_measured_second(2))
         server.kill()
         died = time.monotonic()
         rest, code, ended = engine.rest()
     finally:
         server.kill()
+        engine.kill()
     assert code == 3
     result, error = _stopped_arm(rest, "plain")
     assert error["error"].startswith("target unreachable: ")
@@ -73,13 +74,14 @@ def test_a_target_killed_mid_arm_stops_the_arm_with_the_reason_and_is_not_hammer
 
 def test_a_target_that_resets_every_connection_gets_a_bounded_attempt_rate_on_the_wire():
     server = DyingServer().start()
+    engine = Engine(_config("plain_new", server.url()))
     try:
-        engine = Engine(_config("plain_new", server.url()))
         engine.until(_measured_second(1))
         died = server.die()
         rest, code, ended = engine.rest()
     finally:
         server.stop()
+        engine.kill()
     assert code == 3
     result, error = _stopped_arm(rest, "plain_new")
     assert error["error"].endswith("attempts failed in the last 3 s (connection reset)")
@@ -130,3 +132,41 @@ def test_the_rule_needs_three_seconds_that_each_mostly_failed():
     assert _ticks(Watch(), [(1, 1), (0, 0), (1, 1), (0, 0)]) == [None] * 4
     # Seconds without a single attempt (every user waiting) do not reset it.
     assert _ticks(Watch(), [(8, 8), (0, 0), (1, 1)])[-1].startswith("target unreachable: 100% of 9 ")
+
+
+def test_a_distributed_arm_stops_alike_with_its_workers_counts():
+    server = ServerProcess().start()
+    engine = Engine({**_config("plain", server.url()), "generators": 2})
+    try:
+        engine.until(lambda m: m["type"] == "progress" and m["phase"] == "measure")
+        server.kill()
+        died = time.monotonic()
+        rest, code, ended = engine.rest()
+    finally:
+        server.kill()
+        engine.kill()
+    assert code == 3
+    result, error = _stopped_arm(rest, "plain")
+    assert error["error"].startswith("target unreachable: ") and "(connection " in error["error"]
+    print(f"distributed: stopped {ended - died:.2f} s after the kill")
+    assert ended - died < 8
+    assert len(result["generators"]) == 2 and result["requests"] > 0
+
+
+def test_a_saturation_stage_whose_target_dies_ends_the_run_with_the_reason():
+    server = ServerProcess().start()
+    saturation = {"arms": ["plain"], "start": 1, "max": 8, "stage_s": 6, "warmup_s": 0.3}
+    engine = Engine({**_config("plain", server.url(), duration_s=1), "saturation": saturation})
+    try:
+        engine.until(lambda m: m["type"] == "progress" and m["arm"] == "plain@capacity")
+        server.kill()
+        rest, code, _ = engine.rest()
+    finally:
+        server.kill()
+        engine.kill()
+    assert code == 3
+    assert next(m for m in engine.messages if m["type"] == "arm")["result"]["complete"] is True
+    stages = [m for m in rest if m["type"] == "capacity"]
+    assert stages and stages[-1]["point"]["complete"] is False
+    assert rest[-1]["type"] == "arm_error" and rest[-1]["arm"] == "plain@capacity"
+    assert rest[-1]["error"].startswith("target unreachable: ")
