@@ -135,3 +135,10 @@ def test_during_a_distributed_arm(plain_server):
     result = _arms(rest)["plain"]
     assert result["complete"] is False and result["requests"] > 0
     assert len(result["generators"]) == 2 and not result["lost_generators"]
+
+
+def test_while_the_engine_starts(plain_server):
+    """SIGTERM before the engine has even loaded Locust (a cancel right after the run started)."""
+    engine = Engine(_config(("plain", plain_server.url())))
+    rest, _ = _cancel(engine, "start-up", wait_s=0.05)
+    assert not _arms(rest)

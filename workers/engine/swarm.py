@@ -356,7 +356,8 @@ class Swarm:
         )
 
 
-def main(config_text: str, out: IO[str]) -> int:
+def main(config_text: str, out: IO[str], terminated=lambda: False) -> int:
+    """``terminated()``: whether a SIGTERM came before this (``workers.engine.__main__``)."""
     import json
     import signal
 
@@ -365,6 +366,8 @@ def main(config_text: str, out: IO[str]) -> int:
     # Cancel (SIGTERM from the task) ends the current arm early and keeps what it measured.
     gevent.signal_handler(signal.SIGTERM, swarm.cancel)
     gevent.signal_handler(signal.SIGINT, swarm.cancel)
+    if terminated():
+        swarm.cancel()
     emit(out, "hello", engine=engine_facts())
     try:
         code = swarm.run()
