@@ -45,6 +45,7 @@ def _create_arm(run: Run, position: int, message: dict) -> ArmResult:
         targets=message.get("targets", []),
         redirects=message.get("redirects", []),
         complete=result["complete"],
+        stopped=(result.get("stopped") or "")[:300],
         users=result["users"],
         warmup_s=result["warmup_s"],
         warmup_requests=result["warmup_requests"],

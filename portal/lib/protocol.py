@@ -11,10 +11,13 @@ stdout messages, one JSON object per line, each with a "type":
   tls_info  {"arm", "info": {...}}                     TLS facts from one handshake (first TLS arm)
   matrix    {"arm", "variants": [{"name", "variant", "status", "detail", "negotiated"}]}
                                                         TLS matrix: each variant probed (tls_matrix)
-  arm       {"arm", "round", "url", "result": {...}}  one per finished (or cut-short) arm and round
+  arm       {"arm", "round", "url", "result": {...}}  one per finished (or cut-short) arm and round;
+                                                        result["stopped"]: why the engine stopped it
+                                                        early (target unreachable), else null
   capacity  {"arm", "stage", "point": {...}}            saturation search: one per stage run
                                                         (portal.lib.capacity.stage_point)
-  arm_error {"arm", "error"}                            the arm could not run; the engine stops
+  arm_error {"arm", "error"}                            the arm could not run, or was stopped (after its
+                                                        "arm"): the engine stops, exit code 3
   generator {"event": "joined"|"lost", "id", "host", "at_s", ...}  distributed runs (generators != 1):
                                                         a Locust worker process joined or was lost
   done      {"status": "succeeded"|"cancelled"}

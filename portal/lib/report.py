@@ -36,6 +36,7 @@ def arm_section(arm: dict) -> dict:
     section = {
         "url": arm["url"],
         "complete": arm.get("complete", True),
+        "stopped": arm.get("stopped") or None,
         "users": arm.get("users"),
         "warmup_s": arm.get("warmup_s"),
         "warmup_requests_excluded": arm.get("warmup_requests", 0),
@@ -101,7 +102,7 @@ def deltas_vs(arms: dict[str, dict], base: str = BASE_ARM) -> dict[str, dict]:
 
 
 def _cpu_by_arm(merged: list[dict], windows_key: str, per_req_key: str, timeline: bool = False) -> dict:
-    """A sampled process's CPU per arm, its rounds' windows summed (``workers.probes.ssh.cpu_in_window``)."""
+    """A sampled process's CPU per arm, its rounds' windows summed (``workers.probes.cpu.cpu_in_window``)."""
     out = {}
     for arm in merged:
         windows = arm.get(windows_key) or []

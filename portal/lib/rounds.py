@@ -50,6 +50,7 @@ def _merge_measurements(group: list[dict]) -> dict:
     merged["status_codes"] = _merged_status_codes(group)
     merged.update(_merged_sizes(group))
     merged["errors"] = _merged_errors(group)
+    merged["stopped"] = next((r["stopped"] for r in group if r.get("stopped")), "")
     return merged
 
 

@@ -139,6 +139,9 @@ class ArmResult(models.Model):
     targets = models.JSONField(default=list)  # [{"path", "weight", "requested"}]: the request mix
     redirects = models.JSONField(default=list)  # [{"from", "to", "status"}] resolved before measuring
     complete = models.BooleanField(default=True)  # false: cut short by cancel
+    # Why the engine stopped the arm early ("target unreachable: 97% of 1,234 attempts failed in the
+    # last 3 s (connection refused)", workers/engine/unreachable.py); "" when it was not.
+    stopped = models.CharField(max_length=300, blank=True)
     users = models.PositiveIntegerField()
     warmup_s = models.FloatField()
     warmup_requests = models.PositiveIntegerField(default=0)
@@ -163,7 +166,7 @@ class ArmResult(models.Model):
     # Open loop only: requests that started after their scheduled time, and the worst lag in µs.
     late_requests = models.PositiveBigIntegerField(default=0)
     max_schedule_lag_us = models.PositiveBigIntegerField(default=0)
-    # Server CPU of the sampled processes in the measured window (workers.probes.ssh.cpu_in_window).
+    # Server CPU of the sampled processes in the measured window (workers.probes.cpu.cpu_in_window).
     server_cpu = models.JSONField(default=dict, blank=True)
     window_started = models.FloatField(null=True, blank=True)  # epoch s, wall clock of the generator
     window_ended = models.FloatField(null=True, blank=True)

@@ -30,6 +30,7 @@ def arm_data(arm: ArmResult) -> dict:
         "targets": arm.targets,
         "redirects": arm.redirects,
         "complete": arm.complete,
+        "stopped": arm.stopped,
         "users": arm.users,
         "warmup_s": arm.warmup_s,
         "warmup_requests": arm.warmup_requests,
@@ -130,7 +131,7 @@ def with_budgets(run: Run, data: dict) -> dict:
 
 
 # Bump when the report's computation changes, so cached reports of finished runs are rebuilt.
-REPORT_CACHE_VERSION = f"{portal.__version__}:{report.SCHEMA}:11"  # 10: capacity, 11: attempts
+REPORT_CACHE_VERSION = f"{portal.__version__}:{report.SCHEMA}:12"  # 11: stopped, 12: attempts
 REPORT_CACHE_TTL_S = 7 * 24 * 3600
 
 

@@ -226,3 +226,26 @@ def test_an_arm_where_most_attempts_failed_is_invalid():
     assert answers.invalid_arm({"expected_status": [431]}, all_431) is None
     assert answers.invalid_arm({}, arm(1000, status_codes={"200": 500, "500": 500})) is None  # half: not most
     assert answers.invalid_arm({}, arm(0, status_codes={})) == "no request was made in its measured window"
+
+
+def test_an_arm_the_engine_stopped_as_unreachable_is_invalid_and_fails_the_errors_check():
+    reason = "target unreachable: 97% of 1,234 attempts failed in the last 3 s (connection refused)"
+    # Stopped in its window: a few refusals after the users backed off (0.2%, a warning alone).
+    refused = {"connection_refused": {"count": 45, "samples": []}}
+    late = arm(20_000, status_codes={"200": 19_955}, errors=refused, stopped=reason)
+    assert answers.invalid_arm({}, late) == f"stopped early: {reason}"
+    found = answers.check_errors({"plain": arm(), "tls": late})
+    assert (found["status"], found["arms"]) == ("fail", ["tls"])
+    assert (
+        found["findings"][0]["reason"]
+        == f"tls: stopped early, {reason} (connection_refused×45 in its window)"
+    )
+    assert found["evidence"]["tls"] == {"connection_refused": 45, "stopped": reason}
+    # Stopped in its warm-up, the run's only arm: nothing in a window, and still a failure, not a skip.
+    early = arm(0, status_codes={}, stopped=reason)
+    assert answers.invalid_arm({}, early) == f"stopped early: {reason}"
+    alone = answers.check_errors({"plain": early})
+    assert alone["status"] == "fail" and alone["detail"].startswith(
+        f"Transport errors: plain: stopped early, {reason}."
+    )
+    assert answers.check_errors({"plain": arm(stopped="")})["status"] == "pass"

@@ -22,7 +22,8 @@ from portal.runs import reporting, services
 from portal.runs.models import Run
 from portal.targets.models import SshAccess
 from workers import runner
-from workers.probes.ssh import CpuSampler, SshSession, SshTarget, cpu_in_window
+from workers.probes.cpu import cpu_in_window
+from workers.probes.ssh import CpuSampler, SshSession, SshTarget
 
 # Transactional: the executor's heartbeat thread writes the run row through its own connection.
 # serial: its figures compare CPU or latency, so it runs alone, after the parallel part (Makefile).

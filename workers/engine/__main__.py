@@ -1,12 +1,19 @@
 """Entry point: ``python -m workers.engine < config.json``; JSON lines on stdout.
 
-Locust is imported first so that gevent patches socket/ssl before anything else loads them.
+Locust is imported first so that gevent patches socket/ssl before anything else loads them. A
+SIGTERM (cancel) that comes while it loads is remembered and honoured once the engine runs: the run
+still ends ``cancelled``, never killed half-started.
 """
 
-import locust  # noqa: F401, I001 - must come first: it monkey-patches with gevent
+import signal  # noqa: I001 - only to remember an early SIGTERM; gevent patches nothing of it here
 
-import os
-import sys
+_TERMINATED: list[int] = []
+signal.signal(signal.SIGTERM, lambda signum, frame: _TERMINATED.append(signum))
+
+import locust  # noqa: E402, F401, I001 - before anything using sockets: it monkey-patches with gevent
+
+import os  # noqa: E402
+import sys  # noqa: E402
 
 
 def _protocol_stream():
@@ -21,4 +28,4 @@ if __name__ == "__main__":
     from workers.engine.swarm import main
 
     stream = _protocol_stream()
-    sys.exit(main(sys.stdin.read(), stream))
+    sys.exit(main(sys.stdin.read(), stream, terminated=lambda: bool(_TERMINATED)))

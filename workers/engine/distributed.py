@@ -101,11 +101,14 @@ class Fleet:
         self.ready: set[str] = set()
         self.seconds: dict[str, list[dict]] = {}
         self.results: dict[str, dict] = {}
+        # gid -> (attempts, {kind: connection failures}): each worker's running totals in this arm
+        self.counts: dict[str, tuple[int, dict[str, int]]] = {}
         self.arm_index = -1
         for name, handler in (
             ("tg_hello", self.on_hello),
             ("tg_ready", self.on_ready),
             ("tg_second", self.on_second),
+            ("tg_counts", self.on_counts),
             ("tg_result", self.on_result),
         ):
             self.runner.register_message(name, handler)
@@ -143,6 +146,11 @@ class Fleet:
     def on_second(self, environment, msg, **_kw) -> None:
         if self._current(msg):
             self.seconds.setdefault(msg.data["gid"], []).append(msg.data)
+            self.on_counts(environment, msg)
+
+    def on_counts(self, environment, msg, **_kw) -> None:
+        if self._current(msg) and "attempts" in msg.data:
+            self.counts[msg.data["gid"]] = (msg.data["attempts"], msg.data.get("conn_failures") or {})
 
     def on_result(self, environment, msg, **_kw) -> None:
         if self._current(msg):

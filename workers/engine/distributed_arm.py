@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections import Counter
 
 import gevent
 
@@ -17,10 +18,12 @@ from workers.engine.distributed import READY_TIMEOUT_S, RESULT_TIMEOUT_S, SECOND
 
 
 class DistributedArm:
-    def __init__(self, fleet: Fleet, index: int, arm, ready, load) -> None:
+    def __init__(self, fleet: Fleet, index: int, arm, ready, load, watch) -> None:
         self.fleet = fleet
         self.swarm = fleet.swarm
         self.index, self.arm, self.ready, self.load = index, arm, ready, load
+        self.watch = watch  # the unreachable-target rule (workers.engine.unreachable.Watch)
+        self.seen: dict[str, tuple[int, dict[str, int]]] = {}  # the counts already fed to it
         self.series: list[dict] = []
         self.participants: list[str] = []
 
@@ -39,7 +42,7 @@ class DistributedArm:
         """Send the arm to every live worker; the ones that built it take part."""
         fleet = self.fleet
         fleet.arm_index = self.index
-        fleet.ready, fleet.seconds, fleet.results = set(), {}, {}
+        fleet.ready, fleet.seconds, fleet.results, fleet.counts = set(), {}, {}, {}
         fleet.check_lost()
         gids = fleet.live()
         fleet.send("tg_arm", self.payload(), gids)
@@ -74,7 +77,10 @@ class DistributedArm:
                 if gid not in fleet.results:
                     fleet.lose(gid, f"sent no result within {RESULT_TIMEOUT_S:.0f} s")
             spawner.kill()
-            fleet.runner.stop()
+            if not self.swarm.halted():
+                # Locust's stop polls its workers once a second; a cancelled or stopped run ends with
+                # the fleet's quit (Fleet.close), which stops the users at once.
+                fleet.runner.stop()
         result = self.merged(measured_s)
         result.update(
             started_at=started_at,
@@ -86,23 +92,39 @@ class DistributedArm:
 
     def warm_up(self, arm_t0: float) -> None:
         deadline = arm_t0 + self.load.warmup_s
-        while not self.swarm.cancelled and time.monotonic() < deadline:
-            gevent.sleep(min(TICK_S, max(0.0, deadline - time.monotonic())))
+        while not self.swarm.halted() and time.monotonic() < deadline:
+            self.fleet.send("tg_poll", {}, self.fleet.live(self.participants))
+            self.swarm.pause(min(TICK_S, max(0.0, deadline - time.monotonic())))
             self.fleet.check_lost()
             self.swarm._progress(
                 self.index, self.arm, "warmup", time.monotonic() - arm_t0, 0, self.fleet.runner
             )
+            self.swarm.stopped = self.watch.tick(*self.counts_delta())
+
+    def counts_delta(self) -> tuple[int, dict[str, int]]:
+        """Attempts and connection failures by kind since the last call, summed over the workers
+        (each reports its running totals with ``tg_second`` and ``tg_counts``)."""
+        attempts, failures = 0, Counter()
+        for gid, (total, kinds) in list(self.fleet.counts.items()):
+            seen_total, seen_kinds = self.seen.get(gid, (0, {}))
+            attempts += max(0, total - seen_total)
+            for kind, count in kinds.items():
+                failures[kind] += max(0, count - seen_kinds.get(kind, 0))
+            self.seen[gid] = (total, kinds)
+        return attempts, dict(failures)
 
     def measure(self, arm_t0: float, window_t0: float) -> None:
         """One merged point per second: each worker's bucket of that second, added."""
         fleet = self.fleet
         second = 0
-        while not self.swarm.cancelled:
+        while not self.swarm.halted():
             second += 1
             target = window_t0 + second * TICK_S
             if second * TICK_S > self.load.duration_s:
                 break
-            gevent.sleep(max(0.0, target - time.monotonic()))
+            self.swarm.pause(max(0.0, target - time.monotonic()))
+            if self.swarm.cancelled:
+                break  # a second cut short is in the totals, not in the series
             lag_ms = max(0.0, (time.monotonic() - target) * 1000)
             live = fleet.live(self.participants)
             fleet.send("tg_tick", {"t_s": second}, live)
@@ -133,9 +155,10 @@ class DistributedArm:
                 fleet.runner,
                 point,
             )
+            self.swarm.stopped = self.watch.tick(*self.counts_delta())
         remaining = self.load.duration_s - (time.monotonic() - window_t0)
-        if remaining > 0 and not self.swarm.cancelled:
-            gevent.sleep(remaining)
+        if remaining > 0 and not self.swarm.halted():
+            self.swarm.pause(remaining)
 
     def share(self, gid: str) -> tuple[dict | None, float | None]:
         """A worker's part of the arm and its CPU seconds: its result, or for a worker lost mid-arm
@@ -175,7 +198,8 @@ class DistributedArm:
             users=load.users,
             warmup_s=load.warmup_s,
             warmup_requests=sum(share["warmup_requests"] for share in shares),
-            complete=not self.swarm.cancelled and not lost,
+            complete=not self.swarm.halted() and not lost,
+            stopped=self.swarm.stopped,
             lost_generators=lost,
             series=self.series,
             address=self.ready.endpoint.address,

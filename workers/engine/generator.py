@@ -23,7 +23,8 @@ from portal.lib.protocol import ArmSpec, EngineConfig
 from workers.engine.client import Endpoint, make_ssl_context
 from workers.engine.distributed import USER_CLASS, ArmUser, process_cpu_s
 from workers.engine.recorder import ArmRecorder, CpuMeter
-from workers.engine.swarm import Load, Prepared, Swarm
+from workers.engine.preflight import Prepared
+from workers.engine.swarm import Load, Swarm
 
 
 class Generator:
@@ -41,6 +42,7 @@ class Generator:
             ("tg_arm", self.on_arm),
             ("tg_window", self.on_window),
             ("tg_tick", self.on_tick),
+            ("tg_poll", self.on_poll),
             ("tg_end", self.on_end),
         ):
             runner.register_message(name, handler)
@@ -71,7 +73,22 @@ class Generator:
     def on_tick(self, environment, msg, **_kw) -> None:
         point = self.recorder.roll_second(encode=True)
         cpu_pct, runq_pct = self.cpu.sample()
-        self.send("tg_second", t_s=msg.data["t_s"], cpu_pct=cpu_pct, runq_pct=runq_pct, **point)
+        counts = self.counts()
+        self.send("tg_second", t_s=msg.data["t_s"], cpu_pct=cpu_pct, runq_pct=runq_pct, **point, **counts)
+
+    def counts(self) -> dict:
+        """Running totals for the unreachable-target rule (workers.engine.unreachable): attempts and
+        connection failures by kind, warm-up included."""
+        recorder = self.recorder
+        return {
+            "attempts": recorder.warmup_requests + recorder.requests,
+            "conn_failures": dict(recorder.connection_failures),
+        }
+
+    def on_poll(self, environment, msg, **_kw) -> None:
+        """The warm-up's once-a-second question (the window's ticks carry the same counts)."""
+        if self.recorder is not None:
+            self.send("tg_counts", **self.counts())
 
     def on_end(self, environment, msg, **_kw) -> None:
         self.recorder.close_window()

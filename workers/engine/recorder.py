@@ -13,6 +13,7 @@ from collections import Counter
 from hdrh.histogram import HdrHistogram
 
 from workers.engine.client import Sample
+from workers.engine.unreachable import CONNECTION_ERRORS
 
 # 1 µs … 60 s at 3 significant digits: the format the portal stores and merges.
 HIST_MIN_US = 1
@@ -115,6 +116,9 @@ class ArmRecorder:
         self._sec_failures = 0
         # Warm-up totals, for progress only.
         self.warmup_requests = 0
+        # Connection-level failures (refused, reset, timeout) by kind, warm-up and window alike: the
+        # unreachable-target rule (workers.engine.unreachable.Watch) reads them with the attempts.
+        self.connection_failures: dict[str, int] = {}
 
     def flush(self) -> None:
         """Add every pending count of the window into its histogram (reading one does it too)."""
@@ -153,6 +157,8 @@ class ArmRecorder:
         self.window_end_ns = time.perf_counter_ns()
 
     def record(self, sample: Sample, expected_ok: bool) -> None:
+        if sample.error is not None and sample.error in CONNECTION_ERRORS:
+            _count(self.connection_failures, sample.error)
         start = self.window_start_ns
         if start is None or sample.start_ns < start or self.window_end_ns is not None:
             if start is None:

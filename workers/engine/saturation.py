@@ -15,6 +15,7 @@ from collections.abc import Callable
 from portal.lib import capacity, saturation
 from portal.lib.matrix import SEPARATOR
 from portal.lib.protocol import ArmSpec, emit
+from workers.engine.unreachable import TargetUnreachable, Watch
 
 # The stages run under their own name (progress and the live page show "plain@capacity", not more
 # seconds of the arm "plain"); their results are sent as ``capacity`` messages, never as arms.
@@ -40,6 +41,7 @@ def search_arm(swarm, arm, ready, position: int, make_load: Callable) -> int:
     stage_arm = ArmSpec(arm.name + STAGE_SUFFIX, arm.url)
     swarm.policies[stage_arm.name] = swarm.policies[arm.name]
     points: list[dict] = []
+    watch = Watch()  # the unreachable-target rule spans the arm's stages
     step: tuple[float, str] | None = (saturation.coarse_loads(sat)[0], "coarse")
     while step is not None and not swarm.cancelled:
         load_value, phase = step
@@ -47,10 +49,12 @@ def search_arm(swarm, arm, ready, position: int, make_load: Callable) -> int:
         rate = load_value if sat["mode"] == "rate" else None
         # All users at once: the stage's warm-up is the ramp (Locust spawns them in one go).
         load = make_load(users, float(max(users, 1) * 10), rate, sat["warmup_s"], sat["stage_s"])
-        result = swarm.run_arm(position, stage_arm, ready, load=load)
+        result = swarm.run_arm(position, stage_arm, ready, load=load, watch=watch)
         point = capacity.stage_point(result, load_value, phase, sat["mode"])
         points.append(point)
         emit(swarm.out, "capacity", arm=arm.name, stage=len(points) - 1, point=point)
+        if result["stopped"]:
+            raise TargetUnreachable(stage_arm.name, result["stopped"])
         swarm.elapsed_before_arm += sat["warmup_s"] + sat["stage_s"]
         position += 1
         step = saturation.next_load(sat, points, capacity.verdicts(points, sat["mode"]))

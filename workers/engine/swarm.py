@@ -5,17 +5,17 @@ Imported only inside the engine subprocess, after Locust (and so gevent's monkey
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import random
-import ssl
 import sys
 import time
 from dataclasses import dataclass
 from typing import IO
-from urllib.parse import urljoin
 
 import gevent
+from gevent.event import Event
 from locust import User
 from locust.env import Environment
 from locust.event import Events
@@ -23,24 +23,20 @@ from locust.event import Events
 from portal.lib.matrix import MATRIX_ARMS, base_arm
 from portal.lib.protocol import EXIT_ARM_ERROR, EXIT_OK, ArmSpec, EngineConfig, emit
 from workers.engine import saturation
-from workers.engine.client import (
-    ARM_POLICIES,
-    Endpoint,
-    TimedClient,
-    make_ssl_context,
-    origin_of,
-    split_target,
-)
+from workers.engine.client import ARM_POLICIES, TimedClient
 from workers.engine.distributed_arm import DistributedArm, Fleet
 from workers.engine.facts import engine_facts
+from workers.engine.preflight import Prepared, preflight, tls_facts
 from workers.engine.recorder import ArmRecorder, CpuMeter
-from workers.engine.tlsinfo import probe_tls
+from workers.engine.unreachable import TargetUnreachable, Watch
 from workers.engine.users import arm_user_class
 from workers.engine.variants import expand
 
 TICK_S = 1.0
-MAX_REDIRECTS = 5
-REDIRECT_STATUSES = (301, 302, 303, 307, 308)
+
+
+class Cancelled(BaseException):  # noqa: N818 - like GreenletExit: not an error, nothing catches it
+    """Thrown into the engine's main greenlet by a cancel during a step that may block for seconds."""
 
 
 @dataclass(frozen=True)
@@ -59,22 +55,14 @@ class Load:
         return cls(config.users, config.spawn_rate, config.arrival_rate, config.warmup_s, config.duration_s)
 
 
-@dataclass
-class Prepared:
-    """What preflight settled for an arm: where to connect and which request targets to send."""
-
-    endpoint: Endpoint
-    context: ssl.SSLContext | None
-    targets: list[dict]  # {"path", "weight", "requested"}: final path after redirects
-    redirects: list[dict]  # {"from", "to", "status"}
-    origin: str
-
-
 class Swarm:
     def __init__(self, config: EngineConfig, out: IO[str]) -> None:
         self.config = config
         self.out = out
         self.cancelled = False
+        self.stopped: str | None = None  # why the current arm was stopped early (target unreachable)
+        self._blocking = None  # the greenlet in a step a cancel interrupts (``interruptible``)
+        self._woken = Event()  # set by a cancel: the arm loops' pauses end at once
         self.elapsed_before_arm = 0.0
         self.tls_facts_sent = False
         self.headers = dict(config.headers)
@@ -91,66 +79,43 @@ class Swarm:
 
     def cancel(self) -> None:
         self.cancelled = True
+        self._woken.set()
+        blocked = self._blocking
+        if blocked is not None:
+
+            def interrupt() -> None:
+                if self._blocking is blocked:  # still inside that step
+                    blocked.throw(Cancelled())
+
+            gevent.get_hub().loop.run_callback(interrupt)
+
+    @contextlib.contextmanager
+    def interruptible(self):
+        """A step that may wait for seconds on the target (a preflight against a slow server, TLS facts,
+        the matrix's probing handshakes): a cancel ends it at once (``Cancelled``), not after its
+        timeouts. The arm loops check ``cancelled`` every second instead."""
+        self._blocking = gevent.getcurrent()
+        try:
+            yield
+        finally:
+            self._blocking = None
+
+    def halted(self) -> bool:
+        return self.cancelled or self.stopped is not None
+
+    def pause(self, seconds: float) -> None:
+        """Sleep until the next tick, or until a cancel."""
+        self._woken.wait(seconds)
 
     def _expected(self, status: int) -> bool:
         expected = self.config.expected_status
         return status in expected if expected else 200 <= status < 300
 
     def preflight(self, arm: ArmSpec) -> Prepared:
-        """Resolve the host, resolve redirects and make one request per target, before measuring.
-
-        An unreachable arm fails loudly here instead of becoming noise. A redirect is followed once
-        (when allowed) and the final URL is measured; one that leaves the arm's origin fails the arm,
-        because the arm would then measure another scheme, host or port.
-        """
-        endpoint = Endpoint.resolve(arm.url, self.config.pinned)
-        context = make_ssl_context(self.config.verify_tls) if endpoint.tls else None
-        _, policy = ARM_POLICIES[arm.name]
-        specs = self.config.paths or []
-        wanted = [(spec.path, spec.weight) for spec in specs] or [(split_target(arm.url), 1.0)]
-        origin = origin_of(arm.url)
-        targets: list[dict] = []
-        redirects: list[dict] = []
-        headers = self.headers_for(arm)
-        client = TimedClient(endpoint, policy, context, timeout_s=self.config.timeout_s, headers=headers)
-        try:
-            for path, weight in wanted:
-                current = path
-                for _hop in range(MAX_REDIRECTS + 1):
-                    sample = client.request(current, current)
-                    if sample.error:
-                        raise ConnectionError(f"{sample.error}: {sample.error_detail}")
-                    location = sample.location
-                    if not (self.config.follow_redirects and sample.status in REDIRECT_STATUSES and location):
-                        break
-                    absolute = urljoin(origin + current, location)
-                    if origin_of(absolute) != origin:
-                        raise ConnectionError(
-                            f"{origin + current} redirects ({sample.status}) to {absolute}, which leaves the "
-                            f"arm's origin {origin}; measure the final URL directly"
-                        )
-                    redirects.append({"from": origin + current, "to": absolute, "status": sample.status})
-                    current = split_target(absolute)
-                else:
-                    raise ConnectionError(f"more than {MAX_REDIRECTS} redirects from {origin + path}")
-                targets.append({"path": current, "weight": weight, "requested": path})
-        finally:
-            client.close()
-        return Prepared(endpoint, context, targets, redirects, origin)
+        return preflight(self.config, arm, self.headers_for(arm))
 
     def _tls_facts(self, arm: ArmSpec, prepared: Prepared) -> None:
-        try:
-            endpoint = prepared.endpoint
-            info = probe_tls(
-                endpoint.address,
-                endpoint.port,
-                server_name=endpoint.host,
-                verify=self.config.verify_tls,
-                timeout_s=self.config.timeout_s,
-            )
-        except Exception as exc:  # noqa: BLE001 - facts are a bonus; never fail the run for them
-            info = {"error": f"{type(exc).__name__}: {exc}"}
-        emit(self.out, "tls_info", arm=arm.name, url=arm.url, info=info)
+        emit(self.out, "tls_info", arm=arm.name, url=arm.url, info=tls_facts(self.config, prepared))
 
     def run(self) -> int:
         cfg = self.config
@@ -165,16 +130,13 @@ class Swarm:
                 arm = order[index]
                 if arm.name not in prepared:
                     try:
-                        prepared[arm.name] = self.preflight(arm)
-                    except Exception as exc:  # noqa: BLE001 - reported to the task, which fails the run
-                        error = f"preflight of {arm.url} failed: {exc}"
+                        with self.interruptible():
+                            error = self._prepare(arm, prepared, order, index)
+                    except Cancelled:
+                        break
+                    if error:
                         emit(self.out, "arm_error", arm=arm.name, error=error)
                         return EXIT_ARM_ERROR
-                    if prepared[arm.name].endpoint.tls and not self.tls_facts_sent:
-                        self.tls_facts_sent = True
-                        self._tls_facts(arm, prepared[arm.name])
-                    if cfg.tls_matrix and arm.name in MATRIX_ARMS:
-                        order[index + 1 : index + 1] = self._expand(arm, prepared)
                 ready = prepared[arm.name]
                 if f"{arm.name}#{round_index}" in cfg.skip:  # measured by an earlier attempt
                     self.elapsed_before_arm += cfg.warmup_s + cfg.duration_s
@@ -193,13 +155,33 @@ class Swarm:
                     redirects=ready.redirects,
                     result=result,
                 )
+                if result["stopped"]:  # the arm's figures are sent; the run ends with the reason
+                    emit(self.out, "arm_error", arm=arm.name, error=result["stopped"])
+                    return EXIT_ARM_ERROR
                 self.elapsed_before_arm += cfg.warmup_s + cfg.duration_s
                 position += 1
                 index += 1
         if cfg.saturation and not self.cancelled:  # after the arms (workers/engine/saturation.py)
-            saturation.search_all(self, prepared, position, Load)
+            try:
+                saturation.search_all(self, prepared, position, Load)
+            except TargetUnreachable as stop:
+                emit(self.out, "arm_error", arm=stop.arm, error=stop.reason)
+                return EXIT_ARM_ERROR
         emit(self.out, "done", status="cancelled" if self.cancelled else "succeeded")
         return EXIT_OK
+
+    def _prepare(self, arm: ArmSpec, prepared: dict[str, Prepared], order: list[ArmSpec], index: int) -> str:
+        """The arm's preflight (then the TLS facts, the matrix's sub-arms); the error, or ""."""
+        try:
+            prepared[arm.name] = self.preflight(arm)
+        except Exception as exc:  # noqa: BLE001 - reported to the task, which fails the run
+            return f"preflight of {arm.url} failed: {exc}"
+        if prepared[arm.name].endpoint.tls and not self.tls_facts_sent:
+            self.tls_facts_sent = True
+            self._tls_facts(arm, prepared[arm.name])
+        if self.config.tls_matrix and arm.name in MATRIX_ARMS:
+            order[index + 1 : index + 1] = self._expand(arm, prepared)
+        return ""
 
     def _expand(self, arm: ArmSpec, prepared: dict[str, Prepared]) -> list[ArmSpec]:
         """Probe the TLS matrix's variants of ``arm`` (one handshake each, before any window) and
@@ -240,11 +222,17 @@ class Swarm:
             arm.name, new_client, pick, recorder.record, expected, interval_ns, cfg.think_time_s
         )
 
-    def run_arm(self, index: int, arm: ArmSpec, ready: Prepared, load: Load | None = None) -> dict:
-        """One arm at ``load`` (default: the run's): warm-up, measured window, the arm's result."""
+    def run_arm(
+        self, index: int, arm: ArmSpec, ready: Prepared, load: Load | None = None, watch: Watch | None = None
+    ) -> dict:
+        """One arm at ``load`` (default: the run's): warm-up, measured window, the arm's result.
+        ``watch``: the unreachable-target rule's seconds so far (a saturation search's earlier stages)."""
         load = load or Load.of(self.config)
+        self.stopped = None
+        watch = watch or Watch()
+        watch.restart()
         if self.config.generators != 1:  # a Locust master and its workers (workers.engine.distributed)
-            return DistributedArm(Fleet.of(self), index, arm, ready, load).run()
+            return DistributedArm(Fleet.of(self), index, arm, ready, load, watch).run()
         recorder = ArmRecorder(arm.name)
         env = Environment(user_classes=[self._user_class(arm, ready, recorder, load)], events=Events())
         runner = env.create_local_runner()
@@ -255,8 +243,8 @@ class Swarm:
         arm_t0 = time.monotonic()
         window_started_at: float | None = None  # wall clock, for server-side samplers
         try:
-            self._warm_up(index, arm, runner, recorder, arm_t0, load)
-            window_started_at = self._measure(index, arm, runner, recorder, cpu, arm_t0, series, load)
+            self._warm_up(index, arm, runner, recorder, arm_t0, load, watch)
+            window_started_at = self._measure(index, arm, runner, recorder, cpu, arm_t0, series, load, watch)
         finally:
             recorder.close_window()
             window_ended_at = time.time()
@@ -273,6 +261,7 @@ class Swarm:
         arm_t0: float,
         series: list[dict],
         load: Load,
+        watch: Watch,
     ) -> float:
         """The measurement window, right after the warm-up: one point per second appended to
         ``series``, until the duration is over or the run is cancelled. Returns the window's start
@@ -282,12 +271,14 @@ class Swarm:
         window_t0 = time.monotonic()
         window_started_at = time.time()
         second = 0
-        while not self.cancelled:
+        while not self.halted():
             second += 1
             target = window_t0 + second * TICK_S
             if second * TICK_S > load.duration_s:
                 break
-            gevent.sleep(max(0.0, target - time.monotonic()))
+            self.pause(max(0.0, target - time.monotonic()))
+            if self.cancelled:
+                break  # a second cut short is in the totals, not in the series
             # How late the loop woke up: a saturated generator shows lag here.
             lag_ms = max(0.0, (time.monotonic() - target) * 1000)
             point = recorder.roll_second()
@@ -301,10 +292,11 @@ class Swarm:
             )
             series.append(point)
             self._progress(index, arm, "measure", time.monotonic() - arm_t0, point["requests"], runner, point)
+            self.stopped = watch.tick_recorder(recorder)
         # A fractional last second (duration not a whole number of seconds).
         remaining = load.duration_s - (time.monotonic() - window_t0)
-        if remaining > 0 and not self.cancelled:
-            gevent.sleep(remaining)
+        if remaining > 0 and not self.halted():
+            self.pause(remaining)
         return window_started_at
 
     def _arm_result(
@@ -326,7 +318,8 @@ class Swarm:
             users=load.users,
             warmup_s=load.warmup_s,
             warmup_requests=recorder.warmup_requests,
-            complete=not self.cancelled,
+            complete=not self.halted(),
+            stopped=self.stopped,
             series=series,
             address=ready.endpoint.address,
             window_started_at=window_started_at,
@@ -337,15 +330,16 @@ class Swarm:
         return result
 
     def _warm_up(
-        self, index: int, arm: ArmSpec, runner, recorder: ArmRecorder, arm_t0: float, load: Load
+        self, index: int, arm: ArmSpec, runner, recorder: ArmRecorder, arm_t0: float, load: Load, watch: Watch
     ) -> None:
         deadline = arm_t0 + load.warmup_s
         last = recorder.warmup_requests
-        while not self.cancelled and time.monotonic() < deadline:
-            gevent.sleep(min(TICK_S, max(0.0, deadline - time.monotonic())))
+        while not self.halted() and time.monotonic() < deadline:
+            self.pause(min(TICK_S, max(0.0, deadline - time.monotonic())))
             done = recorder.warmup_requests
             self._progress(index, arm, "warmup", time.monotonic() - arm_t0, done - last, runner)
             last = done
+            self.stopped = watch.tick_recorder(recorder)
 
     def _progress(
         self, index: int, arm: ArmSpec, phase: str, arm_elapsed: float, rps: float, runner, point=None
@@ -367,7 +361,8 @@ class Swarm:
         )
 
 
-def main(config_text: str, out: IO[str]) -> int:
+def main(config_text: str, out: IO[str], terminated=lambda: False) -> int:
+    """``terminated()``: whether a SIGTERM came before this (``workers.engine.__main__``)."""
     import json
     import signal
 
@@ -376,6 +371,8 @@ def main(config_text: str, out: IO[str]) -> int:
     # Cancel (SIGTERM from the task) ends the current arm early and keeps what it measured.
     gevent.signal_handler(signal.SIGTERM, swarm.cancel)
     gevent.signal_handler(signal.SIGINT, swarm.cancel)
+    if terminated():
+        swarm.cancel()
     emit(out, "hello", engine=engine_facts())
     try:
         code = swarm.run()

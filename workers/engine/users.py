@@ -7,6 +7,10 @@ its greenlet at its next switch), so spawning, stopping, cancel and the window a
 yields at least every ``YIELD_EVERY`` requests, so a server that always answers before the client
 asks for the answer cannot starve the other users or the engine's one-second ticks. With think
 time the task makes one request and Locust's ``constant`` wait does the thinking, as before.
+
+After a connection-level failure (refused, reset, timed out) a user backs off before its next attempt
+(``workers.engine.unreachable``: 5 ms doubling to 1 s, reset by any answer), so a dead target is not
+hammered; the wait is outside every request's timing, and the open loop keeps its schedule.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import gevent
 from locust import User, constant, task
 
 from workers.engine.client import Sample, TimedClient
+from workers.engine.unreachable import CONNECTION_ERRORS, backoff_s
 
 YIELD_EVERY = 32
 
@@ -35,6 +40,22 @@ def _charge_lateness(sample: Sample, intended_ns: int) -> None:
         sample.ttlb_us += late_us
 
 
+class BackingOff(User):
+    """A user that waits after consecutive connection failures (``back_off``)."""
+
+    abstract = True
+    backoff_s = 0.0  # the current wait; 0: the last attempt did not fail at the connection level
+
+    def back_off(self, error: str | None) -> None:
+        """After a request that failed or followed failures: wait longer after each consecutive
+        connection failure, start afresh after anything else."""
+        if error in CONNECTION_ERRORS:
+            self.backoff_s = backoff_s(self.backoff_s)
+            gevent.sleep(self.backoff_s)
+        else:
+            self.backoff_s = 0.0
+
+
 def arm_user_class(
     name: str,
     new_client: Callable[[], TimedClient],
@@ -48,7 +69,7 @@ def arm_user_class(
     path; ``interval_ns`` > 0: open loop, one request per user every ``interval_ns``."""
     loop = bool(interval_ns) or not think_time_s
 
-    class ArmUser(User):
+    class ArmUser(BackingOff):
         wait_time = constant(0 if loop else think_time_s)
 
         def on_start(self) -> None:
@@ -63,6 +84,8 @@ def arm_user_class(
             path = pick()
             sample = self.timed.request(path, path)
             record(sample, sample.status is not None and expected(sample.status))
+            if sample.error is not None or self.backoff_s:
+                self.back_off(sample.error)
 
         def paced(self) -> None:
             path = pick()
@@ -74,6 +97,8 @@ def arm_user_class(
             sample = self.timed.request(path, path)
             _charge_lateness(sample, intended)
             record(sample, sample.status is not None and expected(sample.status))
+            if sample.error is not None or self.backoff_s:
+                self.back_off(sample.error)
 
         @task
         def requests(self) -> None:

@@ -21,14 +21,8 @@ from portal import outbound, vault
 from portal.runs.models import ArmResult, Run
 from portal.targets.models import SshAccess
 from workers.probes import parsers
-from workers.probes.ssh import (
-    CpuSampler,
-    ProbeError,
-    SshSession,
-    SshTarget,
-    cpu_in_window,
-    moving_average,
-)
+from workers.probes.cpu import cpu_in_window, moving_average
+from workers.probes.ssh import CpuSampler, ProbeError, SshSession, SshTarget
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +30,12 @@ OPENSSL_SIGS = ["rsa2048", "rsa3072", "rsa4096", "ecdsap256", "ed25519"]
 OPENSSL_EVP = ["aes-128-gcm", "aes-256-gcm", "chacha20-poly1305"]
 # How long an arm's end waits for the sample that brackets its window (the sampler ticks each second).
 ARM_SAMPLE_WAIT_S = 3.0
+# The one-shot probes after the load (option → its name), skipped when the run was cancelled.
+ONE_SHOTS = {
+    "openssl_speed": "openssl speed",
+    "cryptsetup": "cryptsetup benchmark",
+    "openssl_speed_local": "openssl speed on the generator",
+}
 
 
 def wanted(run: Run) -> dict:
@@ -140,13 +140,16 @@ class ProbeSession:
             for arm in pending:
                 self._attribute(name, sampler, arm)
         steps = []
-        if one_shots and self.ssh is not None:
-            if self.options.get("openssl_speed"):
+        skipped = ", ".join(label for name, label in ONE_SHOTS.items() if self.options.get(name))
+        if skipped and self._cancelled():  # they take half a minute: a cancel ends the run in seconds
+            self.errors.append(f"{skipped}: not run, the run was cancelled")
+        elif one_shots:  # a hand-back leaves them to the attempt that finishes the run
+            if self.ssh is not None and self.options.get("openssl_speed"):
                 steps.append(("openssl speed", self._openssl_speed))
-            if self.options.get("cryptsetup"):
+            if self.ssh is not None and self.options.get("cryptsetup"):
                 steps.append(("cryptsetup benchmark", self._cryptsetup))
-        if one_shots and self.options.get("openssl_speed_local") and shutil.which("openssl"):
-            steps.append(("openssl speed on the generator", self._openssl_speed_local))
+            if self.options.get("openssl_speed_local") and shutil.which("openssl"):
+                steps.append(("openssl speed on the generator", self._openssl_speed_local))
         for label, step in steps:
             try:
                 step()
@@ -158,6 +161,9 @@ class ProbeSession:
         self.result["errors"] = self.errors
         Run.objects.filter(pk=self.run.pk).update(probes=self.result)
         return self.result
+
+    def _cancelled(self) -> bool:
+        return Run.objects.filter(pk=self.run.pk, cancel_requested=True).exists()
 
     def _attribute(self, name: str, sampler: CpuSampler, arm: ArmResult) -> None:
         key = "server_cpu" if name == "server" else "generator_cpu"

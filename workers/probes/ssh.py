@@ -3,25 +3,36 @@
 Django-free. One SSH connection per run: a host key pinned on first use (a changed key stops the
 probe), a CPU sampler streaming ``/proc/stat`` and ``/proc/<pid>/stat`` of the named processes once
 a second over one exec channel, and one-shot commands (``openssl speed``, ``cryptsetup benchmark``).
+
+A server that goes away never hangs a run: the connection is lost (``SshSession.lost``, every later
+command fails at once) when the sampler's stream ends or stays silent for ``SILENCE_S``, when a
+command's channel is silent and the server does not answer a keepalive within ``SILENCE_S``, or when
+TCP gives up on unacknowledged data (``TCP_USER_TIMEOUT``, with SSH keepalives every
+``KEEPALIVE_S`` so there always is some).
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import shlex
 import socket
 import subprocess
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import paramiko
 
 from portal.lib.names import process_name_problem
 from portal.lib.sshkeys import PublicKey, key_from_known_hosts, known_hosts_line
+from workers.probes.cpu import Sample
 from workers.probes.parsers import parse_proc_pid_stat, parse_proc_stat_cpu
 
 CONNECT_TIMEOUT_S = 10.0
+SILENCE_S = 5.0  # the sampler writes every second; a command's channel is pinged after this long
+KEEPALIVE_S = 2.0
+TCP_GIVE_UP_MS = 10_000
 
 
 class ProbeError(Exception):
@@ -85,6 +96,7 @@ class SshSession:
         self.target = target
         self.client = paramiko.SSHClient()
         self.host_key: paramiko.PKey | None = None
+        self.lost: str | None = None  # why the connection was given up (``mark_lost``)
 
     def connect(self) -> SshSession:
         t = self.target
@@ -94,6 +106,7 @@ class SshSession:
         pkey = load_private_key(t.private_key)
         try:
             sock = socket.create_connection((t.address or t.host, t.port), timeout=CONNECT_TIMEOUT_S)
+            _give_up_on_silence(sock)
             self.client.connect(
                 t.host,
                 port=t.port,
@@ -121,7 +134,40 @@ class SshSession:
             self.client.close()
             raise ProbeError(f"could not open an SSH session to {t.host}:{t.port}") from None
         self.host_key = policy.seen or self.client.get_transport().get_remote_server_key()
+        self.client.get_transport().set_keepalive(KEEPALIVE_S)
         return self
+
+    def mark_lost(self, reason: str) -> None:
+        """Give the connection up: every read on it ends now and every later command fails at once."""
+        if self.lost is None:
+            self.lost = f"the SSH connection to {self.target.host}:{self.target.port} was lost ({reason})"
+        self.client.close()
+
+    def _channel(self) -> paramiko.Channel:
+        transport = self.client.get_transport()
+        if self.lost is None and (transport is None or not transport.is_active()):
+            self.lost = f"the SSH connection to {self.target.host}:{self.target.port} was lost (closed)"
+        if self.lost:
+            raise ProbeError(self.lost)
+        try:
+            return transport.open_session(timeout=CONNECT_TIMEOUT_S)
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            self.mark_lost(f"no channel: {exc}")
+            raise ProbeError(self.lost) from None
+
+    def answers(self, timeout_s: float = SILENCE_S) -> bool:
+        """Whether the server answers a keepalive request within ``timeout_s`` (OpenSSH refuses it,
+        which is an answer)."""
+        transport = self.client.get_transport()
+        done = threading.Event()
+
+        def ping() -> None:
+            with contextlib.suppress(Exception):
+                transport.global_request("keepalive@openssh.com", wait=True)
+                done.set()
+
+        threading.Thread(target=ping, daemon=True, name="ssh-ping").start()
+        return done.wait(timeout_s)
 
     @property
     def host_public(self) -> PublicKey:
@@ -132,33 +178,71 @@ class SshSession:
         return known_hosts_line(self.target.host, self.target.port, self.host_public)
 
     def run(self, command: list[str], timeout_s: float = 300.0) -> tuple[int, str]:
-        """Run one command; (exit status, stdout + stderr)."""
-        channel = self.client.get_transport().open_session(timeout=CONNECT_TIMEOUT_S)
-        channel.set_combine_stderr(True)
-        channel.settimeout(timeout_s)
-        channel.exec_command(shlex.join(command))
-        chunks = []
+        """Run one command; (exit status, stdout + stderr). A silent channel is checked every
+        ``SILENCE_S``: a server that does not answer then is lost (ProbeError), not waited for."""
+        channel = self._channel()
         try:
-            while True:
-                data = channel.recv(65536)
-                if not data:
-                    break
-                chunks.append(data)
-        except TimeoutError:
+            channel.set_combine_stderr(True)
+            channel.settimeout(SILENCE_S)
+            channel.exec_command(shlex.join(command))
+            chunks = []
+            deadline = time.monotonic() + timeout_s
+            try:
+                while data := self._recv(channel, deadline):
+                    chunks.append(data)
+            except TimeoutError:
+                raise ProbeError(f"{command[0]} took longer than {timeout_s:.0f} s") from None
+            channel.status_event.wait(SILENCE_S)  # the exit status follows the output's end
+            status = channel.recv_exit_status() if channel.exit_status_ready() else -1
+            if status == -1 and (self.lost or not self.client.get_transport().is_active()):
+                raise ProbeError(self.lost or f"the SSH connection to {self.target.host} was lost")
+            return status, b"".join(chunks).decode("utf-8", "replace")
+        finally:
             channel.close()
-            raise ProbeError(f"{command[0]} took longer than {timeout_s:.0f} s") from None
-        status = channel.recv_exit_status()
-        channel.close()
-        return status, b"".join(chunks).decode("utf-8", "replace")
+
+    def _recv(self, channel: paramiko.Channel, deadline: float) -> bytes:
+        while True:
+            try:
+                return channel.recv(65536)
+            except TimeoutError:
+                if time.monotonic() >= deadline:
+                    raise
+                if not self.answers():
+                    self.mark_lost(f"no answer for {2 * SILENCE_S:.0f} s")
+                    raise ProbeError(self.lost) from None
 
     def stream(self, script: str):
-        """A line iterator over a long-running shell script's stdout, and a closer."""
-        channel = self.client.get_transport().open_session(timeout=CONNECT_TIMEOUT_S)
+        """A line iterator over a long-running shell script's stdout (a read waits ``SILENCE_S`` at
+        most: TimeoutError), a closer, and its exit status once it has exited (else None: output
+        that ended without one means the connection went)."""
+        channel = self._channel()
+        channel.settimeout(SILENCE_S)
         channel.exec_command("sh -c " + shlex.quote(script))
-        return channel.makefile("r"), channel.close
+
+        def exit_status() -> int | None:  # paramiko says -1 for a channel closed without one
+            status = channel.recv_exit_status() if channel.exit_status_ready() else -1
+            return None if status == -1 else status
+
+        return channel.makefile("r"), channel.close, exit_status
 
     def close(self) -> None:
         self.client.close()
+
+
+def _give_up_on_silence(sock: socket.socket) -> None:
+    """TCP ends the connection when sent data stays unacknowledged for TCP_GIVE_UP_MS (a host gone
+    from the network), and probes an idle one (Linux; elsewhere the defaults stay)."""
+    options = [
+        (socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1),
+        (socket.IPPROTO_TCP, getattr(socket, "TCP_KEEPIDLE", None), 5),
+        (socket.IPPROTO_TCP, getattr(socket, "TCP_KEEPINTVL", None), 2),
+        (socket.IPPROTO_TCP, getattr(socket, "TCP_KEEPCNT", None), 3),
+        (socket.IPPROTO_TCP, getattr(socket, "TCP_USER_TIMEOUT", None), TCP_GIVE_UP_MS),
+    ]
+    for level, name, value in options:
+        if name is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(level, name, value)
 
 
 def sampler_script(process: str, interval_s: float = 1.0) -> str:
@@ -176,21 +260,17 @@ def sampler_script(process: str, interval_s: float = 1.0) -> str:
     )
 
 
-@dataclass
-class Sample:
-    t: float  # local wall clock (time.time()) when the sample arrived
-    uptime_s: float  # the server's own clock (monotonic), for intervals
-    host_busy: int  # jiffies, all CPUs: everything but idle and iowait
-    host_total: int
-    procs: dict[int, dict] = field(default_factory=dict)  # pid -> {"cpu": utime+stime, "threads", "comm"}
-
-
 class CpuSampler:
-    """Reads the sampler script's output in a thread and keeps every sample."""
+    """Reads the sampler script's output in a thread and keeps every sample. Output that ends before
+    ``stop`` (or, over SSH, stays away for ``SILENCE_S``) is an ``error``, and over SSH the session is
+    given up (``SshSession.mark_lost``): its later commands fail at once instead of waiting."""
 
-    def __init__(self, lines, close) -> None:
+    def __init__(self, lines, close, on_lost=None, exit_status=None) -> None:
         self.lines = lines
         self._close = close
+        self._on_lost = on_lost
+        self._exit_status = exit_status or (lambda: None)
+        self.stopping = False
         self.samples: list[Sample] = []
         self.hz = 100
         self.error: str | None = None
@@ -199,13 +279,19 @@ class CpuSampler:
     @classmethod
     def over_ssh(cls, session: SshSession, process: str, interval_s: float = 1.0) -> CpuSampler:
         script = sampler_script(process, interval_s)  # checks the name before anything is sent
-        lines, close = session.stream(script)
-        return cls(lines, close).start()
+        lines, close, exit_status = session.stream(script)
+        return cls(lines, close, session.mark_lost, exit_status).start()
 
     @classmethod
     def local(cls, process: str, interval_s: float = 1.0) -> CpuSampler:
         proc = subprocess.Popen(  # noqa: S603 - our own fixed script
-            ["/bin/sh", "-c", sampler_script(process, interval_s)], stdout=subprocess.PIPE, text=True
+            ["/bin/sh", "-c", sampler_script(process, interval_s)],
+            stdout=subprocess.PIPE,
+            text=True,
+            # Its own process group: a Ctrl-C of `tollgate run` (the terminal signals the foreground
+            # group) cancels the run, it must not end the sampling. Orphaned, it dies at its next
+            # line (SIGPIPE).
+            process_group=0,
         )
         return cls(proc.stdout, proc.kill).start()
 
@@ -214,37 +300,53 @@ class CpuSampler:
         return self
 
     def _read(self) -> None:
-        current: Sample | None = None
         try:
-            for raw in self.lines:
-                line = raw.rstrip("\n")
-                if line.startswith("HZ "):
-                    self.hz = int(line.split()[1])
-                elif line.startswith("T "):
-                    current = Sample(
-                        t=time.time(), uptime_s=float(line.split()[1]), host_busy=0, host_total=0
-                    )
-                elif current is None:
-                    continue
-                elif line.startswith("cpu "):
-                    cpu = parse_proc_stat_cpu(line)
-                    fields = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
-                    current.host_total = sum(int(cpu.get(f) or 0) for f in fields)
-                    current.host_busy = (
-                        current.host_total - int(cpu.get("idle") or 0) - int(cpu.get("iowait") or 0)
-                    )
-                elif line == "E":
-                    self.samples.append(current)
-                    current = None
-                elif line:
-                    stat = parse_proc_pid_stat(line)
-                    current.procs[stat["pid"]] = {
-                        "cpu": stat["utime"] + stat["stime"],
-                        "threads": stat["num_threads"],
-                        "comm": stat["comm"],
-                    }
-        except Exception as exc:  # noqa: BLE001 - reported with the probe, never fatal to the run
+            self._parse()
+            status = None if self.stopping else self._exit_status()
+            if status is not None:  # the script ended there (a shell without its tools)
+                self.error = f"the sampler exited with status {status}"
+            elif not self.stopping:
+                self._lose("the sampler's output ended")
+        except TimeoutError:
+            self._lose(f"no sample for {SILENCE_S:.0f} s")
+        except (OSError, EOFError, paramiko.SSHException) as exc:
+            if not self.stopping:
+                self._lose(f"{type(exc).__name__}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - a sample it cannot read: reported, the connection stays
             self.error = f"{type(exc).__name__}: {exc}"
+
+    def _lose(self, reason: str) -> None:
+        self.error = f"lost at {time.strftime('%H:%M:%S')}: {reason}"
+        if self._on_lost is not None:
+            self._on_lost(reason)
+
+    def _parse(self) -> None:
+        current: Sample | None = None
+        for raw in self.lines:
+            line = raw.rstrip("\n")
+            if line.startswith("HZ "):
+                self.hz = int(line.split()[1])
+            elif line.startswith("T "):
+                current = Sample(t=time.time(), uptime_s=float(line.split()[1]), host_busy=0, host_total=0)
+            elif current is None:
+                continue
+            elif line.startswith("cpu "):
+                cpu = parse_proc_stat_cpu(line)
+                fields = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+                current.host_total = sum(int(cpu.get(f) or 0) for f in fields)
+                current.host_busy = (
+                    current.host_total - int(cpu.get("idle") or 0) - int(cpu.get("iowait") or 0)
+                )
+            elif line == "E":
+                self.samples.append(current)
+                current = None
+            elif line:
+                stat = parse_proc_pid_stat(line)
+                current.procs[stat["pid"]] = {
+                    "cpu": stat["utime"] + stat["stime"],
+                    "threads": stat["num_threads"],
+                    "comm": stat["comm"],
+                }
 
     def wait_past(self, t: float, timeout_s: float = 5.0) -> bool:
         """Wait until a sample taken after ``t`` (wall clock) has arrived, so a window ending at ``t``
@@ -259,82 +361,8 @@ class CpuSampler:
         return False
 
     def stop(self) -> None:
+        self.stopping = True
         try:
             self._close()
         finally:
             self.thread.join(timeout=5)
-
-
-def _cumulative(samples: list[Sample]) -> list[float]:
-    """Total jiffies of the sampled processes at each sample, carried across processes that vanish
-    (a worker that exits keeps what it used) and starting new ones from 0."""
-    last: dict[int, int] = {}
-    totals = []
-    for s in samples:
-        for pid, proc in s.procs.items():
-            last[pid] = proc["cpu"]
-        totals.append(float(sum(last.values())))
-    return totals
-
-
-def _at(times: list[float], values: list[float], t: float) -> float:
-    """Linear interpolation of values over times at t (clamped to the ends)."""
-    if t <= times[0]:
-        return values[0]
-    for k in range(1, len(times)):
-        if t <= times[k]:
-            t0, t1 = times[k - 1], times[k]
-            frac = (t - t0) / (t1 - t0) if t1 > t0 else 1.0
-            return values[k - 1] + frac * (values[k] - values[k - 1])
-    return values[-1]
-
-
-def cpu_in_window(samples: list[Sample], hz: int, start: float, end: float) -> dict | None:
-    """CPU seconds the sampled processes used in [start, end] (local wall clock).
-
-    The cumulative jiffies are interpolated linearly at both edges between the samples that bracket
-    them, so neither the warm-up before nor the idle time after leaks in. Needs a sample at or before
-    ``start`` and one at or after ``end``.
-    """
-    if not samples or samples[0].t > start or samples[-1].t < end:
-        return None
-    times = [s.t for s in samples]
-    totals = _cumulative(samples)
-    cpu_jiffies = _at(times, totals, end) - _at(times, totals, start)
-    inside = [s for s in samples if start <= s.t <= end]
-    bracket = [s for s in samples if s.t <= start][-1:] + inside + [s for s in samples if s.t >= end][:1]
-    host_busy = bracket[-1].host_busy - bracket[0].host_busy
-    host_total = bracket[-1].host_total - bracket[0].host_total
-    timeline = []
-    for a, b in zip(bracket, bracket[1:], strict=False):
-        dt = b.uptime_s - a.uptime_s
-        if dt <= 0:
-            continue
-        used = sum(proc["cpu"] - a.procs.get(pid, {"cpu": 0})["cpu"] for pid, proc in b.procs.items())
-        timeline.append(
-            {
-                "epoch_s": round(b.t, 3),
-                "cpu_pct": round(100.0 * used / hz / dt, 1),
-                "threads": sum(proc["threads"] for proc in b.procs.values()),
-                "host_cpu_pct": round(
-                    100.0 * (b.host_busy - a.host_busy) / max(b.host_total - a.host_total, 1), 1
-                ),
-            }
-        )
-    return {
-        "cpu_s": round(cpu_jiffies / hz, 6),
-        "window_s": round(end - start, 3),
-        "samples": len(inside),
-        "processes": len({pid for s in bracket for pid in s.procs}),
-        "host_cpu_pct": round(100.0 * host_busy / host_total, 1) if host_total else None,
-        "timeline": timeline,
-    }
-
-
-def moving_average(values: list[float | None], width: int = 15) -> list[float | None]:
-    """Trailing moving average over ``width`` points (the SAP study's 15 s average)."""
-    out: list[float | None] = []
-    for i in range(len(values)):
-        window = [v for v in values[max(0, i - width + 1) : i + 1] if v is not None]
-        out.append(round(sum(window) / len(window), 1) if window else None)
-    return out

@@ -70,13 +70,21 @@ def check_status_codes(config: dict, arms: dict[str, dict]) -> dict:
 
 
 def check_errors(arms: dict[str, dict]) -> dict:
-    if not any(arm["requests"] for arm in arms.values()):
+    stopped = {name: arm["stopped"] for name, arm in arms.items() if arm.get("stopped")}
+    if not stopped and not any(arm["requests"] for arm in arms.values()):
         return result("errors", SKIP, "Not judged: no request was made in any measured window.")
     evidence = {}
     findings = []
     for name, arm in arms.items():
         count = sum(entry["count"] for entry in (arm.get("errors") or {}).values())
-        if count:
+        if name in stopped:
+            # The engine stopped the arm: its target stopped answering (few errors in the window
+            # after the users backed off, or none at all when it happened in the warm-up).
+            kinds = {kind: entry["count"] for kind, entry in (arm.get("errors") or {}).items()}
+            seen = f" ({', '.join(f'{k}×{v:,}' for k, v in kinds.items())} in its window)" if kinds else ""
+            evidence[name] = {**kinds, "stopped": stopped[name]}
+            findings.append(finding([name], FAIL, f"{name}: stopped early, {stopped[name]}{seen}"))
+        elif count:
             share = count / max(arm["requests"], 1)
             evidence[name] = {kind: entry["count"] for kind, entry in arm["errors"].items()}
             kinds = ", ".join(f"{k}×{v:,}" for k, v in evidence[name].items())
@@ -102,7 +110,9 @@ def check_errors(arms: dict[str, dict]) -> dict:
 def invalid_arm(config: dict, arm: dict) -> str | None:
     """Why an arm's numbers cannot stand for the page (None when they can): no request in its
     window, or most attempts (more than half) failed: transport errors and answers outside the
-    expected set."""
+    expected set; or the engine stopped it because its target stopped answering."""
+    if arm.get("stopped"):
+        return f"stopped early: {arm['stopped']}"
     attempts = arm["requests"]
     if not attempts:
         return "no request was made in its measured window"

@@ -4,7 +4,6 @@ outbound policy's decision for a URL, and the demo stack."""
 from __future__ import annotations
 
 import json
-import signal
 import sys
 import time
 from pathlib import Path
@@ -25,7 +24,7 @@ from portal.projects import cli as project_cli
 from portal.runs import reporting, services, tuning
 from portal.runs.demo import run_demo, start_demo_target, stop_processes
 from portal.runs.forms import RunForm
-from portal.runs.management import cli_options
+from portal.runs.management import cli_options, interrupt
 from portal.runs.models import Run
 from portal.scenarios import cli as scenarios_cli
 from portal.sharing import cli as sharing_cli
@@ -217,17 +216,10 @@ class Command(BaseCommand):
             )
 
     def _execute(self, run: Run) -> Run:
-        previous = signal.getsignal(signal.SIGINT)
-
-        def interrupt(signum, frame) -> None:
-            # Ctrl-C cancels like the web button: the current arm stops and is kept.
-            Run.objects.filter(pk=run.pk).update(cancel_requested=True)
-
-        signal.signal(signal.SIGINT, interrupt)
-        try:
-            return runner.execute_when_free(run.pk, self.stderr.write)
-        finally:
-            signal.signal(signal.SIGINT, previous)
+        # Ctrl-C cancels like the web button: the current arm stops and is kept.
+        with interrupt.CancelOnCtrlC(run, self.stderr.write):
+            # None: the run was not ours any more (cancelled while it waited for a generator).
+            return runner.execute_when_free(run.pk, self.stderr.write) or Run.objects.get(pk=run.pk)
 
     def _print_report(self, report: dict, as_json: bool) -> None:
         if as_json:

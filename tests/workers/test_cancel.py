@@ -1,0 +1,144 @@
+"""Cancel (SIGTERM to the engine's process group, as workers.driver sends it) stops the engine within
+about 2 s in every phase, keeps the finished arms, sends the interrupted one as partial and ends
+with ``done`` cancelled (issue 16). Each phase is held long (a 30 s warm-up, a window, a saturation
+stage, a target that never answers a preflight or a handshake), so only the cancel can end it soon.
+
+The machine is loaded (2 cores shared with other test runs): the bound asserted is 4 s, twice the
+target; the figures measured are printed (-s)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.faulty_servers import FirstOnlyTlsServer, SilentServer
+from tests.workers.engine_lines import Engine
+
+pytestmark = pytest.mark.serial
+
+STOP_WITHIN_S = 4.0
+
+
+def _config(*arms: tuple[str, str], warmup_s: float = 0.3, duration_s: float = 30.0, **more) -> dict:
+    return {
+        "arms": [{"name": name, "url": url} for name, url in arms],
+        "users": 2,
+        "spawn_rate": 100,
+        "warmup_s": warmup_s,
+        "duration_s": duration_s,
+        "verify_tls": False,
+        "timeout_s": 30,
+        **more,
+    }
+
+
+def _cancel(engine: Engine, phase: str, wait_s: float = 0.5) -> tuple[list[dict], float]:
+    """SIGTERM ``wait_s`` into the phase; the messages after it, and seconds to the engine's exit."""
+    time.sleep(wait_s)
+    sent = engine.terminate()
+    try:
+        rest, code, ended = engine.rest(timeout_s=30)
+    finally:
+        engine.kill()
+    print(f"{phase}: the engine exited {ended - sent:.2f} s after SIGTERM")
+    assert code == 0
+    assert rest[-1] == {"type": "done", "status": "cancelled"}
+    assert ended - sent < STOP_WITHIN_S, (phase, ended - sent)
+    return rest, ended - sent
+
+
+def _arms(messages: list[dict]) -> dict[str, dict]:
+    return {m["arm"]: m["result"] for m in messages if m["type"] == "arm"}
+
+
+def _held(server, count: int, timeout_s: float = 20) -> None:
+    deadline = time.monotonic() + timeout_s
+    while len(server.held) < count:
+        assert time.monotonic() < deadline, "the engine never got there"
+        time.sleep(0.05)
+
+
+def test_during_a_preflight_that_waits_on_a_silent_target(plain_server):
+    silent = SilentServer()
+    try:
+        engine = Engine(_config(("plain", plain_server.url()), ("plain_new", silent.url()), duration_s=1))
+        engine.until(lambda m: m["type"] == "arm")  # the first arm, then plain_new's preflight waits
+        rest, _ = _cancel(engine, "preflight")
+    finally:
+        silent.stop()
+    assert list(_arms(engine.messages)) == ["plain"]  # kept; nothing measured of plain_new
+    assert _arms(engine.messages)["plain"]["complete"] is True
+    assert not [m for m in rest if m["type"] in ("arm", "arm_error")]
+
+
+def test_during_the_tls_facts_of_a_target_that_stalls_handshakes(tls_cert):
+    server = FirstOnlyTlsServer(tls_cert).start()
+    try:
+        engine = Engine(_config(("tls", server.url())))
+        _held(server, 2)  # the preflight's connection, then the facts' first handshake
+        rest, _ = _cancel(engine, "tls facts", wait_s=0.3)
+    finally:
+        server.stop()
+    assert not _arms(engine.messages)
+
+
+def test_during_the_matrix_probing(tls_server, tls_cert):
+    stalling = FirstOnlyTlsServer(tls_cert).start()
+    try:
+        config = _config(("tls", tls_server.url()), ("tls_new", stalling.url()), duration_s=1)
+        engine = Engine({**config, "tls_matrix": ["group"]})
+        engine.until(lambda m: m["type"] == "arm")
+        _held(stalling, 2)  # tls_new's preflight, then the first variant's probing handshake
+        rest, _ = _cancel(engine, "matrix probing", wait_s=0.3)
+    finally:
+        stalling.stop()
+    assert list(_arms(engine.messages)) == ["tls"]
+    assert not [m for m in engine.messages if m["type"] == "matrix"]
+
+
+def test_during_the_warm_up(plain_server):
+    engine = Engine(_config(("plain", plain_server.url()), warmup_s=30))
+    engine.until(lambda m: m["type"] == "progress" and m["phase"] == "warmup")
+    rest, _ = _cancel(engine, "warm-up")
+    result = _arms(rest)["plain"]
+    assert result["complete"] is False and result["requests"] == 0 and result["warmup_requests"] > 0
+
+
+def test_during_the_window_of_the_second_arm(plain_server):
+    engine = Engine(_config(("plain", plain_server.url()), ("plain_new", plain_server.url()), duration_s=3))
+    engine.until(lambda m: m["type"] == "progress" and m["arm"] == "plain_new" and m["phase"] == "measure")
+    rest, _ = _cancel(engine, "window")
+    arms = _arms(engine.messages)
+    assert arms["plain"]["complete"] is True
+    assert arms["plain_new"]["complete"] is False and arms["plain_new"]["requests"] > 0
+
+
+def test_during_a_saturation_stage(plain_server):
+    saturation = {"arms": ["plain"], "start": 1, "max": 4, "stage_s": 30, "warmup_s": 0.3}
+    engine = Engine(_config(("plain", plain_server.url()), duration_s=1, saturation=saturation))
+    engine.until(
+        lambda m: m["type"] == "progress" and m["arm"] == "plain@capacity" and m["phase"] == "measure"
+    )
+    rest, _ = _cancel(engine, "saturation stage")
+    assert _arms(engine.messages)["plain"]["complete"] is True
+    stages = [m for m in rest if m["type"] == "capacity"]
+    assert len(stages) == 1 and stages[0]["point"]["complete"] is False
+
+
+def test_during_a_distributed_arm(plain_server):
+    engine = Engine(
+        _config(("plain", plain_server.url()), generators=2), env={"TOLLGATE_GENERATOR_CONNECT_S": "30"}
+    )
+    engine.until(lambda m: m["type"] == "progress" and m["phase"] == "measure")
+    rest, _ = _cancel(engine, "distributed arm")
+    result = _arms(rest)["plain"]
+    assert result["complete"] is False and result["requests"] > 0
+    assert len(result["generators"]) == 2 and not result["lost_generators"]
+
+
+def test_while_the_engine_starts(plain_server):
+    """SIGTERM before the engine has even loaded Locust (a cancel right after the run started)."""
+    engine = Engine(_config(("plain", plain_server.url())))
+    rest, _ = _cancel(engine, "start-up", wait_s=0.05)
+    assert not _arms(rest)
