@@ -162,6 +162,7 @@ class EngineProcess:
         self.capacity: dict = {}  # the saturation search's stages so far (Run.capacity)
         self.timed_out = threading.Event()
         self.stopped_by: str | None = None
+        self.cancelled = False  # a cancel (or a hand-back) was sent
         self.proc: subprocess.Popen | None = None
         self.outcome: dict = {"done": None, "arm_error": None, "arm_error_arm": None}
         self.stderr_tail = ""
@@ -178,6 +179,7 @@ class EngineProcess:
                 os.killpg(self.proc.pid, sig)
 
     def cancel(self) -> None:
+        self.cancelled = True
         self.signal(signal.SIGTERM)
 
     def kill(self, reason: str) -> None:
@@ -342,7 +344,8 @@ class EngineProcess:
                 Run.Status.FAILED,
                 f"Arm {self.outcome['arm_error_arm']}: {self.outcome['arm_error']}.{kept}",
             )
-        if self.outcome["done"] == "cancelled":
+        # An engine still starting when the cancel came may die of it before it can say "done".
+        if self.outcome["done"] == "cancelled" or (self.cancelled and self.returncode == -signal.SIGTERM):
             return Run.Status.CANCELLED, f"Cancelled by the user.{kept}"
         if self.outcome["done"] == "succeeded" and self.returncode == 0:
             return Run.Status.SUCCEEDED, ""

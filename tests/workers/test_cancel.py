@@ -8,7 +8,9 @@ target; the figures measured are printed (-s)."""
 
 from __future__ import annotations
 
+import signal
 import time
+from pathlib import Path
 
 import pytest
 
@@ -46,6 +48,12 @@ def _cancel(engine: Engine, phase: str, wait_s: float = 0.5) -> tuple[list[dict]
     assert rest[-1] == {"type": "done", "status": "cancelled"}
     assert ended - sent < STOP_WITHIN_S, (phase, ended - sent)
     return rest, ended - sent
+
+
+def _catches_sigterm(pid: int) -> bool:
+    status = Path(f"/proc/{pid}/status").read_text()
+    caught = int(next(line for line in status.splitlines() if line.startswith("SigCgt:")).split()[1], 16)
+    return bool(caught & (1 << (signal.SIGTERM - 1)))
 
 
 def _arms(messages: list[dict]) -> dict[str, dict]:
@@ -140,5 +148,11 @@ def test_during_a_distributed_arm(plain_server):
 def test_while_the_engine_starts(plain_server):
     """SIGTERM before the engine has even loaded Locust (a cancel right after the run started)."""
     engine = Engine(_config(("plain", plain_server.url())))
-    rest, _ = _cancel(engine, "start-up", wait_s=0.05)
+    # From the moment its first line has installed the SIGTERM handler (before that the interpreter
+    # itself is still starting, a window no cancel meets: the heartbeat sends it seconds later).
+    deadline = time.monotonic() + 10
+    while not _catches_sigterm(engine.proc.pid):
+        assert time.monotonic() < deadline, "the engine never installed its SIGTERM handler"
+        time.sleep(0.002)
+    rest, _ = _cancel(engine, "start-up", wait_s=0.0)
     assert not _arms(rest)
