@@ -104,6 +104,8 @@ def parse(body: bytes, github: bool) -> tuple[dict, str]:
         data = json.loads(body.decode("utf-8")) if body.strip() else {}
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"The body is not JSON: {exc}") from None
+    except RecursionError:  # "[[[[…": deeper than Python's json goes
+        raise ValueError("The body is JSON nested too deeply to read.") from None
     if github:
         return {}, ""
     if not isinstance(data, dict):
