@@ -59,7 +59,7 @@ class Delivery:
         WebhookDelivery.objects.create(
             trigger=self.trigger,
             status_code=response.status_code,
-            outcome=outcome[:300],
+            outcome=storable(outcome)[:300],
             idempotency_key=self.key,
             signature_digest=self.digest,
             run=run,
@@ -82,6 +82,12 @@ class Delivery:
         # The log says why, field by field (the answer went to the caller, not to whoever reads the log).
         said = "; ".join(f"{field}: {' '.join(messages)}" for field, messages in (errors or {}).items())
         return self.answer(problem(status, detail, errors, headers), f"{detail} {said}" if said else detail)
+
+
+def storable(text: str) -> str:
+    """Text as PostgreSQL can store it: what the caller sent may be quoted in an outcome (an unknown
+    key's name), and may hold NUL or a lone surrogate (``"\\u0000"``, ``"\\ud800"`` in the JSON)."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
 
 
 def read_body(request: HttpRequest) -> tuple[bytes, bool]:
@@ -116,8 +122,9 @@ def parse(body: bytes, github: bool) -> tuple[dict, str]:
     overrides, key = data.get("overrides") or {}, data.get("idempotency_key") or ""
     if not isinstance(overrides, dict):
         raise ValueError("overrides must be a JSON object of run settings.")
-    if not isinstance(key, str) or len(key) > 200:
-        raise ValueError("idempotency_key must be a string of at most 200 characters.")
+    if not isinstance(key, str) or len(key) > 200 or not key.isprintable():
+        # Printable: a NUL or a lone surrogate could be neither stored nor looked up in PostgreSQL.
+        raise ValueError("idempotency_key must be a string of at most 200 printable characters.")
     return overrides, key
 
 
@@ -152,7 +159,7 @@ def receive(request: HttpRequest, public_id: str) -> JsonResponse:
         overrides, key = parse(body, github)
     except ValueError as exc:
         return delivery.refuse(400, str(exc), {"body": [str(exc)]})
-    delivery.key = verdict.delivery if github else key
+    delivery.key = storable(verdict.delivery) if github else key
     if github and request.headers.get("X-GitHub-Event", "") == "ping":
         # GitHub's test delivery when the webhook is added: proves the secret, starts nothing.
         return delivery.answer(JsonResponse({"status": 200, "detail": "pong"}), "ping")

@@ -1,7 +1,8 @@
 """How much each fuzz surface is fuzzed: one Hypothesis settings profile per mode, chosen by the
 environment (``TOLLGATE_FUZZ=short|long``, default short), and a count of the cases each surface
 actually ran (printed at the end of the session by tests/fuzz/conftest.py; in long mode the session
-fails when the total is under ``LONG_MINIMUM``).
+fails when the total is under ``LONG_MINIMUM``). Also ``no_dns``: random URLs must not reach a
+resolver. docs/fuzzing.md says what each surface checks.
 
 short: what ``make pytest`` and CI run — derandomized (the same cases every time, so CI does not flake
 on a case it never saw before), about a minute for the whole set on a 2-core machine.
@@ -18,7 +19,6 @@ from collections import Counter
 
 import pytest
 from hypothesis import HealthCheck, Phase, settings
-from hypothesis import strategies as st
 
 MODES = ("short", "long")
 MODE = os.environ.get("TOLLGATE_FUZZ", "short").strip().lower() or "short"
@@ -113,9 +113,3 @@ def no_dns():
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(socket, "getaddrinfo", stub)
         yield
-
-
-def mostly(usual: st.SearchStrategy, rare: st.SearchStrategy, one_in: int = 4) -> st.SearchStrategy:
-    """``rare`` about once in ``one_in`` cases, else ``usual`` (``st.one_of`` weighs its branches
-    equally, and a repeated ``st.just`` is not drawn more often)."""
-    return st.integers(1, one_in).flatmap(lambda i: rare if i == 1 else usual)

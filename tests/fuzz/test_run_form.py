@@ -25,7 +25,8 @@ from portal.runs import inputs, starting
 from portal.runs.access import SESSION_KEY
 from portal.runs.forms import RunForm
 from portal.runs.models import Run
-from tests.fuzz.budget import count, fuzz, mostly
+from tests.fuzz.budget import count, fuzz
+from tests.fuzz.strategies import mostly
 
 TEXT = st.text(st.characters(exclude_categories=["Cs"]), max_size=40)
 NUMBER_TEXT = st.one_of(
