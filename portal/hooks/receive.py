@@ -52,6 +52,7 @@ class Delivery:
         self.digest = self.key = ""
 
     def answer(self, response: JsonResponse, outcome: str, run=None, sealed: str = "") -> JsonResponse:
+        outcome = storable(outcome)  # for the log file as for the table
         if response.status_code not in ACCEPTED and self.flooded():
             log.warning("webhook %s: %s %s (not stored: refused-delivery log full this minute)",
                         self.trigger.pk, response.status_code, outcome)  # fmt: skip
@@ -59,7 +60,7 @@ class Delivery:
         WebhookDelivery.objects.create(
             trigger=self.trigger,
             status_code=response.status_code,
-            outcome=storable(outcome)[:300],
+            outcome=outcome[:300],
             idempotency_key=self.key,
             signature_digest=self.digest,
             run=run,
@@ -85,8 +86,9 @@ class Delivery:
 
 
 def storable(text: str) -> str:
-    """Text as PostgreSQL can store it: what the caller sent may be quoted in an outcome (an unknown
-    key's name), and may hold NUL or a lone surrogate (``"\\u0000"``, ``"\\ud800"`` in the JSON)."""
+    """Text as PostgreSQL (and a log file) can hold it: what the caller sent may be quoted in an
+    outcome (an unknown key's name), and may hold NUL or a lone surrogate (``"\\u0000"``,
+    ``"\\ud800"`` in the JSON)."""
     return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
 
 

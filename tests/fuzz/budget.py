@@ -5,7 +5,7 @@ fails when the total is under ``LONG_MINIMUM``). Also ``no_dns``: random URLs mu
 resolver. docs/fuzzing.md says what each surface checks.
 
 short: what ``make pytest`` and CI run — derandomized (the same cases every time, so CI does not flake
-on a case it never saw before), about a minute for the whole set on a 2-core machine.
+on a case it never saw before), about half a minute for the whole set on a 2-core machine.
 long: ``make fuzz`` — random (every run explores new cases), ≥ 10,000 cases in total.
 """
 

@@ -89,7 +89,7 @@ def mutated(draw, report: dict) -> dict:
         integrity[draw(st.text(max_size=10).filter(lambda k: k not in signing.FIELDS))] = draw(JSON)
     elif how == "integrity-drop":
         del integrity[draw(st.sampled_from(signing.FIELDS))]
-    else:  # signed again, by a key that is not published, or by ours over other content
+    else:  # signed again: by another key under our key id, or by ours over other content
         other = draw(st.booleans())
         body = {k: v for k, v in doc.items() if k != signing.INTEGRITY}
         key, kid = (OTHER, KID) if other else (PRIVATE, KID)
