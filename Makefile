@@ -9,15 +9,15 @@ export DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/tollgate
 export CELERY_BROKER_URL ?= redis://127.0.0.1:6379/15
 export CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: demo test lint pytest venv node bench clean
+.PHONY: demo test lint pytest fuzz venv node bench clean
 
 # Demo and test mode: the only mode in which the settings may generate SECRET_KEY into var/secret_key
 # and derive the Fernet key from it; everywhere else real secrets are required (README, Production).
-demo test lint pytest: export TOLLGATE_DEMO = 1
+demo test lint pytest fuzz: export TOLLGATE_DEMO = 1
 # The outbound address policy (README, Production): the demo, the tests and CI reach loopback only.
-demo test lint pytest: export TOLLGATE_ALLOW_NETWORKS = 127.0.0.0/8,::1/128
+demo test lint pytest fuzz: export TOLLGATE_ALLOW_NETWORKS = 127.0.0.0/8,::1/128
 # The local process probe samples this machine: on for the demo (and the tests), off by default.
-demo test lint pytest: export TOLLGATE_LOCAL_PROBE = 1
+demo test lint pytest fuzz: export TOLLGATE_LOCAL_PROBE = 1
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: requirements.txt requirements-dev.txt
@@ -45,11 +45,19 @@ lint: venv
 # Two parts: everything but the `serial` tests on two processes (pytest-xdist; each has its own
 # PostgreSQL and Redis database), then the tests whose figures compare measured CPU or latency, alone.
 PYTEST_WORKERS ?= 2
+pytest: export TOLLGATE_FUZZ = short
 pytest: venv node
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile -m "not serial"
 	$(PY) -m pytest -m serial
 
 test: lint pytest
+
+# Long fuzzing (docs/fuzzing.md): Hypothesis and schemathesis over the run form, the API, webhooks,
+# the probe parsers, known_hosts and report verification — at least 10,000 random cases in one
+# process, a few minutes; the session fails below that total. `make pytest` runs the short mode.
+fuzz: export TOLLGATE_FUZZ = long
+fuzz: venv
+	$(PY) -m pytest -p no:xdist tests/fuzz tests/api/test_schema.py
 
 bench: venv node
 	@echo "see bench/: each script prints its figures as JSON on its last line"

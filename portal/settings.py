@@ -318,7 +318,7 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["portal.api.authentication.BearerTokenAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["portal.api.authentication.TokenScope"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["portal.api.parsers.JSONParser"],
     "EXCEPTION_HANDLER": "portal.api.errors.handle",
     # OPTIONS would describe the output serializers as if they were inputs: the schema does that.
     "DEFAULT_METADATA_CLASS": None,

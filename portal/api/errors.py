@@ -31,12 +31,18 @@ class Refused(exceptions.ValidationError):
         super().__init__(errors)
 
 
+def _text(value) -> str:
+    """A message as the JSON renderer can encode it: a lone surrogate the request brought in (an
+    unknown key named ``"\\ud800"`` in the body, echoed back) is shown escaped, not a 500."""
+    return str(value).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _messages(value) -> list[str]:
     if isinstance(value, list):
-        return [str(item) for item in value]
+        return [_text(item) for item in value]
     if isinstance(value, dict):  # a nested serializer's errors: flatten them under the parent field
-        return [f"{key}: {msg}" for key, inner in value.items() for msg in _messages(inner)]
-    return [str(value)]
+        return [f"{_text(key)}: {msg}" for key, inner in value.items() for msg in _messages(inner)]
+    return [_text(value)]
 
 
 def body(status_code: int, detail: str, errors: dict | None = None) -> dict:
@@ -55,14 +61,14 @@ def handle(exc, context):
     data = response.data
     if isinstance(exc, exceptions.ValidationError):
         if isinstance(data, dict):
-            errors = {str(key): _messages(value) for key, value in data.items()}
+            errors = {_text(key): _messages(value) for key, value in data.items()}
         else:
             errors = {"non_field_errors": _messages(data)}
         detail = "Invalid input: " + "; ".join(f"{k}: {' '.join(v)}" for k, v in errors.items())
         response.data = body(response.status_code, detail, errors)
     else:
         detail = data.get("detail", "") if isinstance(data, dict) else str(data)
-        response.data = body(response.status_code, str(detail))
+        response.data = body(response.status_code, _text(detail))
         if getattr(exc, "run_status", None):
             response.data["run_status"] = exc.run_status
     return response

@@ -14,5 +14,6 @@ urlpatterns = [
     path("scenarios", views.Scenarios.as_view(), name="api-scenarios"),
     path("schema", SpectacularJSONAPIView.as_view(), name="api-schema"),
     path("docs", api_docs, name="api-docs"),
-    re_path(r"^.*$", errors.not_found, name="api-not-found"),
+    # [\s\S], not ".": a path with a newline in it (%0A) is no endpoint either, and answers in JSON.
+    re_path(r"^[\s\S]*$", errors.not_found, name="api-not-found"),
 ]

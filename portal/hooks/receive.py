@@ -52,6 +52,7 @@ class Delivery:
         self.digest = self.key = ""
 
     def answer(self, response: JsonResponse, outcome: str, run=None, sealed: str = "") -> JsonResponse:
+        outcome = storable(outcome)  # for the log file as for the table
         if response.status_code not in ACCEPTED and self.flooded():
             log.warning("webhook %s: %s %s (not stored: refused-delivery log full this minute)",
                         self.trigger.pk, response.status_code, outcome)  # fmt: skip
@@ -84,6 +85,13 @@ class Delivery:
         return self.answer(problem(status, detail, errors, headers), f"{detail} {said}" if said else detail)
 
 
+def storable(text: str) -> str:
+    """Text as PostgreSQL (and a log file) can hold it: what the caller sent may be quoted in an
+    outcome (an unknown key's name), and may hold NUL or a lone surrogate (``"\\u0000"``,
+    ``"\\ud800"`` in the JSON)."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
+
+
 def read_body(request: HttpRequest) -> tuple[bytes, bool]:
     """At most MAX_BODY_BYTES + 1 bytes of the body, and whether it is too big (the declared
     length is believed first: nothing is read of a body announced too big)."""
@@ -104,6 +112,8 @@ def parse(body: bytes, github: bool) -> tuple[dict, str]:
         data = json.loads(body.decode("utf-8")) if body.strip() else {}
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"The body is not JSON: {exc}") from None
+    except RecursionError:  # "[[[[…": deeper than Python's json goes
+        raise ValueError("The body is JSON nested too deeply to read.") from None
     if github:
         return {}, ""
     if not isinstance(data, dict):
@@ -114,8 +124,9 @@ def parse(body: bytes, github: bool) -> tuple[dict, str]:
     overrides, key = data.get("overrides") or {}, data.get("idempotency_key") or ""
     if not isinstance(overrides, dict):
         raise ValueError("overrides must be a JSON object of run settings.")
-    if not isinstance(key, str) or len(key) > 200:
-        raise ValueError("idempotency_key must be a string of at most 200 characters.")
+    if not isinstance(key, str) or len(key) > 200 or not key.isprintable():
+        # Printable: a NUL or a lone surrogate could be neither stored nor looked up in PostgreSQL.
+        raise ValueError("idempotency_key must be a string of at most 200 printable characters.")
     return overrides, key
 
 
@@ -150,7 +161,7 @@ def receive(request: HttpRequest, public_id: str) -> JsonResponse:
         overrides, key = parse(body, github)
     except ValueError as exc:
         return delivery.refuse(400, str(exc), {"body": [str(exc)]})
-    delivery.key = verdict.delivery if github else key
+    delivery.key = storable(verdict.delivery) if github else key
     if github and request.headers.get("X-GitHub-Event", "") == "ping":
         # GitHub's test delivery when the webhook is added: proves the secret, starts nothing.
         return delivery.answer(JsonResponse({"status": 200, "detail": "pong"}), "ping")

@@ -38,6 +38,7 @@ FIELDS = ("sha256", "signature", "key_id", "signed_at", "algorithm")
 KEYS_TIMEOUT_S = 10.0
 # A keys document is a few hundred bytes per key; refuse anything absurd before parsing it.
 KEYS_MAX_BYTES = 1 << 20
+SHOWN_MAX_CHARS = 100
 
 
 class KeysError(Exception):
@@ -113,20 +114,24 @@ def verify(report: Mapping, keys: Mapping[str, Ed25519PublicKey]) -> list[str]:
     missing = [field for field in FIELDS if not isinstance(integrity.get(field), str)]
     if missing:
         return [f"the integrity block lacks {', '.join(missing)}"]
+    unsigned = sorted(shown(str(field)) for field in integrity if field not in FIELDS)
+    if unsigned:  # nothing covers them; docs/auditors.md's recipe would sign them and fail
+        return [f"the integrity block carries fields no signature covers: {', '.join(unsigned)}"]
     if integrity["algorithm"] != ALGORITHM:
         return [f"unsupported signature algorithm {integrity['algorithm']!r} (only {ALGORITHM})"]
     try:
         data = canonical(report)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:
         return [f"the report cannot be put in canonical form: {exc}"]
     problems = []
     actual = hashlib.sha256(data).hexdigest()
     if actual != integrity["sha256"]:
+        signed_digest = shown(integrity["sha256"])
         problems.append(
-            f"the report's content changed: sha256 {actual} ≠ {integrity['sha256']} (the signed digest)"
+            f"the report's content changed: sha256 {actual} ≠ {signed_digest} (the signed digest)"
         )
-    kid = integrity["key_id"]
-    public = keys.get(kid)
+    kid = shown(integrity["key_id"])
+    public = keys.get(integrity["key_id"])
     if public is None:
         known = ", ".join(sorted(keys)) or "none"
         problems.append(f"unknown key id {kid} (published keys: {known})")
@@ -138,6 +143,14 @@ def verify(report: Mapping, keys: Mapping[str, Ed25519PublicKey]) -> list[str]:
             f"the signature does not match the report's digest, key id and signing time with key {kid}"
         )
     return problems
+
+
+def shown(text: str) -> str:
+    """A string of the report in a message: as it is when printable and short; else quoted, with
+    escapes, so a crafted value cannot break a message into lines (or pass for another one)."""
+    if text.isprintable() and len(text) <= SHOWN_MAX_CHARS:
+        return text
+    return repr(text[:SHOWN_MAX_CHARS]) + ("…" if len(text) > SHOWN_MAX_CHARS else "")
 
 
 def intact_line(integrity: Mapping) -> str:
@@ -192,20 +205,31 @@ def load_keys(source: str, timeout_s: float = KEYS_TIMEOUT_S) -> dict[str, Ed255
     if len(raw) > KEYS_MAX_BYTES:
         raise KeysError(f"{source}: larger than {KEYS_MAX_BYTES} bytes, not a keys document")
     try:
-        document = json.loads(raw)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise KeysError(f"{source}: not JSON ({exc})") from None
+        document = parse_json(raw)
+    except ValueError as exc:
+        raise KeysError(f"{source}: {exc}") from None
     return parse_keys(document)
+
+
+def parse_json(raw: bytes) -> object:
+    """A JSON document; ValueError with a message for anything else (not UTF-8, not JSON, or nested
+    deeper than Python's recursion limit lets ``json`` go)."""
+    try:
+        return json.loads(raw)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ValueError(f"not JSON ({exc})") from None
+    except RecursionError:
+        raise ValueError("not JSON Tollgate reads: nested too deeply") from None
 
 
 def load_report(path: str) -> dict:
     """A downloaded report; ValueError says why it cannot be read."""
     try:
-        document = json.loads(Path(path).read_bytes())
+        document = parse_json(Path(path).read_bytes())
     except OSError as exc:
         raise ValueError(f"{path}: {exc.strerror or exc}") from None
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ValueError(f"{path}: not JSON ({exc})") from None
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
     if not isinstance(document, dict):
         raise ValueError(f"{path}: not a report (a JSON object is expected)")
     return document

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import math
+
 from django import forms
 from django.conf import settings
 
@@ -378,8 +380,9 @@ class RunForm(TuningFields):
         def value(name: str) -> float | None:
             raw = self.data.get(name) if self.is_bound else self.initial.get(name, self.fields[name].initial)
             try:
-                return float(raw) if raw not in (None, "") else None
+                number = float(raw) if raw not in (None, "") else None
             except (TypeError, ValueError):
                 return None
+            return number if number is not None and math.isfinite(number) else None  # "nan", "1e309"
 
         return evidence.too_short_for_intervals(value("duration_s"), int(value("rounds") or 1))

@@ -1,6 +1,10 @@
 """The OpenAPI 3 schema: served, valid, and true — schemathesis generates requests for every
 operation (valid and invalid data, random and real ids) against the WSGI app and checks each answer:
-no server error, a documented status code, content type, headers and body."""
+no server error, a documented status code, content type, headers and body.
+
+The API's fuzz surface (docs/fuzzing.md): its case count follows ``TOLLGATE_FUZZ`` (short: 15 per
+operation and mode, as in CI; long, ``make fuzz``: 100) and is counted with the other surfaces'
+(tests/fuzz/budget.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from django.core import signals
 from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections
 from drf_spectacular.validation import validate_schema
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import given
 from schemathesis import GenerationMode
 from schemathesis.checks import (
     content_type_conformance,
@@ -24,6 +28,7 @@ from schemathesis.checks import (
 
 from portal.runs.models import Run
 from tests.api.conftest import inline
+from tests.fuzz import budget
 
 pytestmark = pytest.mark.django_db
 
@@ -34,7 +39,6 @@ CHECKS = [
     response_headers_conformance,
     response_schema_conformance,
 ]
-EXAMPLES = 15  # per operation and mode: the whole test stays well under a minute
 OPERATIONS = {
     ("GET", "/api/v1/runs"),
     ("POST", "/api/v1/runs"),
@@ -69,6 +73,13 @@ def test_the_schema_is_served_as_valid_openapi_3(client):
     assert len(run_in) == 2  # a saved scenario with overrides, or inline
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _no_dns():
+    """Generated URLs name random hosts, which the outbound policy would look up: no DNS here."""
+    with budget.no_dns():
+        yield
+
+
 @pytest.fixture
 def schema():
     """The schema loaded through the WSGI app, in this process and this test's transaction. As
@@ -89,15 +100,9 @@ def _operations(schema):
 
 def _fuzz(operation, headers: dict, mode: GenerationMode, **fixed) -> None:
     @given(case=operation.as_strategy(mode, **fixed))
-    @settings(
-        max_examples=EXAMPLES,
-        deadline=None,
-        database=None,
-        derandomize=True,
-        phases=[Phase.explicit, Phase.generate],
-        suppress_health_check=list(HealthCheck),
-    )
+    @budget.schema_settings()
     def call(case):
+        budget.count(budget.SCHEMA_SURFACE)
         case.call_and_validate(headers=headers, checks=CHECKS)
 
     call()

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 # ``openssl speed -mr`` lines that carry results (the same in OpenSSL 1.1.1 and 3.x):
@@ -20,7 +21,12 @@ _ECDSA_CURVES = {160: "p160", 192: "p192", 224: "p224", 256: "p256", 384: "p384"
 
 
 def _num(text: str) -> float:
-    return float(text)
+    """A rate as printed: finite and not negative (``nan``, ``inf`` or ``1e999`` from a broken or
+    hostile server would poison the report's JSON); ValueError otherwise."""
+    value = float(text)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"not a rate: {text!r}")
+    return value
 
 
 def parse_openssl_speed(text: str) -> dict:
@@ -114,27 +120,41 @@ def parse_cryptsetup_benchmark(text: str) -> dict:
         line = raw.rstrip()
         if not line.strip() or line.lstrip().startswith("#"):
             continue
-        if m := _PBKDF2_LINE.match(line):
-            out["kdf"][m["alg"].lower()] = {"key_bits": int(m["key"]), "iterations_per_s": int(m["it"])}
-        elif m := _ARGON_LINE.match(line):
-            out["kdf"][m["alg"].lower()] = {
-                "key_bits": int(m["key"]),
-                "iterations": int(m["it"]),
-                "memory_kib": int(m["mem"]),
-                "threads": int(m["thr"]),
-            }
-        elif m := _CIPHER_LINE.match(line):
-            if m["enc"] == "N/A" or m["dec"] == "N/A":
-                out["notes"].append(f"{m['alg']} {m['key']}b: not measured (N/A)")
-                continue
-            out["ciphers"][f"{m['alg']} {m['key']}b"] = {
-                "key_bits": int(m["key"]),
-                "encrypt_bytes_per_s": round(float(m["enc"]) * _UNIT[m["eu"] or "MiB/s"]),
-                "decrypt_bytes_per_s": round(float(m["dec"]) * _UNIT[m["du"] or "MiB/s"]),
-            }
-        else:
+        try:
+            _cryptsetup_line(line, out)
+        except ValueError:  # a figure no number can hold ("1.2.3", 400 digits): a note, not a crash
             out["notes"].append(line.strip())
     return out
+
+
+def _bytes_per_s(figure: str, unit: str | None) -> int:
+    value = float(figure) * _UNIT[unit or "MiB/s"]
+    if not math.isfinite(value):
+        raise ValueError(f"not a rate: {figure!r}")
+    return round(value)
+
+
+def _cryptsetup_line(line: str, out: dict) -> None:
+    if m := _PBKDF2_LINE.match(line):
+        out["kdf"][m["alg"].lower()] = {"key_bits": int(m["key"]), "iterations_per_s": int(m["it"])}
+    elif m := _ARGON_LINE.match(line):
+        out["kdf"][m["alg"].lower()] = {
+            "key_bits": int(m["key"]),
+            "iterations": int(m["it"]),
+            "memory_kib": int(m["mem"]),
+            "threads": int(m["thr"]),
+        }
+    elif m := _CIPHER_LINE.match(line):
+        if m["enc"] == "N/A" or m["dec"] == "N/A":
+            out["notes"].append(f"{m['alg']} {m['key']}b: not measured (N/A)")
+            return
+        out["ciphers"][f"{m['alg']} {m['key']}b"] = {
+            "key_bits": int(m["key"]),
+            "encrypt_bytes_per_s": _bytes_per_s(m["enc"], m["eu"]),
+            "decrypt_bytes_per_s": _bytes_per_s(m["dec"], m["du"]),
+        }
+    else:
+        out["notes"].append(line.strip())
 
 
 _CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal", "guest", "guest_nice")
@@ -142,30 +162,36 @@ _CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "st
 
 def parse_proc_stat_cpu(line: str) -> dict[str, int]:
     """The aggregate ``cpu`` line of ``/proc/stat``: jiffies per state. Older kernels print fewer
-    fields; the missing ones are 0."""
+    fields; the missing ones are 0. ValueError (naming the line) for anything else."""
     parts = line.split()
     if not parts or parts[0] != "cpu":
         raise ValueError(f"not the aggregate cpu line of /proc/stat: {line[:60]!r}")
-    values = [int(p) for p in parts[1:]]
+    try:
+        values = [int(p) for p in parts[1:]]
+    except ValueError:
+        raise ValueError(f"a /proc/stat cpu line of whole numbers was expected: {line[:60]!r}") from None
     return {name: (values[i] if i < len(values) else 0) for i, name in enumerate(_CPU_FIELDS)}
 
 
 def parse_proc_pid_stat(line: str) -> dict:
     """One ``/proc/<pid>/stat`` line (proc(5)). The command name is in parentheses and may itself
-    hold spaces and ``)``, so the fields after it are split from the *last* ``)``."""
-    open_at = line.index("(")
-    close_at = line.rindex(")")
-    pid = int(line[:open_at].strip())
-    comm = line[open_at + 1 : close_at]
-    rest = line[close_at + 2 :].split()
-    # rest[0] is field 3 (state); field n is rest[n - 3].
-    return {
-        "pid": pid,
-        "comm": comm,
-        "state": rest[0],
-        "ppid": int(rest[1]),
-        "utime": int(rest[11]),
-        "stime": int(rest[12]),
-        "num_threads": int(rest[17]),
-        "starttime": int(rest[19]),
-    }
+    hold spaces and ``)``, so the fields after it are split from the *last* ``)``. ValueError (naming
+    the line) when it is not one: no ``(comm)``, too few fields, or a field that is no number."""
+    try:
+        open_at = line.index("(")
+        close_at = line.rindex(")")
+        pid = int(line[:open_at].strip())
+        rest = line[close_at + 2 :].split()
+        # rest[0] is field 3 (state); field n is rest[n - 3].
+        return {
+            "pid": pid,
+            "comm": line[open_at + 1 : close_at],
+            "state": rest[0],
+            "ppid": int(rest[1]),
+            "utime": int(rest[11]),
+            "stime": int(rest[12]),
+            "num_threads": int(rest[17]),
+            "starttime": int(rest[19]),
+        }
+    except (ValueError, IndexError):
+        raise ValueError(f"not a /proc/<pid>/stat line: {line[:60]!r}") from None
