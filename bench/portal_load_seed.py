@@ -174,6 +174,7 @@ def seed(plain_url: str, tls_url: str) -> dict:
         "password": PASSWORD,
         "accounts": [user.username for user in accounts.values()],
         "project": str(project.code),
+        "target_name": target.name,
         "runs": [str(run.code) for run in runs],
         "report_sha256": runs[0].frozen_report.sha256,
         "page_token": page_token,

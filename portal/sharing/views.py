@@ -17,7 +17,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 
-from portal.runs import exports, pages, reporting
+from portal.runs import exports, fragments, pages, reporting
 from portal.runs.models import Run
 from portal.sharing import services
 from portal.sharing.models import ShareLink
@@ -117,7 +117,10 @@ def share_page(request: HttpRequest, link: ShareLink, token: str) -> HttpRespons
         ctx["signed"] = _signed_runs(runs, token)
         return render(request, "sharing/compare.html", ctx)
     run = link.run
-    ctx |= {"run": run, "target_label": run.target.name, **pages.report_context(run, request)}
+    ctx |= {"run": run, "target_label": run.target.name}
+    ctx |= fragments.report_section(
+        run, request, shared=True, json_download_url=ctx["json_download_url"], target_label=run.target.name
+    )
     # The digest and key of the frozen, signed report once the run has ended (portal.signing), reached
     # by its reverse accessor as on the run page.
     ctx["integrity"] = getattr(getattr(run, "frozen_report", None), "integrity", None)
