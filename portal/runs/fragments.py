@@ -1,4 +1,5 @@
-"""The report section of a run's page (``templates/runs/_report.html``), rendered once per ended run.
+"""The report section of a run's page (``templates/runs/_report.html``), rendered once per ended run;
+and the body of a compare view of ended runs (``templates/runs/_compare_body.html``) the same way.
 
 An ended run's report never changes, and rendering its section (tables of every arm and round, the
 chart data as JSON, TLS facts, probes, method) is most of the page's cost. So the run page and the
@@ -31,6 +32,7 @@ from portal.runs import pages, reporting
 from portal.runs.models import Run
 
 TEMPLATE = "runs/_report.html"
+COMPARE_TEMPLATE = "runs/_compare_body.html"
 # Rendered in place of the JSON download link, which is filled in on every request.
 JSON_URL_SLOT = "tollgate-json-download-url-slot"
 TTL_S = reporting.REPORT_CACHE_TTL_S
@@ -84,3 +86,28 @@ def report_section(run: Run, request, *, shared: bool, json_download_url: str, t
             cache.set(key, found, TTL_S)
     html = found["html"].replace(JSON_URL_SLOT, escape(json_download_url))
     return {"report_html": mark_safe(html), "evidence": found["evidence"]}  # noqa: S308 - our template's output
+
+
+def compare_section(runs: list[Run], request, *, shared: bool, extra: dict) -> dict:
+    """``compare_html``: the rendered compare body (``templates/runs/_compare_body.html``) of these
+    runs in this order, kept once every run has ended. ``extra``: the rest of its context (the
+    reader's ``target_labels`` and ``as_reference`` links on the portal's page). The runs' reports,
+    their comparison and badges are computed only when the body is rendered."""
+    reports = [reporting.cache_key(run) for run in runs]
+    key = None
+    if all(reports):
+        labels = extra.get("target_labels") or {}
+        inputs = {
+            "shared": shared,
+            "reports": reports,
+            "labels": [labels.get(run.target.code) for run in runs],
+        }
+        varies = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:32]
+        key = f"compare-html:{source_digest()}:{varies}"
+    html = cache.get(key) if key else None
+    if html is None:
+        ctx = pages.compare_context(runs, request) | extra | {"shared": shared}
+        html = render_to_string(COMPARE_TEMPLATE, ctx, request)
+        if key:
+            cache.set(key, html, TTL_S)
+    return {"compare_html": mark_safe(html)}  # noqa: S308 - our template's output

@@ -141,17 +141,17 @@ def runs_compare(request: HttpRequest) -> HttpResponse:
     if len(found) != len(codes):
         raise Http404("no such run")  # one of them is not yours, or does not exist
     runs = [found[code] for code in codes]
-    ctx = pages.compare_context(runs, request)
-    data = ctx["data"]
-    labels = target_labels(targets_for(request.user), {run.target.name for run in runs})
-    ctx |= {
-        "codes": ",".join(codes),
-        "target_labels": labels,
+    if request.GET.get("format") == "json":
+        data = pages.compare_context(runs, request)["data"]
+        return JsonResponse(data, json_dumps_params={"indent": 2})
+    extra = {
+        "target_labels": target_labels(targets_for(request.user), {run.target.name for run in runs}),
         # Each run as the reference: its code first, the others in their order.
         "as_reference": [",".join([code] + [c for c in codes if c != code]) for code in codes],
     }
-    if request.GET.get("format") == "json":
-        return JsonResponse(data, json_dumps_params={"indent": 2})
+    ctx = {"runs": runs, "codes": ",".join(codes), **extra}
+    # The body of a compare of ended runs comes rendered from the cache (portal.runs.fragments).
+    ctx |= fragments.compare_section(runs, request, shared=False, extra=extra)
     return render(request, "runs/compare.html", ctx)
 
 

@@ -142,3 +142,21 @@ def test_a_compare_of_five_reads_a_fixed_number_of_rows(client, owner, django_as
     # the 5 reports come from the cache, whatever the number of runs.
     with django_assert_num_queries(5):
         assert client.get(url).status_code == 200
+
+
+def test_the_cached_compare_body_is_what_rendering_it_anew_gives(client, owner):
+    runs = [ended(owner) for _ in range(3)]
+    codes = [str(run.code) for run in runs]
+    client.force_login(owner)
+    url = reverse("runs-compare") + "?runs=" + ",".join(codes)
+    first, second = client.get(url), client.get(url)
+    assert CSRF.sub("", first.content.decode()) == CSRF.sub("", second.content.decode())
+    ctx = pages.compare_context(runs, second.wsgi_request)
+    ctx |= {
+        "target_labels": {run.target.code: run.target.name for run in runs},
+        "as_reference": [",".join([code] + [c for c in codes if c != code]) for code in codes],
+    }
+    assert render_to_string("runs/_compare_body.html", ctx, second.wsgi_request) in second.content.decode()
+    # The JSON form is computed, never the cached page.
+    data = client.get(url + "&format=json").json()
+    assert [run["id"] for run in data["runs"]] == codes
