@@ -20,6 +20,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import threading
+from collections import OrderedDict
 from pathlib import Path
 
 from django.conf import settings
@@ -40,6 +42,40 @@ TTL_S = reporting.REPORT_CACHE_TTL_S
 # that builds its context (portal/lib holds the evidence, costs and validity wording).
 SOURCES = (("templates", "*.html"), ("portal/runs/templatetags", "*.py"), ("portal/lib", "*.py"))
 SOURCE_FILES = ("portal/runs/pages.py", "portal/runs/fragments.py")
+
+
+# The HTML of a key never changes (the key names everything it is made of), so each web process also
+# keeps the most recently read ones in memory: no round trip to the cache for a page read all day.
+LOCAL_MAX = 64
+_local: OrderedDict[str, object] = OrderedDict()
+_local_lock = threading.Lock()
+
+
+def _cached(key: str | None):
+    if key is None:
+        return None
+    with _local_lock:
+        found = _local.get(key)
+        if found is not None:
+            _local.move_to_end(key)
+            return found
+    found = cache.get(key)
+    if found is not None:
+        _keep(key, found)
+    return found
+
+
+def _keep(key: str, value) -> None:
+    with _local_lock:
+        _local[key] = value
+        while len(_local) > LOCAL_MAX:
+            _local.popitem(last=False)
+
+
+def _store(key: str | None, value) -> None:
+    if key is not None:
+        cache.set(key, value, TTL_S)
+        _keep(key, value)
 
 
 @functools.cache
@@ -72,7 +108,7 @@ def report_section(run: Run, request, *, shared: bool, json_download_url: str, t
     a credential that is kept nowhere but hashed (not in the cache either)."""
     scenario = [run.scenario.name, run.scenario_version] if run.scenario_id else None
     key = cache_key(run, {"shared": shared, "label": target_label, "scenario": scenario})
-    found = cache.get(key) if key else None
+    found = _cached(key)
     if found is None:
         ctx = pages.report_context(run, request)
         ctx |= {
@@ -82,8 +118,7 @@ def report_section(run: Run, request, *, shared: bool, json_download_url: str, t
             "target_label": target_label,
         }
         found = {"html": render_to_string(TEMPLATE, ctx, request), "evidence": ctx.get("evidence")}
-        if key:
-            cache.set(key, found, TTL_S)
+        _store(key, found)
     html = found["html"].replace(JSON_URL_SLOT, escape(json_download_url))
     return {"report_html": mark_safe(html), "evidence": found["evidence"]}  # noqa: S308 - our template's output
 
@@ -104,10 +139,9 @@ def compare_section(runs: list[Run], request, *, shared: bool, extra: dict) -> d
         }
         varies = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:32]
         key = f"compare-html:{source_digest()}:{varies}"
-    html = cache.get(key) if key else None
+    html = _cached(key)
     if html is None:
         ctx = pages.compare_context(runs, request) | extra | {"shared": shared}
         html = render_to_string(COMPARE_TEMPLATE, ctx, request)
-        if key:
-            cache.set(key, html, TTL_S)
+        _store(key, html)
     return {"compare_html": mark_safe(html)}  # noqa: S308 - our template's output
