@@ -1,6 +1,7 @@
 """The two lookups that grew with a project's history now read an index (migrations runs 0014 and
 hooks 0002): the runs in flight counted before every start, and the replay check of every verified
-webhook delivery. Each scanned the whole table before (docs/performance.md, "The portal under load")."""
+webhook delivery. Each scanned the whole table before (docs/performance.md, "The portal under its
+own load")."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The report section of an ended run is rendered once and served from the cache, byte for byte what
 rendering it anew gives; what varies per reader is rendered around it on every request; the report
 and compare pages read a fixed, small number of rows (portal/runs/fragments.py,
-docs/performance.md "The portal under load")."""
+docs/performance.md "The portal under its own load")."""
 
 from __future__ import annotations
 
