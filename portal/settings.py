@@ -131,6 +131,9 @@ if envbool("TOLLGATE_PROXY_SSL_HEADER", "false"):
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 SESSION_COOKIE_HTTPONLY = True
+# Sessions are read from the cache (Redis in production) and written through to the database: every
+# logged-in page read skips one query (docs/performance.md, "The portal under its own load").
+SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
 SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
 # Content-Security-Policy (django-csp): no inline script or style anywhere, so no 'unsafe-inline'.

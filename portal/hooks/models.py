@@ -61,6 +61,12 @@ class WebhookDelivery(models.Model):
         indexes = [
             # Delivery log (last 50) and the rate limit (a trigger's deliveries of the last minute).
             models.Index(fields=["trigger", "-received_at"], name="hookdelivery_trigger_time_idx"),
+            # Replay check of every verified delivery: was this signature answered before?
+            models.Index(
+                fields=["trigger", "signature_digest"],
+                condition=~Q(signature_digest=""),
+                name="hookdelivery_signature_idx",
+            ),
         ]
         constraints = [
             # A signature starts at most one run; a key at most one run.

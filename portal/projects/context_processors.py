@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.http import HttpRequest
 from django.utils.functional import SimpleLazyObject
 
-from portal.projects.models import Membership
+from portal.projects import switcher
 from portal.runs.access import SESSION_KEY
 
 
@@ -14,9 +14,10 @@ def projects(request: HttpRequest) -> dict:
     if user is None or not user.is_authenticated:
         return {}
 
-    def memberships() -> list[Membership]:
-        # Queries: the memberships with their projects (1), only when a page shows the switcher.
-        found = list(Membership.objects.filter(user=user).select_related("project").order_by("project__name"))
+    def memberships() -> list[switcher.SwitcherRow]:
+        # The memberships with their projects, from the cache (portal/projects/switcher.py): no query
+        # once read, until one of them changes.
+        found = switcher.rows_for(user)
         chosen = request.session.get(SESSION_KEY)
         if not any(str(m.project.code) == chosen for m in found):
             chosen = next((str(m.project.code) for m in found if m.project.personal_of_id == user.pk), None)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from uuid import uuid4
 
 from django.conf import settings
-from django.db import models
+from django.db import IntegrityError, models, transaction
 from django.utils.text import slugify
 
 
@@ -21,6 +21,9 @@ class Role(models.TextChoices):
 
 
 RANK = {Role.VIEWER: 0, Role.MEMBER: 1, Role.OWNER: 2}
+
+
+PERSONAL_ATTEMPTS = 5
 
 
 class Project(models.Model):
@@ -81,14 +84,21 @@ class ProjectQuota(models.Model):
 
 def personal_project(user) -> Project:
     """The user's personal project, made on first use (users created after the migration get theirs
-    here), named after the user; a name already taken by another project gets a number."""
-    project = Project.objects.filter(personal_of=user).first()
-    if project is not None:
-        return project
-    name, n = user.get_username(), 1
-    while Project.objects.filter(name=name).exists():
-        n += 1
-        name = f"{user.get_username()}-{n}"
-    project = Project.objects.create(name=name, personal_of=user)
-    Membership.objects.create(project=project, user=user, role=Role.OWNER)
-    return project
+    here), named after the user; a name already taken by another project gets a number. A new user's
+    first pages may arrive at once (tabs, a load test): the loser of the race reads the winner's."""
+    for _ in range(PERSONAL_ATTEMPTS):
+        project = Project.objects.filter(personal_of=user).first()
+        if project is not None:
+            return project
+        name, n = user.get_username(), 1
+        while Project.objects.filter(name=name).exists():
+            n += 1
+            name = f"{user.get_username()}-{n}"
+        try:
+            with transaction.atomic():  # a savepoint: the caller's transaction survives a lost race
+                project = Project.objects.create(name=name, personal_of=user)
+                Membership.objects.create(project=project, user=user, role=Role.OWNER)
+            return project
+        except IntegrityError:
+            continue  # made meanwhile (or the name taken): look again
+    raise RuntimeError(f"no personal project could be made or read for {user.get_username()}")

@@ -86,6 +86,12 @@ class Run(models.Model):
             ),
             # Queue view: what is waiting.
             models.Index(fields=["created"], condition=Q(status="queued"), name="run_queued_idx"),
+            # Quotas: a project's runs in flight, counted before every start (form, API, webhook).
+            models.Index(
+                fields=["project"],
+                condition=Q(status__in=["queued", "running"]),
+                name="run_project_active_idx",
+            ),
         ]
 
     def __str__(self) -> str:

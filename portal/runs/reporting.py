@@ -135,7 +135,8 @@ REPORT_CACHE_VERSION = f"{portal.__version__}:{report.SCHEMA}:12"  # 11: stopped
 REPORT_CACHE_TTL_S = 7 * 24 * 3600
 
 
-def _cache_key(run: Run) -> str | None:
+def cache_key(run: Run) -> str | None:
+    """The key of an ended run's stored report (None while the run can still change)."""
     if not run.is_terminal or run.finished is None:
         return None  # still changing
     return f"report:{REPORT_CACHE_VERSION}:{run.code}:{run.finished.timestamp()}"
@@ -188,7 +189,7 @@ def materialize(run: Run, request=None, key: str | None = None) -> dict:
     """Compute a run's report page from its histograms; once the run has ended, store it (database
     and cache). Reached through ``report_page`` (the worker's ``summarize`` when a run ends), so
     readers find it ready."""
-    key = key if key is not None else _cache_key(run)
+    key = key if key is not None else cache_key(run)
     began = time.perf_counter()
     page = _build_page(run, request)
     if key:
@@ -202,7 +203,7 @@ def materialize(run: Run, request=None, key: str | None = None) -> dict:
 
 def report_page(run: Run, request=None) -> dict:
     """The report and the chart data of a run; cached once the run has ended (it cannot change)."""
-    key = _cache_key(run)
+    key = cache_key(run)
     page = cache_get(key) if key else None
     if page is None and key:
         stored = RunReport.objects.filter(run_id=run.pk, key=key).values_list("page", flat=True).first()

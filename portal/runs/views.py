@@ -16,7 +16,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from portal.lib import evidence
 from portal.projects.models import Role
-from portal.runs import exports, pages, quotas, reporting, services, starting
+from portal.runs import exports, fragments, pages, quotas, reporting, services, starting
 from portal.runs.access import (
     can,
     current_project,
@@ -141,17 +141,17 @@ def runs_compare(request: HttpRequest) -> HttpResponse:
     if len(found) != len(codes):
         raise Http404("no such run")  # one of them is not yours, or does not exist
     runs = [found[code] for code in codes]
-    ctx = pages.compare_context(runs, request)
-    data = ctx["data"]
-    labels = target_labels(targets_for(request.user), {run.target.name for run in runs})
-    ctx |= {
-        "codes": ",".join(codes),
-        "target_labels": labels,
+    if request.GET.get("format") == "json":
+        data = pages.compare_context(runs, request)["data"]
+        return JsonResponse(data, json_dumps_params={"indent": 2})
+    extra = {
+        "target_labels": target_labels(targets_for(request.user), {run.target.name for run in runs}),
         # Each run as the reference: its code first, the others in their order.
         "as_reference": [",".join([code] + [c for c in codes if c != code]) for code in codes],
     }
-    if request.GET.get("format") == "json":
-        return JsonResponse(data, json_dumps_params={"indent": 2})
+    ctx = {"runs": runs, "codes": ",".join(codes), **extra}
+    # The body of a compare of ended runs comes rendered from the cache (portal.runs.fragments).
+    ctx |= fragments.compare_section(runs, request, shared=False, extra=extra)
     return render(request, "runs/compare.html", ctx)
 
 
@@ -243,16 +243,26 @@ COST_LABELS = pages.COST_LABELS
 @login_required
 @require_GET
 def runs_detail(request: HttpRequest, code) -> HttpResponse:
-    run, role = get_run_for_user(request, code)
+    # Queries: the run with its target, scenario, the reader's role and the frozen report's signature
+    # (not its body) (1), the target labels (1), the header's projects (1), the share links (1);
+    # the report section of an ended run comes rendered from the cache (portal.runs.fragments).
+    run, role = get_run_for_user(
+        request, code, related=("scenario", "frozen_report"), deferred=("frozen_report__body",)
+    )
+    target_label = target_labels(targets_for(request.user), [run.target.name])[run.target.code]
+    json_download_url = reverse("runs-report-json", args=[run.code]) + "?download=1"
     ctx: dict = {
         "run": run,
+        "run_role": role,
         "can_write": can(role, Role.MEMBER),
         "can_delete": may_delete_run(request.user, run, role),
         "is_baseline": run.target.baseline_id == run.pk,
-        "target_label": target_labels(targets_for(request.user), [run.target.name])[run.target.code],
-        "json_download_url": reverse("runs-report-json", args=[run.code]) + "?download=1",
+        "target_label": target_label,
+        "json_download_url": json_download_url,
         "queue_note": queue_note(run),  # a queued run: what it waits for
-        **pages.report_context(run, request),
+        **fragments.report_section(
+            run, request, shared=False, json_download_url=json_download_url, target_label=target_label
+        ),
         # The signature of the frozen report (templates/signing/integrity.html), once the run has ended.
         "integrity": getattr(getattr(run, "frozen_report", None), "integrity", None),
     }

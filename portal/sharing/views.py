@@ -17,7 +17,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 
-from portal.runs import exports, pages, reporting
+from portal.runs import exports, fragments, pages, reporting
 from portal.runs.models import Run
 from portal.sharing import services
 from portal.sharing.models import ShareLink
@@ -99,9 +99,9 @@ def _urls(token: str) -> dict:
 def _compare_runs(link: ShareLink) -> list[Run]:
     found = {
         str(run.code): run
-        for run in Run.objects.filter(project_id=link.project_id, code__in=link.run_codes).select_related(
-            "target"
-        )
+        for run in Run.objects.filter(project_id=link.project_id, code__in=link.run_codes)
+        .select_related("target", "frozen_report")
+        .defer("frozen_report__body")  # the page shows the signatures; a download reads the body
     }
     if len(found) != len(link.run_codes):
         raise Http404("a run of this compare view was deleted")
@@ -113,11 +113,14 @@ def share_page(request: HttpRequest, link: ShareLink, token: str) -> HttpRespons
     ctx = {"link": link, "shared": True, **_urls(token)}
     if link.kind == ShareLink.Kind.COMPARE:
         runs = _compare_runs(link)
-        ctx |= pages.compare_context(runs, request)
+        ctx |= {"runs": runs, **fragments.compare_section(runs, request, shared=True, extra={})}
         ctx["signed"] = _signed_runs(runs, token)
         return render(request, "sharing/compare.html", ctx)
     run = link.run
-    ctx |= {"run": run, "target_label": run.target.name, **pages.report_context(run, request)}
+    ctx |= {"run": run, "target_label": run.target.name}
+    ctx |= fragments.report_section(
+        run, request, shared=True, json_download_url=ctx["json_download_url"], target_label=run.target.name
+    )
     # The digest and key of the frozen, signed report once the run has ended (portal.signing), reached
     # by its reverse accessor as on the run page.
     ctx["integrity"] = getattr(getattr(run, "frozen_report", None), "integrity", None)

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.django_db
 
 def test_stored_report_is_served_and_rebuilt_when_stale(owner, monkeypatch):
     run = make_run(owner, seconds=6)
-    key = reporting._cache_key(run)
+    key = reporting.cache_key(run)
     page = reporting.materialize(run)
     stored = RunReport.objects.get(run=run)
     assert stored.key == key and stored.computed_ms > 0
@@ -30,7 +30,7 @@ def test_stored_report_is_served_and_rebuilt_when_stale(owner, monkeypatch):
     monkeypatch.setattr(reporting, "REPORT_CACHE_VERSION", "test-next")
     reporting.report_page(run)
     assert calls == [1]
-    assert RunReport.objects.get(run=run).key == reporting._cache_key(run) != key
+    assert RunReport.objects.get(run=run).key == reporting.cache_key(run) != key
 
 
 def test_running_runs_are_never_stored(owner):

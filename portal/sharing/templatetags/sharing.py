@@ -16,7 +16,8 @@ register = template.Library()
 @register.inclusion_tag("sharing/_panel.html", takes_context=True)
 def share_panel(context, run) -> dict:
     request = context["request"]
-    role = role_in(request.user, run.project_id)
+    # The run page knows the reader's role already (``run_role``); elsewhere it is asked.
+    role = context["run_role"] if "run_role" in context else role_in(request.user, run.project_id)
     links = list(run.share_links.select_related("created_by", "revoked_by").order_by("-created", "-pk"))
     for link in links:
         link.may_revoke = services.may_revoke(request.user, link, role)
