@@ -291,7 +291,9 @@ REDIS_URL = os.environ.get("REDIS_URL", CELERY_BROKER_URL if CELERY_BROKER_URL.s
 if REDIS_URL:
     CACHES = {
         "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            # Django's RedisCache, except that a Redis outage makes reads miss and writes no-ops
+            # instead of errors (portal/cache.py).
+            "BACKEND": "portal.cache.TolerantRedisCache",
             "LOCATION": REDIS_URL,
             # A Redis that hangs must not hang a request or a run's driver: portal/runs/live.py then
             # goes on without the cache (docs/reliability.md).

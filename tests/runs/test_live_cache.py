@@ -16,17 +16,28 @@ from tests.runs.factories import make_run
 from tests.servers import closed_port
 
 
-@pytest.fixture
-def refusing_cache(monkeypatch):
-    """Django's cache on a loopback port where nothing listens (a Redis that is down)."""
+def _refusing(monkeypatch, backend: str):
+    """The cache on a loopback port where nothing listens (a Redis that is down)."""
     monkeypatch.setitem(live._cache_down_until, "at", 0.0)  # restored after the test
     location = f"redis://127.0.0.1:{closed_port()}/0"
-    backend = {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": location}
-    with override_settings(CACHES={"default": backend}):
+    return override_settings(CACHES={"default": {"BACKEND": backend, "LOCATION": location}})
+
+
+@pytest.fixture
+def refusing_cache(monkeypatch):
+    """The portal's own backend (portal/cache.py), as configured with Redis."""
+    with _refusing(monkeypatch, "portal.cache.TolerantRedisCache"):
         yield
 
 
-def test_the_helpers_answer_a_miss_and_then_rest(refusing_cache):
+@pytest.fixture
+def refusing_plain_cache(monkeypatch):
+    """Django's RedisCache, which raises: what the live helpers guard against on any backend."""
+    with _refusing(monkeypatch, "django.core.cache.backends.redis.RedisCache"):
+        yield
+
+
+def test_the_helpers_answer_a_miss_and_then_rest(refusing_plain_cache):
     assert live.cache_set("drill-key", 1, 60) is False
     resting_until = live._cache_down_until["at"]
     assert resting_until > time.monotonic() + live.CACHE_RETRY_S - 1

@@ -1,0 +1,76 @@
+"""The Redis cache, but a Redis outage never fails a request: reads miss, writes are skipped.
+
+Redis is only the broker and a cache here (PostgreSQL holds everything): sessions are read through
+it (``cached_db`` falls back to the database on a miss), the project switcher and the rendered
+report sections are kept in it. Without this, Django's RedisCache raises on every call while Redis
+is away and each logged-in page would answer 500 (tests/drills/test_redis_restart.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from django.core.cache.backends.base import DEFAULT_TIMEOUT
+from django.core.cache.backends.redis import RedisCache
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+log = logging.getLogger(__name__)
+
+DOWN = (RedisConnectionError, RedisTimeoutError, OSError)
+# After a failure, skip Redis this long (one timeout every few seconds instead of one per call).
+RETRY_S = 5.0
+
+
+class TolerantRedisCache(RedisCache):
+    def __init__(self, server, params) -> None:
+        super().__init__(server, params)
+        self._down_until = 0.0  # per instance: Django keeps one per thread
+
+    def _resting(self) -> bool:
+        return time.monotonic() < self._down_until
+
+    def _failed(self, action: str, exc: Exception) -> None:
+        self._down_until = time.monotonic() + RETRY_S
+        log.warning("cache unavailable (%s): %s; going on without it for %.0f s", action, exc, RETRY_S)
+
+    def _try(self, action: str, call, fallback):
+        if self._resting():
+            return fallback
+        try:
+            return call()
+        except DOWN as exc:
+            self._failed(action, exc)
+            return fallback
+
+    def get(self, key, default=None, version=None):
+        return self._try("get", lambda: super(TolerantRedisCache, self).get(key, default, version), default)
+
+    def get_many(self, keys, version=None):
+        return self._try("get_many", lambda: super(TolerantRedisCache, self).get_many(keys, version), {})
+
+    def set(self, key, value, timeout=DEFAULT_TIMEOUT, version=None):
+        self._try("set", lambda: super(TolerantRedisCache, self).set(key, value, timeout, version), None)
+
+    def set_many(self, data, timeout=DEFAULT_TIMEOUT, version=None):
+        return self._try(
+            "set_many", lambda: super(TolerantRedisCache, self).set_many(data, timeout, version), list(data)
+        )
+
+    def add(self, key, value, timeout=DEFAULT_TIMEOUT, version=None):
+        return self._try(
+            "add", lambda: super(TolerantRedisCache, self).add(key, value, timeout, version), False
+        )
+
+    def delete(self, key, version=None):
+        return self._try("delete", lambda: super(TolerantRedisCache, self).delete(key, version), False)
+
+    def delete_many(self, keys, version=None):
+        self._try("delete_many", lambda: super(TolerantRedisCache, self).delete_many(keys, version), None)
+
+    def touch(self, key, timeout=DEFAULT_TIMEOUT, version=None):
+        return self._try("touch", lambda: super(TolerantRedisCache, self).touch(key, timeout, version), False)
+
+    def has_key(self, key, version=None):
+        return self._try("has_key", lambda: super(TolerantRedisCache, self).has_key(key, version), False)
