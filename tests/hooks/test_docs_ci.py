@@ -1,6 +1,6 @@
 """The shell step of docs/ci.md against a stand-in portal (a real local HTTP server): the signature
-openssl makes verifies, and every verdict maps to its exit code — a failed budget 3 included, which
-the live test (tests/hooks/test_end_to_end.py) cannot provoke without budgets of its own."""
+openssl makes verifies, and every verdict maps to its exit code (a failed budget 3 included) without
+waiting for real runs. The live path, a real run whose budget fails, is tests/hooks/test_end_to_end.py's."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from portal.lib import webhooks
+from portal.lib import budgets, webhooks
 from tests.hooks.test_end_to_end import run_shell_step
 
 SECRET = "whsec_docs-test"
@@ -19,7 +19,7 @@ FAILED_BUDGET = {
     "status": "fail",
     "results": [
         {
-            "name": "tls_ttlb_p95_delta_ms",
+            "name": "keepalive_tls_p95_ms",
             "limit": 5,
             "value": 9.5,
             "unit": "ms",
@@ -29,6 +29,10 @@ FAILED_BUDGET = {
         {"name": "handshake_ms", "limit": 10, "value": 2, "unit": "ms", "status": "pass", "detail": ""},
     ],
 }
+
+
+def test_the_stand_in_verdict_names_real_budgets():
+    assert {item["name"] for item in FAILED_BUDGET["results"]} <= set(budgets.NAMES)
 
 
 class FakePortal:
@@ -90,7 +94,7 @@ class FakePortal:
         (
             {"status": "succeeded", "headline": "TLS adds 9 ms", "budgets": FAILED_BUDGET},
             3,
-            "tls_ttlb_p95_delta_ms",
+            "keepalive_tls_p95_ms",
         ),
         ({"status": "failed", "error": "target down", "headline": None}, 1, "target down"),
         ({"status": "cancelled", "error": "", "headline": None}, 1, "the run cancelled"),
@@ -120,5 +124,5 @@ def test_every_verdict_has_its_exit_code(tmp_path, final, code, says):
     assert portal.bodies[0]["idempotency_key"].startswith("77-")
     assert portal.polls == 2  # it waited through "queued"
     if code == 3:
-        assert "budget tls_ttlb_p95_delta_ms failed: 9.5 ms (limit 5)" in done.stderr
+        assert "budget keepalive_tls_p95_ms failed: 9.5 ms (limit 5)" in done.stderr
         assert "handshake_ms" not in done.stderr

@@ -4,7 +4,6 @@ and the shell step of docs/ci.md, run by bash, follows a run to its verdict."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -147,8 +146,6 @@ def test_the_shell_step_of_the_docs_follows_a_run_to_its_verdict(
     assert "the run failed" in failed.stderr
 
 
-# Budgets are judged by portal.lib.budgets (the scenarios branch): skipped until it is merged.
-@pytest.mark.skipif(importlib.util.find_spec("portal.lib.budgets") is None, reason="budgets not merged yet")
 def test_a_failed_budget_fails_the_shell_step_with_3_and_the_callback_says_so(
     owner, portal_server, hooks_worker, plain_server, tls_server, tmp_path, callback_receiver
 ):

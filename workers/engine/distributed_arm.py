@@ -36,6 +36,9 @@ class DistributedArm:
             "targets": ready.targets,
             "origin": ready.origin,
             "load": dataclasses.asdict(self.load),
+            # The master's policy for this name: a saturation stage (``plain@capacity``) is not among
+            # the workers' stock arm names.
+            "policy": dataclasses.asdict(self.swarm.policies[self.arm.name]),
         }
 
     def prepare(self) -> None:

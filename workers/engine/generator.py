@@ -20,7 +20,7 @@ from locust.env import Environment
 from locust.event import Events
 
 from portal.lib.protocol import ArmSpec, EngineConfig
-from workers.engine.client import Endpoint, make_ssl_context
+from workers.engine.client import ConnectionPolicy, Endpoint, make_ssl_context
 from workers.engine.distributed import USER_CLASS, ArmUser, process_cpu_s
 from workers.engine.recorder import ArmRecorder, CpuMeter
 from workers.engine.preflight import Prepared
@@ -60,6 +60,7 @@ class Generator:
         self.arm_index = data["index"]
         self.recorder = ArmRecorder(arm.name)
         swarm = Swarm(config, io.StringIO())
+        swarm.policies[arm.name] = ConnectionPolicy(**data["policy"])
         user_class = swarm._user_class(arm, prepared, self.recorder, Load(**data["load"]))
         user_class.__name__ = USER_CLASS
         environment.user_classes = [user_class]
