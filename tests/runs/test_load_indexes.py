@@ -41,7 +41,9 @@ def test_runs_in_flight_of_a_project_are_counted_from_an_index(owner):
 
 def test_the_replay_check_of_a_delivery_reads_an_index():
     used = WebhookDelivery.objects.filter(trigger_id=1, status_code__in=(200, 202))
+    # On an empty table the planner may as well walk the trigger's time index and filter; without it
+    # (dropped inside this test's transaction) the lookup must still find the signature in an index.
+    with connection.cursor() as cursor:
+        cursor.execute("DROP INDEX hookdelivery_trigger_time_idx")
     found = plan(used.filter(signature_digest="ab" * 32))
-    # On an empty table the planner may take either index on (trigger, signature_digest) — this one
-    # or the unique constraint's — but it looks the signature up in an index, never by a scan.
     assert re.search(r"Index Cond: .*signature_digest", found), found
