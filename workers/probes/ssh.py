@@ -30,6 +30,8 @@ from workers.probes.cpu import Sample
 from workers.probes.parsers import parse_proc_pid_stat, parse_proc_stat_cpu
 
 CONNECT_TIMEOUT_S = 10.0
+# How long a command that ended its output may take to send its exit status.
+EXIT_STATUS_WAIT_S = 2.0
 SILENCE_S = 5.0  # the sampler writes every second; a command's channel is pinged after this long
 KEEPALIVE_S = 2.0
 TCP_GIVE_UP_MS = 10_000
@@ -220,6 +222,10 @@ class SshSession:
         channel.exec_command("sh -c " + shlex.quote(script))
 
         def exit_status() -> int | None:  # paramiko says -1 for a channel closed without one
+            # The status message may trail the end of the output by a moment: wait for it briefly.
+            deadline = time.monotonic() + EXIT_STATUS_WAIT_S
+            while not channel.exit_status_ready() and time.monotonic() < deadline:
+                time.sleep(0.05)
             status = channel.recv_exit_status() if channel.exit_status_ready() else -1
             return None if status == -1 else status
 
