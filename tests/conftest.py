@@ -46,17 +46,22 @@ def outsider(django_user_model):
     return django_user_model.objects.create_user("outsider", password="outsider-pass-123")
 
 
-def run_engine(config: dict, timeout: float = 120) -> tuple[list[dict], int, str]:
-    """Run the real engine subprocess; return its JSON-line messages, exit code and stderr."""
-    proc = subprocess.run(  # noqa: S603
-        [sys.executable, "-m", "workers.engine"],
-        input=json.dumps(config),
+def run_module(module: str, payload: object, timeout: float) -> subprocess.CompletedProcess:
+    """Run ``python -m module`` from the repository with ``payload`` as JSON on its stdin."""
+    return subprocess.run(  # noqa: S603 - this interpreter, one of the repository's modules
+        [sys.executable, "-m", module],
+        input=json.dumps(payload),
         capture_output=True,
         text=True,
         cwd=ROOT,
         timeout=timeout,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
+
+
+def run_engine(config: dict, timeout: float = 120) -> tuple[list[dict], int, str]:
+    """Run the real engine subprocess; return its JSON-line messages, exit code and stderr."""
+    proc = run_module("workers.engine", config, timeout)
     return [json.loads(line) for line in proc.stdout.splitlines()], proc.returncode, proc.stderr
 
 

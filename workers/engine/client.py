@@ -9,7 +9,8 @@ connection policy explicit per arm:
 * ``tls_new`` never offers a session (a full handshake every time); ``tls_resumed`` offers the
   session captured from its previous connection.
 
-Inside the engine gevent has patched ``socket`` and ``ssl``: this blocks only the calling greenlet.
+Inside the engine (gevent has patched ``socket``) connections are driven directly on the hub
+(``coop.py``): this blocks only the calling greenlet; elsewhere sockets block the calling thread.
 It imports nothing from Locust, so it can be unit-tested on plain threads as well.
 
 All timings start at the beginning of the request operation: when a connection has to be opened,
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from portal.lib.protocol import pin_key
-from workers.engine.connect import connect
+from workers.engine.coop import CoopConnection, UserWaits
 from workers.engine.http1 import ConnectionClosed, ProtocolError, parse_head
 
 USER_AGENT = "tollgate/0.1"
@@ -159,8 +160,12 @@ class TimedClient:
         self.extra_headers = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
         self._heads: dict[tuple[str, str], bytes] = {}  # (method, path) -> the request head
         self._family = socket.AF_INET6 if ":" in endpoint.address else socket.AF_INET
-        self._timer = None  # under gevent: this user's one reusable timeout for read waits
-        self.sock: socket.socket | None = None
+        # Under gevent (the engine patched ``socket``) connections are driven directly (coop.py), and
+        # this user's waits share one reusable timer; elsewhere (threads, tests) sockets block.
+        self._coop = hasattr(socket.socket, "_wait")
+        self._tls = endpoint.tls
+        self._waits: UserWaits | None = None
+        self.sock: socket.socket | ssl.SSLSocket | CoopConnection | None = None
         self.session: ssl.SSLSession | None = None
         self.connections_opened = 0
         # For SNI and certificate checks (no SNI for an IP literal, but its IP SANs are checked).
@@ -174,40 +179,51 @@ class TimedClient:
                 self.sock = None
 
     def _open(self, sample: Sample) -> None:
-        if self._timer is None and hasattr(socket.socket, "_wait"):  # gevent has patched socket
-            from gevent import get_hub
-
-            self._timer, self._hub = self._new_timer(), get_hub()
         t0 = time.perf_counter_ns()
+        conn = self._connect()
+        t1 = time.perf_counter_ns()
+        sample.connect_us = _us(t0, t1)
+        self.connections_opened += 1
+        if self._tls:
+            session = self.session if self.policy.resume_sessions else None
+            try:
+                conn = self._start_tls(conn, session)
+            except BaseException:
+                conn.close()
+                raise
+            sample.tls_handshake_us = _us(t1, time.perf_counter_ns())
+            sample.session_reused = conn.session_reused
+        self.sock = conn
+
+    def _connect(self) -> socket.socket | CoopConnection:
+        """A TCP connection to the resolved address (no name lookup): driven directly under gevent,
+        a blocking socket with the client's timeout elsewhere."""
+        address = (self.endpoint.address, self.endpoint.port)
+        if self._coop:
+            if self._waits is None:
+                self._waits = UserWaits(self.timeout_s)
+            return CoopConnection.open(self._family, address, self._waits)
         raw = socket.socket(self._family, socket.SOCK_STREAM)
         try:
             raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             raw.settimeout(self.timeout_s)
-            connect(raw, (self.endpoint.address, self.endpoint.port), self.timeout_s)
+            raw.connect(address)
         except BaseException:
             raw.close()
             raise
-        t1 = time.perf_counter_ns()
-        sample.connect_us = _us(t0, t1)
-        self.connections_opened += 1
-        if self.endpoint.tls:
-            session = self.session if self.policy.resume_sessions else None
-            try:
-                sock = self.ssl_context.wrap_socket(
-                    raw, server_hostname=self._server_hostname, session=session
-                )
-            except BaseException:
-                raw.close()
-                raise
-            sample.tls_handshake_us = _us(t1, time.perf_counter_ns())
-            sample.session_reused = sock.session_reused
-            self.sock = sock
-        else:
-            self.sock = raw
+        return raw
+
+    def _start_tls(self, conn, session: ssl.SSLSession | None) -> ssl.SSLSocket | CoopConnection:
+        """The TLS handshake on a new connection (SNI and checks by the context), offering ``session``."""
+        if self._coop:
+            conn.start_tls(self.ssl_context, self._server_hostname, session)
+            return conn
+        return self.ssl_context.wrap_socket(conn, server_hostname=self._server_hostname, session=session)
 
     def request(self, url: str, path: str, method: str = "GET") -> Sample:
         """Send one request and read the whole response. Never raises for network errors."""
-        sample = Sample(url=url, start_ns=time.perf_counter_ns())
+        sample = Sample(url=url, start_ns=0)
+        sample.start_ns = time.perf_counter_ns()  # after the record exists: its making is not the request's
         try:
             self._exchange(sample, path, method)
         except Exception as exc:  # noqa: BLE001 - every failure becomes data, never a crash
@@ -247,7 +263,7 @@ class TimedClient:
             self._send(head)
             keep_alive = self._read_response(sample, method)
         if new_conn or not keep_alive:
-            if self.policy.resume_sessions and isinstance(self.sock, ssl.SSLSocket):
+            if self.policy.resume_sessions and self.endpoint.tls:
                 # TLS 1.3 tickets arrive after the handshake: the session is complete only now.
                 self.session = self.sock.session
             self.close()
@@ -258,31 +274,11 @@ class TimedClient:
         if sent < len(head):
             self.sock.sendall(head[sent:])
 
-    def _await_readable(self, sock: socket.socket) -> None:
-        """Under gevent, wait for the answer before asking for it: gevent's ``recv`` first makes a
-        doomed call (a system call and an exception, or OpenSSL's want-read), then this same wait
-        (level-triggered) under a new ``Timeout``; here one timer per user is re-armed instead. TLS
-        data OpenSSL already holds is read without waiting. TTFB is still taken after the recv."""
-        timer = self._timer
-        timer.start()
-        try:
-            self._hub.wait(sock._read_event)
-        except BaseException:
-            timer.close()  # a timer that has fired is not re-armed: the next wait gets a new one
-            self._timer = self._new_timer()
-            raise
-        timer.cancel()
-
-    def _new_timer(self):
-        from gevent import Timeout
-
-        return Timeout(self.timeout_s, TimeoutError("timed out"))
-
     def _read_response(self, sample: Sample, method: str) -> bool:
         """Read one response; fill status, sizes and times. Returns whether to keep the connection."""
         sock = self.sock
-        if self._timer is not None and not (self.endpoint.tls and sock.pending()):
-            self._await_readable(sock)
+        if self._coop and not (self._tls and sock.pending()):
+            sock.wait_readable()  # wait before asking: no doomed call (coop.py)
         buf = sock.recv(RECV_SIZE)
         if not buf:
             raise ConnectionClosed("connection closed before the response")

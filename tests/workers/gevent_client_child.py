@@ -1,0 +1,50 @@
+"""Child process of ``test_client_gevent.py``: the timed client as the engine runs it, under gevent.
+
+Reads a JSON list of cases on stdin, patches like the engine (``gevent.monkey.patch_all``), runs each
+case with ``TimedClient`` (``users`` greenlets, ``requests`` each) and prints one JSON object: per
+case, every sample's fields, whether the client drove its connections directly (``coop``) and the
+case's wall time.
+"""
+
+from gevent import monkey
+
+monkey.patch_all()
+
+import dataclasses  # noqa: E402
+import json  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+import gevent  # noqa: E402
+
+from workers.engine.client import ARM_POLICIES, Endpoint, TimedClient, make_ssl_context  # noqa: E402
+
+
+def run_user(case: dict, out: list[dict], kinds: set[str]) -> None:
+    endpoint = Endpoint.resolve(case["url"])
+    context = make_ssl_context(case.get("verify", False)) if endpoint.tls else None
+    client = TimedClient(
+        endpoint, ARM_POLICIES[case["arm"]][1], context, timeout_s=case.get("timeout_s", 10.0)
+    )
+    path = case.get("path", "/1k")
+    for _ in range(case.get("requests", 1)):
+        sample = client.request(case["url"], path)
+        if client.sock is not None:
+            kinds.add(type(client.sock).__name__)
+        out.append({**dataclasses.asdict(sample), "coop": client._coop})
+    client.close()
+
+
+def main() -> None:
+    results = {}
+    for case in json.load(sys.stdin):
+        samples: list[dict] = []
+        kinds: set[str] = set()
+        t0 = time.monotonic()
+        gevent.joinall([gevent.spawn(run_user, case, samples, kinds) for _ in range(case.get("users", 1))])
+        results[case["name"]] = {"samples": samples, "kinds": sorted(kinds), "wall_s": time.monotonic() - t0}
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()
