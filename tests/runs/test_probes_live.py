@@ -26,8 +26,10 @@ from workers.probes.cpu import cpu_in_window
 from workers.probes.ssh import CpuSampler, SshSession, SshTarget
 
 # Transactional: the executor's heartbeat thread writes the run row through its own connection.
-# serial: its figures compare CPU or latency, so it runs alone, after the parallel part (Makefile).
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.serial]
+# The probes whose figures compare CPU (server CPU per request, the sampler against the kernel, the
+# CLI's and the local probe's figures) are `serial`: they run alone, after the parallel part
+# (Makefile). The error cases (host key, credentials, ports, policy, names, no openssl) are not.
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _host_fingerprint(sshd) -> str:
@@ -78,6 +80,7 @@ def own_nginx(tmp_path) -> tuple[str, str]:
     return str(link), name
 
 
+@pytest.mark.serial
 def test_server_cpu_per_request_over_ssh_orders_the_arms_and_pins_the_host_key(owner, sshd, tmp_path):
     from bench.nginx import Nginx
 
@@ -132,6 +135,7 @@ def test_server_cpu_per_request_over_ssh_orders_the_arms_and_pins_the_host_key(o
     assert new_connection == pytest.approx(per_req["tls_new"] - per_req["plain"], abs=1e-3)
 
 
+@pytest.mark.serial
 def test_sampler_accounting_matches_the_kernel_for_the_same_pid(sshd):
     """A child that burns about 0.6 s of CPU under a unique name is sampled over SSH; when it exits,
     wait4(2) hands back the kernel's own user+system time for that PID."""
@@ -247,6 +251,7 @@ def test_a_process_name_that_matches_nothing_is_reported(owner, sshd, plain_serv
     assert any("no process named 'no-such-proc'" in e for e in run.probes["errors"]), run.probes
 
 
+@pytest.mark.serial
 def test_cli_flags_drive_the_probes_with_a_known_hosts_file(owner, sshd, tmp_path, settings):
     from bench.nginx import Nginx
 
@@ -291,6 +296,7 @@ def test_cli_flags_drive_the_probes_with_a_known_hosts_file(owner, sshd, tmp_pat
     assert vault.decrypt(access.private_key_enc) == sshd.private_key
 
 
+@pytest.mark.serial
 def test_local_process_is_sampled_on_the_generator_host_without_ssh(owner, plain_server):
     """The engine is a Python process on this host: sampling every process named like this test's
     interpreter catches it (and the test server), so CPU-ms per request comes out positive."""

@@ -26,8 +26,10 @@ from tests.servers import (
 from workers import runner
 
 # Transactional: the executor's heartbeat thread writes the run row through its own connection.
-# serial: its figures compare CPU or latency, so it runs alone, after the parallel part (Makefile).
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.serial]
+# The checks whose verdict rests on timing or the generator's CPU (a healthy run staying quiet, drift,
+# SYN retransmits, generator saturation) are `serial`: they run alone, after the parallel part
+# (Makefile). The others judge status codes, headers, bodies and sessions, which load cannot move.
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def measure(owner, arms, *, secrets: dict | None = None, **options) -> tuple[Run, dict]:
@@ -50,6 +52,7 @@ def checks(report: dict) -> dict[str, dict]:
     return {item["check"]: item for item in report["validity"]}
 
 
+@pytest.mark.serial
 def test_a_healthy_open_loop_run_keeps_every_check_quiet(owner, server_with, tls_cert):
     plain, tls = server_with(), server_with(tls=tls_cert)
     # Open loop at a modest rate: enough samples for p99, and a generator far from saturation.
@@ -182,6 +185,7 @@ def test_sample_size_fails_for_a_handful_of_requests(owner, server_with):
     assert found["evidence"]["plain"]["too_few_for"] == ["p50", "p95", "p99"]
 
 
+@pytest.mark.serial
 def test_drift_warns_when_the_target_slows_down(owner, server_with):
     server = server_with(app=DriftingPages())
     run, report = measure(owner, [("plain", server.url())], users=1, duration_s=4.0)
@@ -191,6 +195,7 @@ def test_drift_warns_when_the_target_slows_down(owner, server_with):
     assert change >= 25
 
 
+@pytest.mark.serial
 def test_syn_retransmit_explains_one_second_connects(owner):
     server = StallingServer(serve_s=1.5, stall_s=0.3).start()
     try:
@@ -204,6 +209,7 @@ def test_syn_retransmit_explains_one_second_connects(owner):
     assert "accept backlog" in found["detail"]
 
 
+@pytest.mark.serial
 def test_syn_retransmit_is_quiet_on_a_server_that_keeps_up(owner, server_with):
     server = server_with()
     run, report = measure(owner, [("plain_new", server.url())], users=2)
@@ -211,6 +217,7 @@ def test_syn_retransmit_is_quiet_on_a_server_that_keeps_up(owner, server_with):
     assert report["arms"]["plain_new"]["connect_us"]["max"] < 900_000
 
 
+@pytest.mark.serial
 @pytest.mark.skipif(shutil.which("nginx") is None, reason="needs Debian's nginx")
 def test_generator_saturation_warns_when_the_client_is_the_bottleneck(owner):
     from bench.nginx import Nginx
