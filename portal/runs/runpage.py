@@ -1,0 +1,241 @@
+"""The page of an ended run (``runs-detail``), kept rendered whole (docs/performance.md, "The portal
+under its own load").
+
+An ended run's page changes only when something it shows changes, and rendering it (even with the
+report section from the cache, ``portal.runs.fragments``) was most of a page read's cost. So:
+
+* **Every request** reads, in one query (prepared once per database connection on PostgreSQL), the
+  run **only if the reader is a member of its project** (outsiders get 404, as before), the reader's
+  role, and everything of the page that can change after the run ended: status, error, finish
+  time, owner, the target (name, URLs, baseline and the baseline's code), the scenario's name and
+  version, the frozen report's signature, how many of the reader's targets share the target's name,
+  and the run's share links with their views. A removed member, a deleted run, a revoked link: the
+  next request sees it, there is nothing to invalidate.
+* **The page is kept** in this process (the ``LOCAL_MAX`` most recent) under a key made of all that,
+  of the reader (id, username, role, the header's projects and the current one), of the scheme and
+  host asked (the integrity block names them) and of a digest of the portal's code and templates.
+* **Per request**, two slots of the kept page are filled in: the CSRF token (Django masks it anew for
+  every request; the slot is a keyed digest, unguessable, never sent) and the share panel with its
+  live view counts (``portal.sharing.panel``, kept by its own rows).
+* A run still going, and a page with messages to show, are rendered anew and never kept. A page
+  rendered while what it shows changed is not kept either (the key is read again after rendering).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import sys
+import threading
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import psycopg
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.http import Http404, HttpRequest, HttpResponse
+from django.middleware.csrf import get_token
+from django.template.loader import render_to_string
+from django.utils import timezone
+from django.utils.crypto import salted_hmac
+from django.utils.dateparse import parse_datetime
+from django.utils.safestring import mark_safe
+
+from portal.projects import switcher
+from portal.projects.models import Membership
+from portal.runs import reporting
+from portal.runs.access import SESSION_KEY, targets_for
+from portal.runs.models import Run
+from portal.sharing import panel
+from portal.sharing.models import ShareLink
+from portal.signing.models import FrozenReport
+from portal.targets.models import Scenario, Target
+from portal.targets.naming import target_labels
+
+TEMPLATE = "runs/detail.html"
+LOCAL_MAX = 64
+# The run's columns the page shows that can change after the run ended (see the module's doc).
+RUN_COLUMNS = 18
+_kept: OrderedDict[str, str] = OrderedDict()
+_kept_lock = threading.Lock()
+
+
+class PreparedCursor(psycopg.Cursor):
+    """Binds parameters on the server and has PostgreSQL prepare each statement once per connection:
+    the page's query (joins of seven tables) is planned once, not on every request. Django's own
+    cursors bind on the client and never prepare."""
+
+    def execute(self, query, params=None, *, prepare=None, binary=None):
+        return super().execute(query, params, prepare=True, binary=binary)
+
+
+def _cursor():
+    if connection.vendor != "postgresql" or not settings.TOLLGATE_PREPARED_STATEMENTS:
+        return connection.cursor()
+    connection.ensure_connection()
+    connection.validate_thread_sharing()
+    # Django connects with prepared statements off (None, for connection poolers): a threshold no
+    # query reaches lets this cursor's explicit ones be kept, and no other query is prepared (Django's
+    # client-binding cursors never are).
+    if connection.connection.prepare_threshold is None:
+        connection.connection.prepare_threshold = sys.maxsize
+    raw = PreparedCursor(connection.connection)
+    # Through Django's wrapper: its query log, execute wrappers and error mapping see the query.
+    return connection.make_debug_cursor(raw) if connection.queries_logged else connection.make_cursor(raw)
+
+
+@functools.cache
+def query_text() -> str:
+    """The page's query: table and column names from the models, every value a parameter."""
+    run, member, target = Run._meta.db_table, Membership._meta.db_table, Target._meta.db_table
+    scenario, frozen, link = Scenario._meta.db_table, FrozenReport._meta.db_table, ShareLink._meta.db_table
+    users = get_user_model()
+    account, name = users._meta.db_table, users._meta.get_field(users.USERNAME_FIELD).column
+    return (
+        "SELECT r.id, r.status, r.finished, r.error, r.owner_id, r.scenario_version, m.role,"  # noqa: S608
+        " t.code, t.name, t.plain_url, t.tls_url, t.baseline_id, b.code, s.name,"
+        " f.sha256, f.key_id, f.signed_at,"
+        f" (SELECT COUNT(*) FROM {target} t2 JOIN {member} m2 ON m2.project_id = t2.project_id"
+        "   WHERE m2.user_id = %s AND t2.name = t.name),"
+        " l.code, l.note, l.created_by_id, cu.{name}, l.created, l.expires_at, l.view_count,"
+        " l.last_viewed_at, l.revoked_at, ru.{name}"
+        f" FROM {run} r"
+        f" JOIN {member} m ON m.project_id = r.project_id AND m.user_id = %s"
+        f" JOIN {target} t ON t.id = r.target_id"
+        f" LEFT JOIN {run} b ON b.id = t.baseline_id"
+        f" LEFT JOIN {scenario} s ON s.id = r.scenario_id"
+        f" LEFT JOIN {frozen} f ON f.run_id = r.id"
+        f" LEFT JOIN {link} l ON l.run_id = r.id"
+        f" LEFT JOIN {account} cu ON cu.id = l.created_by_id"
+        f" LEFT JOIN {account} ru ON ru.id = l.revoked_by_id"
+        " WHERE r.code = %s ORDER BY l.created DESC, l.id DESC"
+    ).replace("{name}", name)
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What one request read of the run: the run's page state, the reader's role, the share links."""
+
+    code: uuid.UUID
+    role: str
+    terminal: bool
+    state: tuple
+    label: str | None
+    links: list[panel.LinkRow]
+
+
+def _uuid(value) -> uuid.UUID | None:
+    return value if value is None or isinstance(value, uuid.UUID) else uuid.UUID(str(value))
+
+
+def _when(value) -> datetime | None:
+    """An aware datetime (SQLite's raw rows give text or naive datetimes in UTC)."""
+    if value is None or isinstance(value, datetime) and timezone.is_aware(value):
+        return value
+    value = parse_datetime(value) if isinstance(value, str) else value
+    return value if timezone.is_aware(value) else value.replace(tzinfo=UTC)
+
+
+def probe(request: HttpRequest, code) -> Probe:
+    """The access check and the page's state, in one query; 404 when the reader may not see the run."""
+    user = request.user
+    param = Run._meta.get_field("code").get_db_prep_value(code, connection)
+    with _cursor() as cursor:
+        cursor.execute(query_text(), [user.pk, user.pk, param])
+        rows = cursor.fetchall()
+    if not rows:
+        raise Http404("No such run")
+    state = tuple(rows[0][:RUN_COLUMNS])
+    role, target_code, target_name, same_names = state[6], _uuid(state[7]), state[8], state[17]
+    label = target_name
+    if same_names != 1:  # another of the reader's targets has its name: the label tells them apart
+        label = target_labels(targets_for(user), [target_name]).get(target_code)
+    links = []
+    for row in rows:
+        v = row[RUN_COLUMNS:]  # a share link of the run (none: the LEFT JOIN's one empty row)
+        if v[0] is not None:
+            v = (_uuid(v[0]), *v[1:4], _when(v[4]), _when(v[5]), v[6], _when(v[7]), _when(v[8]), v[9])
+            links.append(panel.link_row(user, role, v))
+    terminal = state[1] in Run.TERMINAL and state[2] is not None
+    return Probe(code=code, role=role, terminal=terminal, state=state, label=label, links=links)
+
+
+@functools.cache
+def code_digest() -> str:
+    """A digest of the portal's code and templates, read once per process: a release that changes
+    what a page is made of renders anew."""
+    base = Path(settings.BASE_DIR)
+    digest = hashlib.sha256()
+    for path in sorted([*(base / "portal").rglob("*.py"), *(base / "templates").rglob("*.html")]):
+        digest.update(str(path.relative_to(base)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+@functools.cache
+def csrf_slot() -> str:
+    return "tollgate-csrf-" + salted_hmac("portal.runs.runpage", "csrf-slot").hexdigest()[:32]
+
+
+@functools.cache
+def panel_slot() -> str:
+    return "tollgate-share-panel-" + salted_hmac("portal.runs.runpage", "panel-slot").hexdigest()[:32]
+
+
+def page_key(request: HttpRequest, found: Probe) -> str | None:
+    """The key of the page for this reader; None when it is not kept (a run still going, messages)."""
+    if not found.terminal or len(messages.get_messages(request)):
+        return None
+    user = request.user
+    projects = switcher.rows_marked(user, request.session.get(SESSION_KEY))
+    inputs = (
+        code_digest(),
+        reporting.REPORT_CACHE_VERSION,
+        str(found.code),
+        found.state,
+        found.label,
+        user.pk,
+        user.get_username(),
+        [(m.project.code, m.project.name, m.role, m.project.personal_of_id, m.is_current) for m in projects],
+        request.scheme,
+        request.get_host(),
+    )
+    return "run-page:" + hashlib.blake2b(repr(inputs).encode(), digest_size=20).hexdigest()
+
+
+def kept(key: str | None) -> str | None:
+    if key is None:
+        return None
+    with _kept_lock:
+        found = _kept.get(key)
+        if found is not None:
+            _kept.move_to_end(key)
+        return found
+
+
+def _keep(key: str, page: str) -> None:
+    with _kept_lock:
+        _kept[key] = page
+        while len(_kept) > LOCAL_MAX:
+            _kept.popitem(last=False)
+
+
+def fill(request: HttpRequest, found: Probe, page: str) -> HttpResponse:
+    """The response: the kept page with this request's share panel and CSRF token."""
+    share = panel.panel_html(request, found.code, found.role, found.links, csrf_slot=csrf_slot())
+    return HttpResponse(page.replace(panel_slot(), share, 1).replace(csrf_slot(), get_token(request)))
+
+
+def respond(request: HttpRequest, found: Probe, key: str | None, ctx: dict) -> HttpResponse:
+    """Render the page from ``ctx`` with its slots, keep it under ``key`` when what it shows did not
+    change while it rendered, and answer it filled in."""
+    ctx = ctx | {"csrf_token": csrf_slot(), "share_panel": mark_safe(panel_slot())}  # noqa: S308 - our slot
+    page = render_to_string(TEMPLATE, ctx, request)
+    if key is not None and page_key(request, probe(request, found.code)) == key:
+        _keep(key, page)
+    return fill(request, found, page)
