@@ -218,6 +218,12 @@ def kept(key: str | None) -> str | None:
         return found
 
 
+def forget_all() -> None:
+    """Drop every page this process keeps (tests: render anew)."""
+    with _kept_lock:
+        _kept.clear()
+
+
 def _keep(key: str, page: str) -> None:
     with _kept_lock:
         _kept[key] = page
