@@ -4,13 +4,14 @@ under its own load").
 An ended run's page changes only when something it shows changes, and rendering it (even with the
 report section from the cache, ``portal.runs.fragments``) was most of a page read's cost. So:
 
-* **Every request** reads, in one query (prepared once per database connection on PostgreSQL), the
-  run **only if the reader is a member of its project** (outsiders get 404, as before), the reader's
-  role, and everything of the page that can change after the run ended: status, error, finish
-  time, owner, the target (name, URLs, baseline and the baseline's code), the scenario's name and
-  version, the frozen report's signature, how many of the reader's targets share the target's name,
-  and the run's share links with their views. A removed member, a deleted run, a revoked link: the
-  next request sees it, there is nothing to invalidate.
+* **Every request** reads, in one query (``portal.runs.access.run_page_rows``, prepared once per
+  database connection on PostgreSQL), the run **only if the reader is a member of its project**
+  (outsiders get 404, as before), the reader's role, and everything of the page that can change
+  after the run ended: status, error, finish time, owner, the target (name, URLs, baseline and the
+  baseline's code), the scenario's name and version, the frozen report's signature, how many of
+  the reader's targets share the target's name, and the run's share links with their views. A
+  removed member, a deleted run, a revoked link: the next request sees it, there is nothing to
+  invalidate.
 * **The page is kept** in this process (the ``LOCAL_MAX`` most recent) under a key made of all that,
   of the reader (id, username, role, the header's projects and the current one), of the scheme and
   host asked (the integrity block names them) and of a digest of the portal's code and templates.
@@ -25,7 +26,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import sys
 import threading
 import uuid
 from collections import OrderedDict
@@ -33,12 +33,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-import psycopg
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth import get_user_model
-from django.db import connection
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.middleware.csrf import get_token
 from django.template.loader import render_to_string
 from django.utils import timezone
@@ -47,74 +44,16 @@ from django.utils.dateparse import parse_datetime
 from django.utils.safestring import mark_safe
 
 from portal.projects import switcher
-from portal.projects.models import Membership
 from portal.runs import reporting
-from portal.runs.access import SESSION_KEY, targets_for
+from portal.runs.access import RUN_PAGE_COLUMNS, SESSION_KEY, run_page_rows, targets_for
 from portal.runs.models import Run
 from portal.sharing import panel
-from portal.sharing.models import ShareLink
-from portal.signing.models import FrozenReport
-from portal.targets.models import Scenario, Target
 from portal.targets.naming import target_labels
 
 TEMPLATE = "runs/detail.html"
 LOCAL_MAX = 64
-# The run's columns the page shows that can change after the run ended (see the module's doc).
-RUN_COLUMNS = 18
 _kept: OrderedDict[str, Page] = OrderedDict()
 _kept_lock = threading.Lock()
-
-
-class PreparedCursor(psycopg.Cursor):
-    """Binds parameters on the server and has PostgreSQL prepare each statement once per connection:
-    the page's query (joins of seven tables) is planned once, not on every request. Django's own
-    cursors bind on the client and never prepare."""
-
-    def execute(self, query, params=None, *, prepare=None, binary=None):
-        return super().execute(query, params, prepare=True, binary=binary)
-
-
-def _cursor():
-    if connection.vendor != "postgresql" or not settings.TOLLGATE_PREPARED_STATEMENTS:
-        return connection.cursor()
-    connection.ensure_connection()
-    connection.validate_thread_sharing()
-    # Django connects with prepared statements off (None, for connection poolers): a threshold no
-    # query reaches lets this cursor's explicit ones be kept, and no other query is prepared (Django's
-    # client-binding cursors never are).
-    if connection.connection.prepare_threshold is None:
-        connection.connection.prepare_threshold = sys.maxsize
-    raw = PreparedCursor(connection.connection)
-    # Through Django's wrapper: its query log, execute wrappers and error mapping see the query.
-    return connection.make_debug_cursor(raw) if connection.queries_logged else connection.make_cursor(raw)
-
-
-@functools.cache
-def query_text() -> str:
-    """The page's query: table and column names from the models, every value a parameter."""
-    run, member, target = Run._meta.db_table, Membership._meta.db_table, Target._meta.db_table
-    scenario, frozen, link = Scenario._meta.db_table, FrozenReport._meta.db_table, ShareLink._meta.db_table
-    users = get_user_model()
-    account, name = users._meta.db_table, users._meta.get_field(users.USERNAME_FIELD).column
-    return (
-        "SELECT r.id, r.status, r.finished, r.error, r.owner_id, r.scenario_version, m.role,"  # noqa: S608
-        " t.code, t.name, t.plain_url, t.tls_url, t.baseline_id, b.code, s.name,"
-        " f.sha256, f.key_id, f.signed_at,"
-        f" (SELECT COUNT(*) FROM {target} t2 JOIN {member} m2 ON m2.project_id = t2.project_id"
-        "   WHERE m2.user_id = %s AND t2.name = t.name),"
-        " l.code, l.note, l.created_by_id, cu.{name}, l.created, l.expires_at, l.view_count,"
-        " l.last_viewed_at, l.revoked_at, ru.{name}"
-        f" FROM {run} r"
-        f" JOIN {member} m ON m.project_id = r.project_id AND m.user_id = %s"
-        f" JOIN {target} t ON t.id = r.target_id"
-        f" LEFT JOIN {run} b ON b.id = t.baseline_id"
-        f" LEFT JOIN {scenario} s ON s.id = r.scenario_id"
-        f" LEFT JOIN {frozen} f ON f.run_id = r.id"
-        f" LEFT JOIN {link} l ON l.run_id = r.id"
-        f" LEFT JOIN {account} cu ON cu.id = l.created_by_id"
-        f" LEFT JOIN {account} ru ON ru.id = l.revoked_by_id"
-        " WHERE r.code = %s ORDER BY l.created DESC, l.id DESC"
-    ).replace("{name}", name)
 
 
 @dataclass(frozen=True)
@@ -144,20 +83,15 @@ def _when(value) -> datetime | None:
 def probe(request: HttpRequest, code) -> Probe:
     """The access check and the page's state, in one query; 404 when the reader may not see the run."""
     user = request.user
-    param = Run._meta.get_field("code").get_db_prep_value(code, connection)
-    with _cursor() as cursor:
-        cursor.execute(query_text(), [user.pk, user.pk, param])
-        rows = cursor.fetchall()
-    if not rows:
-        raise Http404("No such run")
-    state = tuple(rows[0][:RUN_COLUMNS])
+    rows = run_page_rows(user, code)
+    state = tuple(rows[0][:RUN_PAGE_COLUMNS])
     role, target_code, target_name, same_names = state[6], _uuid(state[7]), state[8], state[17]
     label = target_name
     if same_names != 1:  # another of the reader's targets has its name: the label tells them apart
         label = target_labels(targets_for(user), [target_name]).get(target_code)
     links = []
     for row in rows:
-        v = row[RUN_COLUMNS:]  # a share link of the run (none: the LEFT JOIN's one empty row)
+        v = row[RUN_PAGE_COLUMNS:]  # a share link of the run (none: the LEFT JOIN's one empty row)
         if v[0] is not None:
             v = (_uuid(v[0]), *v[1:4], _when(v[4]), _when(v[5]), v[6], _when(v[7]), _when(v[8]), v[9])
             links.append(panel.link_row(user, role, v))
