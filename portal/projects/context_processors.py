@@ -17,12 +17,6 @@ def projects(request: HttpRequest) -> dict:
     def memberships() -> list[switcher.SwitcherRow]:
         # The memberships with their projects, from the cache (portal/projects/switcher.py): no query
         # once read, until one of them changes.
-        found = switcher.rows_for(user)
-        chosen = request.session.get(SESSION_KEY)
-        if not any(str(m.project.code) == chosen for m in found):
-            chosen = next((str(m.project.code) for m in found if m.project.personal_of_id == user.pk), None)
-        for m in found:
-            m.is_current = str(m.project.code) == chosen
-        return found
+        return switcher.rows_marked(user, request.session.get(SESSION_KEY))
 
     return {"project_memberships": SimpleLazyObject(memberships)}

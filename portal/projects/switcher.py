@@ -54,6 +54,17 @@ def rows_for(user) -> list[SwitcherRow]:
     ]
 
 
+def rows_marked(user, chosen: str | None) -> list[SwitcherRow]:
+    """``rows_for`` with the current project marked: the one ``chosen`` (the session's), else the
+    user's personal project."""
+    found = rows_for(user)
+    if not any(str(m.project.code) == chosen for m in found):
+        chosen = next((str(m.project.code) for m in found if m.project.personal_of_id == user.pk), None)
+    for m in found:
+        m.is_current = str(m.project.code) == chosen
+    return found
+
+
 def forget(user_ids) -> None:
     keys = [_key(user_id) for user_id in user_ids]
     cache.delete_many(keys)

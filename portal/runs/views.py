@@ -16,7 +16,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from portal.lib import evidence
 from portal.projects.models import Role
-from portal.runs import exports, fragments, pages, quotas, reporting, services, starting
+from portal.runs import exports, fragments, pages, quotas, reporting, runpage, services, starting
 from portal.runs.access import (
     can,
     current_project,
@@ -243,15 +243,26 @@ COST_LABELS = pages.COST_LABELS
 @login_required
 @require_GET
 def runs_detail(request: HttpRequest, code) -> HttpResponse:
+    # The access check and what of the page can change, in one query (portal.runs.runpage); an ended
+    # run's page is kept rendered, with its CSRF token and share panel filled in per request.
+    found = runpage.probe(request, code)
+    key = runpage.page_key(request, found)
+    page = runpage.kept(key)
+    if page is not None:
+        return runpage.fill(request, found, page)
+    return runpage.respond(request, found, key, _detail_context(request, code))
+
+
+def _detail_context(request: HttpRequest, code) -> dict:
     # Queries: the run with its target, scenario, the reader's role and the frozen report's signature
-    # (not its body) (1), the target labels (1), the header's projects (1), the share links (1);
-    # the report section of an ended run comes rendered from the cache (portal.runs.fragments).
+    # (not its body) (1), the target labels (1); the report section of an ended run comes rendered
+    # from the cache (portal.runs.fragments).
     run, role = get_run_for_user(
         request, code, related=("scenario", "frozen_report"), deferred=("frozen_report__body",)
     )
     target_label = target_labels(targets_for(request.user), [run.target.name])[run.target.code]
     json_download_url = reverse("runs-report-json", args=[run.code]) + "?download=1"
-    ctx: dict = {
+    return {
         "run": run,
         "run_role": role,
         "can_write": can(role, Role.MEMBER),
@@ -266,7 +277,6 @@ def runs_detail(request: HttpRequest, code) -> HttpResponse:
         # The signature of the frozen report (templates/signing/integrity.html), once the run has ended.
         "integrity": getattr(getattr(run, "frozen_report", None), "integrity", None),
     }
-    return render(request, "runs/detail.html", ctx)
 
 
 @login_required

@@ -1,5 +1,5 @@
-"""``{% share_panel run %}`` on the run page and ``{% share_compare_panel runs %}`` on the compare
-page: the Share form and (on the run page) the run's links, without the run views knowing more."""
+"""``{% share_compare_panel runs %}`` on the compare page: the Share form, without the compare view
+knowing more. The run page's panel, with the run's links, is ``portal.sharing.panel``."""
 
 from __future__ import annotations
 
@@ -7,30 +7,9 @@ from django import template
 
 from portal.projects.models import Role
 from portal.runs.access import can, role_in
-from portal.sharing import services
 from portal.sharing.forms import ShareForm
 
 register = template.Library()
-
-
-@register.inclusion_tag("sharing/_panel.html", takes_context=True)
-def share_panel(context, run) -> dict:
-    request = context["request"]
-    # The run page knows the reader's role already (``run_role``); elsewhere it is asked.
-    role = context["run_role"] if "run_role" in context else role_in(request.user, run.project_id)
-    links = list(run.share_links.select_related("created_by", "revoked_by").order_by("-created", "-pk"))
-    for link in links:
-        link.may_revoke = services.may_revoke(request.user, link, role)
-    return {
-        "request": request,
-        "csrf_token": context.get("csrf_token"),
-        "can_share": can(role, Role.MEMBER),
-        "form": ShareForm(),
-        "query": f"run={run.code}",
-        "links": links,
-        "next": request.get_full_path(),
-        "what": "this run's report",
-    }
 
 
 @register.inclusion_tag("sharing/_panel.html", takes_context=True)
