@@ -190,6 +190,15 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# The test suite only (tests/demo_mode.py sets it, in demo mode only): passwords hashed with one
+# cheap round instead of PBKDF2's million (0.3 CPU-s each, hundreds of accounts per run). Existing
+# PBKDF2 hashes still verify. Ignored outside demo mode, which production refuses.
+if TOLLGATE_DEMO and envbool("TOLLGATE_TEST_FAST_PASSWORD_HASHES", "false"):
+    PASSWORD_HASHERS = [
+        "django.contrib.auth.hashers.MD5PasswordHasher",
+        "django.contrib.auth.hashers.PBKDF2PasswordHasher",
+    ]
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},

@@ -19,6 +19,10 @@ os.environ.setdefault("TOLLGATE_DEMO", "1")
 # The demo samples its own target process on the generator host; tests of the default turn it off.
 os.environ.setdefault("TOLLGATE_LOCAL_PROBE", "1")
 os.environ["TOLLGATE_ALLOW_NETWORKS"] = LOOPBACK
+# Test accounts' passwords hashed in one cheap round (demo mode only, portal/settings.py): PBKDF2's
+# million rounds cost 0.3 CPU-s per account and login, most of a CPU-bound suite's minutes.
+# Subprocesses (Celery workers, Gunicorn) inherit it and verify the same hashes.
+os.environ.setdefault("TOLLGATE_TEST_FAST_PASSWORD_HASHES", "1")
 
 
 def own_redis_db(url: str, worker: str) -> str:

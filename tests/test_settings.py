@@ -28,7 +28,7 @@ SHOW = (
     "print(json.dumps({name: getattr(settings, name, None) for name in (\n"
     "    'SECRET_KEY', 'TOLLGATE_SECRET_KEYS', 'SECURE_PROXY_SSL_HEADER', 'SECURE_SSL_REDIRECT',\n"
     "    'SESSION_COOKIE_SECURE', 'CSRF_COOKIE_SECURE', 'SECURE_HSTS_SECONDS',\n"
-    "    'TOLLGATE_ALLOW_NETWORKS')}))\n"
+    "    'TOLLGATE_ALLOW_NETWORKS', 'PASSWORD_HASHERS')}))\n"
 )
 
 
@@ -70,6 +70,22 @@ def test_without_secret_key_the_settings_refuse_to_start(tmp_path):
         assert "SECRET_KEY is not set" in message
         assert "TOLLGATE_SECRETS_DIR" in message
     assert not (tmp_path / "var" / "secret_key").exists()
+
+
+def test_the_tests_cheap_password_hashes_exist_in_demo_mode_only(tmp_path):
+    fast = {"TOLLGATE_TEST_FAST_PASSWORD_HASHES": "1"}
+    production = clean_env(
+        tmp_path, SECRET_KEY=generate_secret_key(), TOLLGATE_SECRET_KEYS=generate_key(), **fast
+    )
+    assert loaded(load_settings(production))["PASSWORD_HASHERS"][0].endswith(".PBKDF2PasswordHasher")
+    assert "MD5" not in " ".join(loaded(load_settings(production))["PASSWORD_HASHERS"])
+    demo = loaded(load_settings(clean_env(tmp_path, TOLLGATE_DEMO="1")))
+    assert demo["PASSWORD_HASHERS"][0].endswith(".PBKDF2PasswordHasher")  # the demo's accounts: PBKDF2
+    tests = loaded(load_settings(clean_env(tmp_path, TOLLGATE_DEMO="1", **fast)))
+    assert tests["PASSWORD_HASHERS"] == [
+        "django.contrib.auth.hashers.MD5PasswordHasher",
+        "django.contrib.auth.hashers.PBKDF2PasswordHasher",
+    ]
 
 
 def test_without_fernet_keys_the_settings_refuse_to_start(tmp_path):
