@@ -103,6 +103,15 @@ def arms_of(run: Run) -> list[tuple[str, bool, int]]:
     return [(row.arm, row.complete, row.requests) for row in rows]
 
 
+def assert_succeeded_with(run: Run, names: list[str]) -> list[tuple[str, bool, int]]:
+    """The run succeeded with exactly these arms, each complete and with requests; its arms."""
+    assert run.status == Run.Status.SUCCEEDED, run.error
+    arms = arms_of(run)
+    assert [(name, complete) for name, complete, _ in arms] == [(name, True) for name in names], arms
+    assert all(requests > 0 for _, _, requests in arms), arms
+    return arms
+
+
 class PortalSession:
     """A logged-in browser session on the portal: the allauth login form (CSRF token and session
     cookie), then GETs that carry the cookie, as the run page's script does."""

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import time
 
-from portal.runs.models import Run
-from tests.drills.runs import PortalSession, arms_of, queue_run, wait_for_end, wait_until
+from tests.drills.runs import PortalSession, assert_succeeded_with, queue_run, wait_for_end, wait_until
 
 
 def test_live_progress_resumes_after_the_portal_restarts(stack, drill_owner, plain_server, tls_server):
@@ -48,13 +47,7 @@ def test_live_progress_resumes_after_the_portal_restarts(stack, drill_owner, pla
 
     run = wait_for_end(run, timeout_s=30, stack=stack)
     to_terminal_s = time.monotonic() - began
-    assert run.status == Run.Status.SUCCEEDED, run.error
-    arms = arms_of(run)
-    assert [(name, complete) for name, complete, _ in arms] == [
-        ("plain", True),
-        ("tls", True),
-        ("tls_new", True),
-    ], arms
+    arms = assert_succeeded_with(run, ["plain", "tls", "tls_new"])
     assert browser.progress(run)["status"] == "succeeded"
     print(
         f"DRILL portal-restart: terminal {run.status} after {to_terminal_s:.1f} s from dispatch, "

@@ -20,12 +20,11 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from portal import vault
 from portal.projects.models import personal_project
 from portal.runs import reporting, services
 from portal.runs.models import ArmResult, Run
-from portal.targets.models import SshAccess
 from tests.conftest import Sshd
+from tests.ssh_access import ssh_access
 from workers import runner
 
 pytestmark = [pytest.mark.drill, pytest.mark.django_db(transaction=True)]
@@ -63,15 +62,7 @@ def _run_in_thread(run_id: int) -> threading.Thread:
 
 def _start_run(owner, sshd: Sshd, plain_url: str, tls_url: str, arms: int = 3) -> Run:
     target = services.get_or_create_target(personal_project(owner), "probed", plain_url, tls_url)
-    SshAccess.objects.create(
-        target=target,
-        host="127.0.0.1",
-        port=sshd.port,
-        username=sshd.user,
-        private_key_enc=vault.encrypt(sshd.private_key),
-        known_hosts=sshd.known_hosts,
-        server_process="sshd",
-    )
+    ssh_access(target, sshd)
     config = {
         "arms": [
             {"name": "plain", "url": plain_url},

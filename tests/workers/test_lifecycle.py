@@ -13,12 +13,11 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from portal import vault
 from portal.projects.models import personal_project
 from portal.runs import dispatch, services
 from portal.runs.models import ArmResult, Run
-from portal.targets.models import SshAccess
 from tests.runs.factories import make_run
+from tests.ssh_access import ssh_access
 from workers import runner
 from workers.celery_app import app
 
@@ -63,15 +62,7 @@ def test_a_probe_slower_than_the_reapers_window_does_not_look_dead(owner, plain_
     sshd = Sshd(tmp_path, extra_config=f"SetEnv PATH={bin_dir}:/usr/bin:/bin\n").start()
     try:
         target = services.get_or_create_target(personal_project(owner), "slow", plain_server.url("/1k"), "")
-        SshAccess.objects.create(
-            target=target,
-            host="127.0.0.1",
-            port=sshd.port,
-            username=sshd.user,
-            private_key_enc=vault.encrypt(sshd.private_key),
-            known_hosts=sshd.known_hosts,
-            server_process="sshd",
-        )
+        ssh_access(target, sshd)
         run = services.create_run(
             owner, target, _config(plain_server.url("/1k"), probes={"ssh": True, "openssl_speed": True})
         )

@@ -33,6 +33,22 @@ def _measured_second(n: int):
     return lambda m: m["type"] == "progress" and (m.get("second") or {}).get("t_s") == n
 
 
+def _kill_target_when(config: dict, reached) -> tuple[Engine, list[dict], int, float, float]:
+    """Start a target process and the engine; kill the target for real once ``reached(message)``;
+    return the engine, its messages after that, its exit code, the kill's and the end's monotonic times."""
+    server = ServerProcess().start()
+    engine = Engine({**config, "arms": [{**config["arms"][0], "url": server.url()}]})
+    try:
+        engine.until(reached)
+        server.kill()
+        died = time.monotonic()
+        rest, code, ended = engine.rest()
+    finally:
+        server.kill()
+        engine.kill()
+    return engine, rest, code, died, ended
+
+
 def _stopped_arm(rest: list[dict], arm: str) -> tuple[dict, dict]:
     result = next(m for m in rest if m["type"] == "arm")["result"]
     error = next(m for m in rest if m["type"] == "arm_error")
@@ -44,16 +60,7 @@ def _stopped_arm(rest: list[dict], arm: str) -> tuple[dict, dict]:
 
 
 def test_a_target_killed_mid_arm_stops_the_arm_with_the_reason_and_is_not_hammered():
-    server = ServerProcess().start()
-    engine = Engine(_config("plain", server.url()))
-    try:
-        engine.until(_measured_second(2))
-        server.kill()
-        died = time.monotonic()
-        rest, code, ended = engine.rest()
-    finally:
-        server.kill()
-        engine.kill()
+    _, rest, code, died, ended = _kill_target_when(_config("plain", "http://"), _measured_second(2))
     assert code == 3
     result, error = _stopped_arm(rest, "plain")
     assert error["error"].startswith("target unreachable: ")
@@ -135,16 +142,10 @@ def test_the_rule_needs_three_seconds_that_each_mostly_failed():
 
 
 def test_a_distributed_arm_stops_alike_with_its_workers_counts():
-    server = ServerProcess().start()
-    engine = Engine({**_config("plain", server.url()), "generators": 2})
-    try:
-        engine.until(lambda m: m["type"] == "progress" and m["phase"] == "measure")
-        server.kill()
-        died = time.monotonic()
-        rest, code, ended = engine.rest()
-    finally:
-        server.kill()
-        engine.kill()
+    config = {**_config("plain", "http://"), "generators": 2}
+    _, rest, code, died, ended = _kill_target_when(
+        config, lambda m: m["type"] == "progress" and m["phase"] == "measure"
+    )
     assert code == 3
     result, error = _stopped_arm(rest, "plain")
     assert error["error"].startswith("target unreachable: ") and "(connection " in error["error"]
@@ -154,16 +155,11 @@ def test_a_distributed_arm_stops_alike_with_its_workers_counts():
 
 
 def test_a_saturation_stage_whose_target_dies_ends_the_run_with_the_reason():
-    server = ServerProcess().start()
     saturation = {"arms": ["plain"], "start": 1, "max": 8, "stage_s": 6, "warmup_s": 0.3}
-    engine = Engine({**_config("plain", server.url(), duration_s=1), "saturation": saturation})
-    try:
-        engine.until(lambda m: m["type"] == "progress" and m["arm"] == "plain@capacity")
-        server.kill()
-        rest, code, _ = engine.rest()
-    finally:
-        server.kill()
-        engine.kill()
+    config = {**_config("plain", "http://", duration_s=1), "saturation": saturation}
+    engine, rest, code, _, _ = _kill_target_when(
+        config, lambda m: m["type"] == "progress" and m["arm"] == "plain@capacity"
+    )
     assert code == 3
     assert next(m for m in engine.messages if m["type"] == "arm")["result"]["complete"] is True
     stages = [m for m in rest if m["type"] == "capacity"]
