@@ -27,6 +27,7 @@ from portal.runs.forms import RunForm
 from portal.runs.models import Run
 from tests.fuzz.budget import count, fuzz
 from tests.fuzz.strategies import mostly
+from tests.runs.factories import VALID_FORM
 
 TEXT = st.text(st.characters(exclude_categories=["Cs"]), max_size=40)
 NUMBER_TEXT = st.one_of(
@@ -110,15 +111,7 @@ FIELDS = {
     "saturation_max": NUMBER_TEXT,
     "saturation_stage_s": NUMBER_TEXT,
 }
-VALID = {
-    "plain_url": "http://127.0.0.1:8081/1k",
-    "tls_url": "https://127.0.0.1:8443/1k",
-    "arms": ["plain", "tls"],
-    "users": "2",
-    "spawn_rate": "2",
-    "warmup_s": "1",
-    "duration_s": "3",
-}
+VALID = VALID_FORM
 
 
 @st.composite

@@ -9,6 +9,18 @@ from portal.projects.models import personal_project
 from portal.runs.models import ArmResult, Run
 from portal.targets.models import Target
 
+# A run form the portal accepts (loopback URLs, two arms, a short window): the base of the bad-input
+# tests and of the form fuzzer, which change one part of it at a time.
+VALID_FORM = {
+    "plain_url": "http://127.0.0.1:8081/1k",
+    "tls_url": "https://127.0.0.1:8443/1k",
+    "arms": ["plain", "tls"],
+    "users": "2",
+    "spawn_rate": "2",
+    "warmup_s": "1",
+    "duration_s": "3",
+}
+
 
 def encoded(values: list[int]) -> str:
     h = hdr.new_histogram()

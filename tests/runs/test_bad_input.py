@@ -18,17 +18,9 @@ from portal.lib.sshkeys import generate_key
 from portal.runs.models import Run
 from portal.targets.models import Scenario, SshAccess, Target
 from tests.conftest import ROOT, database_url_for_children
-from tests.runs.factories import make_run
+from tests.runs.factories import VALID_FORM, make_run
 
-FORM = {
-    "plain_url": "http://127.0.0.1:8081/1k",
-    "tls_url": "https://127.0.0.1:8443/1k",
-    "arms": ["plain", "tls"],
-    "users": "2",
-    "spawn_rate": "2",
-    "warmup_s": "1",
-    "duration_s": "3",
-}
+FORM = VALID_FORM
 SSH = {"host": "10.0.0.5", "port": "22", "username": "probe", "key_source": "generate"}
 MEGABYTE = "a" * 1_000_000
 

@@ -269,7 +269,7 @@ class TimedClient:
             self.close()
 
     def _send(self, head: bytes) -> None:
-        # One send is the whole head almost always; gevent's sendall loops in Python for it.
+        # One send is the whole head almost always; sendall only for what is left.
         sent = self.sock.send(head)
         if sent < len(head):
             self.sock.sendall(head[sent:])
