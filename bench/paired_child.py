@@ -8,7 +8,8 @@ gets the unpatched ``socket`` class and the ``ssl`` module is left unpatched her
 reference blocks in the kernel as a plain Python client does (``ssl`` is imported before patching,
 so its ``SSLSocket`` derives from the original socket class). The order within a pair alternates.
 Reads one JSON object on stdin (``{"arms": {"<arm>": {"url", "port", "tls"}}, "seconds",
-"warmup_pairs", "path"}``) and prints one JSON object: per arm, the lists ``engine_connect_us``,
+"warmup_pairs", "min_pairs", "path"}``), measures each arm for the seconds and at least
+``min_pairs`` pairs, and prints one JSON object: per arm, the lists ``engine_connect_us``,
 ``engine_ttlb_us``, ``blocking_connect_us``, ``blocking_ttlb_us`` (one entry per pair after the
 warm-up pairs).
 """
@@ -29,7 +30,9 @@ from workers.engine.client import ARM_POLICIES, Endpoint, TimedClient, make_ssl_
 ORIGINAL_SOCKET = monkey.get_original("socket", "socket")
 
 
-def pairs(arm: str, spec: dict, seconds: float, warmup_pairs: int, path: str) -> dict[str, list[int]]:
+def pairs(arm: str, spec: dict, run: dict) -> dict[str, list[int]]:
+    seconds, warmup_pairs, path = run["seconds"], run["warmup_pairs"], run["path"]
+    least = warmup_pairs + run["min_pairs"]
     endpoint = Endpoint.resolve(spec["url"])
     client = TimedClient(endpoint, ARM_POLICIES[arm][1], make_ssl_context(False) if spec["tls"] else None)
     context = blocking_context() if spec["tls"] else None
@@ -39,7 +42,7 @@ def pairs(arm: str, spec: dict, seconds: float, warmup_pairs: int, path: str) ->
     }
     deadline = time.monotonic() + seconds
     n = 0
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline or n < least:
         if n % 2:
             reference = blocking_request(spec["port"], context, head, time.perf_counter_ns, ORIGINAL_SOCKET)
             sample = client.request(spec["url"], path)
@@ -60,10 +63,7 @@ def pairs(arm: str, spec: dict, seconds: float, warmup_pairs: int, path: str) ->
 
 def main() -> None:
     spec = json.load(sys.stdin)
-    result = {
-        arm: pairs(arm, arm_spec, spec["seconds"], spec["warmup_pairs"], spec["path"])
-        for arm, arm_spec in spec["arms"].items()
-    }
+    result = {arm: pairs(arm, arm_spec, spec) for arm, arm_spec in spec["arms"].items()}
     print(json.dumps(result))
 
 

@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from portal.projects.models import personal_project
 from portal.runs import services
+from portal.runs.live import cache_get, progress_key
 from portal.runs.models import ArmResult, Run, WorkerSeen
 from portal.runs.queueing import queue_note
 from workers import arms, presence, runner
@@ -56,6 +57,18 @@ def _wait_for_arms(run: Run, count: int, thread: threading.Thread, limit_s: floa
         time.sleep(0.05)
 
 
+def _wait_for_phase(run: Run, phase: str, arm_index: int, thread: threading.Thread) -> None:
+    """Until the live progress the worker publishes says arm ``arm_index`` is in ``phase`` (what the
+    hand-back names as the arm in progress), however slowly the machine runs."""
+    deadline = time.monotonic() + 30
+    while True:
+        live = cache_get(progress_key(run.code)) or {}
+        if live.get("phase") == phase and live.get("arm_index", -1) >= arm_index:
+            return
+        assert time.monotonic() < deadline and thread.is_alive(), live
+        time.sleep(0.05)
+
+
 def _snapshot(run: Run) -> dict[str, tuple]:
     return {
         f"{a.arm}#{a.round}": (a.ttlb_hist, a.ttfb_hist, a.connect_hist, a.requests, a.series, a.finished)
@@ -74,7 +87,7 @@ def test_a_handed_back_run_keeps_its_arms_and_its_next_attempt_measures_the_cut_
     queued_before = _runs_queue_length()
     thread = _in_thread(run.pk, worker="celery@first")
     _wait_for_arms(run, 1, thread)
-    time.sleep(1.0)  # into the second round's window
+    _wait_for_phase(run, "measure", 1, thread)  # into the second round's window
     asked = time.monotonic()
     assert presence.hand_back_runs("celery@first") == 1  # as the worker's warm shutdown does
     thread.join(timeout=15)
