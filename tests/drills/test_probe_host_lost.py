@@ -74,6 +74,7 @@ def _start_run(owner, sshd: Sshd, plain_url: str, tls_url: str, arms: int = 3) -
         "warmup_s": 0.3,
         "duration_s": ARM_S,
         "verify_tls": False,
+        "arrival_rate": 100,  # open loop: samples enough, without a core burnt flat out beside other tests
         "probes": {"ssh": True, "openssl_speed": True},
     }
     return services.create_run(owner, target, config)

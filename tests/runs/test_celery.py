@@ -19,6 +19,7 @@ def test_a_queued_run_is_measured_by_a_real_worker(celery_worker, owner, plain_s
         "warmup_s": 0.5,
         "duration_s": 1.5,
         "verify_tls": False,
+        "arrival_rate": 100,  # open loop: samples enough, without a core burnt flat out beside other tests
     }
     run = services.create_run(owner, target, config)
     dispatch.enqueue(run)  # autocommit here: on_commit sends at once
@@ -45,6 +46,7 @@ def test_cancel_through_a_worker_stops_within_5_s_and_keeps_finished_arms(celery
         "duration_s": 3.0,
         "rounds": 5,
         "verify_tls": False,
+        "arrival_rate": 100,
     }
     run = services.create_run(owner, target, config)
     dispatch.enqueue(run)

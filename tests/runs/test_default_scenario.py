@@ -25,7 +25,7 @@ from workers import runner
 # serial: its figures compare CPU or latency, so it runs alone, after the parallel part (Makefile).
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.serial]
 
-DURATION_S = 5.0
+DURATION_S = 3.0
 
 
 def default_run(owner, plain_url: str, tls_url: str, arms: list[str]) -> dict:

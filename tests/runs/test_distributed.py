@@ -37,6 +37,7 @@ def test_two_locust_workers_merge_exactly_into_the_stored_arm(client, owner, pla
         "duration_s": 1.5,
         "verify_tls": False,
         "generators": 2,
+        "arrival_rate": 200,  # open loop, split across the generators: samples, not a core burnt flat out
     }
     run = services.create_run(owner, target, config)
     assert tasks.run_benchmark(run.pk) == "succeeded"

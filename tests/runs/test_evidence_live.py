@@ -28,6 +28,9 @@ def measure(owner, arms, **options) -> tuple[Run, dict]:
         "warmup_s": 0.5,
         "duration_s": 2.0,
         "verify_tls": False,
+        # Open loop at a modest rate: enough samples for what these checks judge, without two
+        # processes burning a core each for the whole window beside the other tests (closed loop).
+        "arrival_rate": 200,
         **options,
     }
     run = runner.execute_run(services.create_run(owner, target, config).pk)

@@ -27,6 +27,7 @@ def new_run(owner, arms: list[tuple[str, str]], duration_s: float = 1.5) -> Run:
         "warmup_s": 0.5,
         "duration_s": duration_s,
         "verify_tls": False,
+        "arrival_rate": 100,  # open loop: samples enough, without a core burnt flat out beside other tests
     }
     return services.create_run(owner, target, config)
 

@@ -98,6 +98,7 @@ def test_a_generator_host_in_its_own_namespace_joins_the_run(owner, plain_server
         "duration_s": 1.5,
         "verify_tls": False,
         "generators": 2,
+        "arrival_rate": 200,  # open loop, split across the generators: samples, not a core burnt flat out
     }
     run = services.create_run(owner, target, config)
     assert tasks.run_benchmark(run.pk) == "succeeded"

@@ -251,14 +251,21 @@ def test_a_process_name_that_matches_nothing_is_reported(owner, sshd, plain_serv
     assert any("no process named 'no-such-proc'" in e for e in run.probes["errors"]), run.probes
 
 
-@pytest.mark.serial
-def test_cli_flags_drive_the_probes_with_a_known_hosts_file(owner, sshd, tmp_path, settings):
-    from bench.nginx import Nginx
-
+def _cli_ssh_flags(sshd, tmp_path) -> list[str]:
     key_file = tmp_path / "id_ed25519"
     key_file.write_text(sshd.private_key)
     known = tmp_path / "known_hosts"
     known.write_text("# pinned by the operator\n" + sshd.known_hosts)
+    return [
+        "--ssh-host", "127.0.0.1", "--ssh-port", str(sshd.port), "--ssh-user", sshd.user,
+        "--ssh-key", str(key_file), "--ssh-known-hosts", str(known),
+    ]  # fmt: skip
+
+
+@pytest.mark.serial
+def test_cli_flags_drive_the_server_cpu_probe_with_a_known_hosts_file(owner, sshd, tmp_path, settings):
+    from bench.nginx import Nginx
+
     out = StringIO()
     binary, process = own_nginx(tmp_path)
     with Nginx(binary=binary) as nginx:
@@ -266,21 +273,14 @@ def test_cli_flags_drive_the_probes_with_a_known_hosts_file(owner, sshd, tmp_pat
             "tollgate", "run",
             "--plain-url", nginx.plain_url("/1k"), "--tls-url", nginx.tls_url("/1k"),
             "--arms", "plain,tls_new", "--users", "1", "--warmup", "0.3", "--duration", "1.5",
-            "--insecure", "--owner", owner.username,
-            "--ssh-host", "127.0.0.1", "--ssh-port", str(sshd.port), "--ssh-user", sshd.user,
-            "--ssh-key", str(key_file), "--ssh-known-hosts", str(known),
-            "--server-process", process, "--openssl-speed", "--json",
+            "--insecure", "--owner", owner.username, *_cli_ssh_flags(sshd, tmp_path),
+            "--server-process", process, "--json",
             stdout=out, stderr=StringIO(),
         )  # fmt: skip
     report = json.loads(out.getvalue())
     assert report["probes"]["errors"] == []
     assert report["probes"]["host_key"] == {"fingerprint": _host_fingerprint(sshd), "pinned": True}
-    speed = report["probes"]["openssl_speed"]["127.0.0.1"]
-    assert speed["version"].startswith("OpenSSL ")
-    assert set(speed["signatures"]) == {"rsa2048", "rsa3072", "rsa4096", "ecdsap256", "ed25519"}
-    assert speed["signatures"]["rsa2048"]["sign_per_s"] > speed["signatures"]["rsa4096"]["sign_per_s"] > 0
-    assert set(speed["ciphers"]) == {"aes-128-gcm", "aes-256-gcm", "chacha20-poly1305"}
-    assert set(speed["ciphers"]["aes-128-gcm"]) == {"16", "64", "256", "1024", "8192", "16384"}
+    assert not report["probes"]["openssl_speed"]  # not asked for (the next test asks)
     # The flags reached the sampler: both arms sampled this test's own nginx. A 1.5 s plain arm at one
     # user costs nginx only a few clock ticks (once none, in CI), so its figure is asserted present;
     # the ordering by the handshake's cost, which the sampler cannot miss, is asserted on tls_new.
@@ -294,6 +294,30 @@ def test_cli_flags_drive_the_probes_with_a_known_hosts_file(owner, sshd, tmp_pat
     access = SshAccess.objects.get(host="127.0.0.1", port=sshd.port)
     assert "PRIVATE KEY" not in access.private_key_enc
     assert vault.decrypt(access.private_key_enc) == sshd.private_key
+
+
+def test_cli_openssl_speed_over_ssh_reports_signatures_and_ciphers(owner, sshd, plain_server, tmp_path):
+    """``--openssl-speed`` runs ``openssl speed`` on the SSH host after the arms (about half a minute
+    of one core: its figures are the server's own, compared only with each other, so not serial)."""
+    out = StringIO()
+    comm = Path(f"/proc/{os.getpid()}/comm").read_text().strip()  # the test server runs in this process
+    call_command(
+        "tollgate", "run",
+        "--plain-url", plain_server.url("/1k"), "--arms", "plain", "--users", "1",
+        "--warmup", "0.2", "--duration", "1", "--owner", owner.username,
+        *_cli_ssh_flags(sshd, tmp_path), "--server-process", comm, "--openssl-speed", "--json",
+        stdout=out, stderr=StringIO(),
+    )  # fmt: skip
+    report = json.loads(out.getvalue())
+    assert report["probes"]["errors"] == []
+    assert report["probes"]["host_key"] == {"fingerprint": _host_fingerprint(sshd), "pinned": True}
+    speed = report["probes"]["openssl_speed"]["127.0.0.1"]
+    assert speed["version"].startswith("OpenSSL ")
+    assert set(speed["signatures"]) == {"rsa2048", "rsa3072", "rsa4096", "ecdsap256", "ed25519"}
+    assert speed["signatures"]["rsa2048"]["sign_per_s"] > speed["signatures"]["rsa4096"]["sign_per_s"] > 0
+    assert set(speed["ciphers"]) == {"aes-128-gcm", "aes-256-gcm", "chacha20-poly1305"}
+    assert set(speed["ciphers"]["aes-128-gcm"]) == {"16", "64", "256", "1024", "8192", "16384"}
+    assert all(v > 0 for sizes in speed["ciphers"].values() for v in sizes.values()), speed["ciphers"]
 
 
 @pytest.mark.serial

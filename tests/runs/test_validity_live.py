@@ -28,7 +28,8 @@ from workers import runner
 # Transactional: the executor's heartbeat thread writes the run row through its own connection.
 # The checks whose verdict rests on timing or the generator's CPU (a healthy run staying quiet, drift,
 # SYN retransmits, generator saturation) are `serial`: they run alone, after the parallel part
-# (Makefile). The others judge status codes, headers, bodies and sessions, which load cannot move.
+# (Makefile), closed loop as they were written. The others judge status codes, headers, bodies and
+# sessions, which load cannot move: they run open loop at a modest rate (``measure``'s default).
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
@@ -41,6 +42,9 @@ def measure(owner, arms, *, secrets: dict | None = None, **options) -> tuple[Run
         "warmup_s": 0.5,
         "duration_s": 2.0,
         "verify_tls": False,
+        # Open loop at a modest rate: enough samples for what these checks judge, without two
+        # processes burning a core each for the whole window beside the other tests (closed loop).
+        "arrival_rate": 200,
         **options,
     }
     run = services.create_run(owner, target, config, secrets=secrets)
@@ -178,7 +182,7 @@ def test_a_redirect_to_another_origin_fails_the_arm_with_a_reason(owner, server_
 
 def test_sample_size_fails_for_a_handful_of_requests(owner, server_with):
     server = server_with()
-    run, report = measure(owner, [("plain", server.url())], users=1, think_time_s=0.2)
+    run, report = measure(owner, [("plain", server.url())], users=1, think_time_s=0.2, arrival_rate=None)
     found = checks(report)["sample_size"]
     assert found["status"] == "fail"
     assert found["evidence"]["plain"]["samples"] < 20
@@ -188,7 +192,7 @@ def test_sample_size_fails_for_a_handful_of_requests(owner, server_with):
 @pytest.mark.serial
 def test_drift_warns_when_the_target_slows_down(owner, server_with):
     server = server_with(app=DriftingPages())
-    run, report = measure(owner, [("plain", server.url())], users=1, duration_s=4.0)
+    run, report = measure(owner, [("plain", server.url())], users=1, duration_s=4.0, arrival_rate=None)
     found = checks(report)["drift"]
     assert found["status"] == "warn", found
     change = found["evidence"]["plain"]["p50_us"]["change_pct"]
@@ -199,7 +203,9 @@ def test_drift_warns_when_the_target_slows_down(owner, server_with):
 def test_syn_retransmit_explains_one_second_connects(owner):
     server = StallingServer(serve_s=1.5, stall_s=0.3).start()
     try:
-        run, report = measure(owner, [("plain_new", server.url())], users=6, duration_s=4.0, timeout_s=8.0)
+        run, report = measure(
+            owner, [("plain_new", server.url())], users=6, duration_s=4.0, timeout_s=8.0, arrival_rate=None
+        )
     finally:
         server.stop()
     found = checks(report)["syn_retransmit"]
@@ -212,7 +218,7 @@ def test_syn_retransmit_explains_one_second_connects(owner):
 @pytest.mark.serial
 def test_syn_retransmit_is_quiet_on_a_server_that_keeps_up(owner, server_with):
     server = server_with()
-    run, report = measure(owner, [("plain_new", server.url())], users=2)
+    run, report = measure(owner, [("plain_new", server.url())], users=2, arrival_rate=None)
     assert checks(report)["syn_retransmit"]["status"] == "pass"
     assert report["arms"]["plain_new"]["connect_us"]["max"] < 900_000
 
@@ -224,7 +230,9 @@ def test_generator_saturation_warns_when_the_client_is_the_bottleneck(owner):
 
     with Nginx() as nginx:
         # Closed loop, no think time, many users, against a server far faster than the client.
-        run, report = measure(owner, [("plain", nginx.plain_url("/1k"))], users=32, duration_s=3.0)
+        run, report = measure(
+            owner, [("plain", nginx.plain_url("/1k"))], users=32, duration_s=3.0, arrival_rate=None
+        )
     found = checks(report)["generator_saturation"]
     assert found["status"] == "warn", found
     assert "you measured the client" in found["detail"]

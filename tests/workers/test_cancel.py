@@ -3,8 +3,9 @@ about 2 s in every phase, keeps the finished arms, sends the interrupted one as 
 with ``done`` cancelled (issue 16). Each phase is held long (a 30 s warm-up, a window, a saturation
 stage, a target that never answers a preflight or a handshake), so only the cancel can end it soon.
 
-The machine is loaded (2 cores shared with other test runs): the bound asserted is 4 s, twice the
-target; the figures measured are printed (-s)."""
+The machine is loaded (these run in the parallel part, 2 cores shared with other tests): the bound
+asserted is 4 s, twice the target; the figures measured are printed (-s). Measured beside three
+busy loops on the 2 cores: 0.09-0.62 s."""
 
 from __future__ import annotations
 
@@ -12,12 +13,8 @@ import signal
 import time
 from pathlib import Path
 
-import pytest
-
 from tests.faulty_servers import FirstOnlyTlsServer, SilentServer
 from tests.workers.engine_lines import Engine
-
-pytestmark = pytest.mark.serial
 
 STOP_WITHIN_S = 4.0
 
@@ -31,6 +28,7 @@ def _config(*arms: tuple[str, str], warmup_s: float = 0.3, duration_s: float = 3
         "duration_s": duration_s,
         "verify_tls": False,
         "timeout_s": 30,
+        "arrival_rate": 100,  # open loop: the phases need samples, not a core burnt flat out
         **more,
     }
 

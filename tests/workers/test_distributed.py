@@ -25,6 +25,7 @@ def test_a_killed_locust_worker_is_reported_with_its_share(plain_server):
         "duration_s": 3,
         "verify_tls": False,
         "generators": 2,
+        "arrival_rate": 200,  # open loop, split across the generators: samples, not a core burnt flat out
     }
     proc = subprocess.Popen(  # noqa: S603
         [sys.executable, "-m", "workers.engine"],

@@ -14,7 +14,15 @@ from tests.conftest import ROOT
 from tests.servers import LocalServer, Paced, closed_port
 
 
-def config(*arms: tuple[str, str], users: int = 2, warmup_s: float = 0.5, duration_s: float = 1.5) -> dict:
+def config(
+    *arms: tuple[str, str],
+    users: int = 2,
+    warmup_s: float = 0.5,
+    duration_s: float = 1.5,
+    rate: float | None = 100,
+) -> dict:
+    """Open loop at ``rate`` req/s by default: samples enough for what these tests check, without a core
+    burnt flat out beside the other tests; ``rate=None`` for the closed loop."""
     return {
         "arms": [{"name": name, "url": url} for name, url in arms],
         "users": users,
@@ -22,6 +30,7 @@ def config(*arms: tuple[str, str], users: int = 2, warmup_s: float = 0.5, durati
         "warmup_s": warmup_s,
         "duration_s": duration_s,
         "verify_tls": False,
+        **({"arrival_rate": rate} if rate else {}),
     }
 
 
@@ -102,7 +111,7 @@ def test_series_points_carry_ttfb_percentiles_of_the_same_second(engine):
 
     server = LocalServer(app=late_body).start()
     try:
-        messages, code, stderr = engine(config(("plain", server.url("/late")), duration_s=2.5))
+        messages, code, stderr = engine(config(("plain", server.url("/late")), duration_s=2.5, rate=None))
     finally:
         server.stop()
     assert code == 0, stderr
@@ -176,10 +185,8 @@ def test_open_loop_counts_latency_from_the_scheduled_start(engine):
 
     server = LocalServer(app=slow).start()
     try:
-        closed, code1, err1 = engine(config(("plain", server.url("/s")), users=1, duration_s=2.0))
-        opened, code2, err2 = engine(
-            {**config(("plain", server.url("/s")), users=1, duration_s=2.0), "arrival_rate": 50}
-        )
+        closed, code1, err1 = engine(config(("plain", server.url("/s")), users=1, duration_s=2.0, rate=None))
+        opened, code2, err2 = engine(config(("plain", server.url("/s")), users=1, duration_s=2.0, rate=50))
     finally:
         server.stop()
     assert code1 == code2 == 0, err1 + err2

@@ -33,6 +33,7 @@ def _config(url: str, *, duration_s: float = 1.0, rounds: int = 1, probes: dict 
         "duration_s": duration_s,
         "rounds": rounds,
         "verify_tls": False,
+        "arrival_rate": 100,  # open loop: samples enough, without a core burnt flat out beside other tests
     }
     return {**config, "probes": probes} if probes else config
 
