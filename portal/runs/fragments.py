@@ -20,8 +20,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import threading
-from collections import OrderedDict
 from pathlib import Path
 
 from django.conf import settings
@@ -29,6 +27,7 @@ from django.template.loader import render_to_string
 from django.utils.html import escape
 from django.utils.safestring import mark_safe
 
+from portal.lib.kept import Kept
 from portal.runs import pages, reporting
 from portal.runs.live import cache_get, cache_set
 from portal.runs.models import Run
@@ -46,36 +45,25 @@ SOURCE_FILES = ("portal/runs/pages.py", "portal/runs/fragments.py")
 
 # The HTML of a key never changes (the key names everything it is made of), so each web process also
 # keeps the most recently read ones in memory: no round trip to the cache for a page read all day.
-LOCAL_MAX = 64
-_local: OrderedDict[str, object] = OrderedDict()
-_local_lock = threading.Lock()
+_local: Kept[object] = Kept(64)
 
 
 def _cached(key: str | None):
     if key is None:
         return None
-    with _local_lock:
-        found = _local.get(key)
-        if found is not None:
-            _local.move_to_end(key)
-            return found
+    found = _local.get(key)
+    if found is not None:
+        return found
     found = cache_get(key)
     if found is not None:
-        _keep(key, found)
+        _local.put(key, found)
     return found
-
-
-def _keep(key: str, value) -> None:
-    with _local_lock:
-        _local[key] = value
-        while len(_local) > LOCAL_MAX:
-            _local.popitem(last=False)
 
 
 def _store(key: str | None, value) -> None:
     if key is not None:
         cache_set(key, value, TTL_S)
-        _keep(key, value)
+        _local.put(key, value)
 
 
 @functools.cache

@@ -12,7 +12,7 @@ report section from the cache, ``portal.runs.fragments``) was most of a page rea
   the reader's targets share the target's name, and the run's share links with their views. A
   removed member, a deleted run, a revoked link: the next request sees it, there is nothing to
   invalidate.
-* **The page is kept** in this process (the ``LOCAL_MAX`` most recent) under a key made of all that,
+* **The page is kept** in this process (the 64 most recent) under a key made of all that,
   of the reader (id, username, role, the header's projects and the current one), of the scheme and
   host asked (the integrity block names them) and of a digest of the portal's code and templates.
 * **Per request**, two slots of the kept page are filled in: the CSRF token (Django masks it anew for
@@ -26,9 +26,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import threading
 import uuid
-from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -43,6 +41,7 @@ from django.utils.crypto import salted_hmac
 from django.utils.dateparse import parse_datetime
 from django.utils.safestring import mark_safe
 
+from portal.lib.kept import Kept
 from portal.projects import switcher
 from portal.runs import reporting
 from portal.runs.access import RUN_PAGE_COLUMNS, SESSION_KEY, run_page_rows, targets_for
@@ -51,9 +50,7 @@ from portal.sharing import panel
 from portal.targets.naming import target_labels
 
 TEMPLATE = "runs/detail.html"
-LOCAL_MAX = 64
-_kept: OrderedDict[str, Page] = OrderedDict()
-_kept_lock = threading.Lock()
+_kept: Kept[Page] = Kept(64)
 
 
 @dataclass(frozen=True)
@@ -159,26 +156,12 @@ class Page:
 
 
 def kept(key: str | None) -> Page | None:
-    if key is None:
-        return None
-    with _kept_lock:
-        found = _kept.get(key)
-        if found is not None:
-            _kept.move_to_end(key)
-        return found
+    return _kept.get(key)
 
 
 def forget_all() -> None:
     """Drop every page this process keeps (tests: render anew)."""
-    with _kept_lock:
-        _kept.clear()
-
-
-def _keep(key: str, page: Page) -> None:
-    with _kept_lock:
-        _kept[key] = page
-        while len(_kept) > LOCAL_MAX:
-            _kept.popitem(last=False)
+    _kept.clear()
 
 
 def fill(request: HttpRequest, found: Probe, page: Page) -> HttpResponse:
@@ -195,5 +178,5 @@ def respond(request: HttpRequest, found: Probe, key: str | None, ctx: dict) -> H
     ctx = ctx | {"csrf_token": csrf_slot(), "share_panel": mark_safe(panel_slot())}  # noqa: S308 - our slot
     page = Page.of(render_to_string(TEMPLATE, ctx, request))
     if key is not None and page_key(request, probe(request, found.code)) == key:
-        _keep(key, page)
+        _kept.put(key, page)
     return fill(request, found, page)

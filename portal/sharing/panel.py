@@ -11,14 +11,13 @@ and filled in by the caller, per request.
 from __future__ import annotations
 
 import hashlib
-import threading
 import uuid
-from collections import OrderedDict
 from dataclasses import astuple, dataclass
 from datetime import datetime
 
 from django.template.loader import render_to_string
 
+from portal.lib.kept import Kept
 from portal.projects.models import Role
 from portal.runs.access import can
 from portal.sharing import services
@@ -26,9 +25,7 @@ from portal.sharing.forms import ShareForm
 from portal.sharing.models import ShareLink
 
 TEMPLATE = "sharing/_panel.html"
-LOCAL_MAX = 256
-_kept: OrderedDict[str, str] = OrderedDict()
-_kept_lock = threading.Lock()
+_kept: Kept[str] = Kept(256)
 
 
 @dataclass(frozen=True)
@@ -93,11 +90,9 @@ def panel_html(request, run_code, role: str | None, links: list[LinkRow], *, csr
         csrf_slot,
     )
     key = hashlib.blake2b(repr(inputs).encode(), digest_size=20).hexdigest()
-    with _kept_lock:
-        found = _kept.get(key)
-        if found is not None:
-            _kept.move_to_end(key)
-            return found
+    found = _kept.get(key)
+    if found is not None:
+        return found
     ctx = {
         "csrf_token": csrf_slot,
         "can_share": inputs[1],
@@ -108,8 +103,5 @@ def panel_html(request, run_code, role: str | None, links: list[LinkRow], *, csr
         "what": "this run's report",
     }
     html = render_to_string(TEMPLATE, ctx)
-    with _kept_lock:
-        _kept[key] = html
-        while len(_kept) > LOCAL_MAX:
-            _kept.popitem(last=False)
+    _kept.put(key, html)
     return html
