@@ -59,6 +59,20 @@ def run_module(module: str, payload: object, timeout: float) -> subprocess.Compl
     )
 
 
+def bench_report(script: str, *args: str, timeout: float = 90) -> dict:
+    """Run ``bench/<script>`` with this interpreter from the repository; it must exit 0, and its
+    figures are the JSON object on its last line."""
+    proc = subprocess.run(  # noqa: S603 - this interpreter, our own script
+        [sys.executable, str(ROOT / "bench" / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def run_engine(config: dict, timeout: float = 120) -> tuple[list[dict], int, str]:
     """Run the real engine subprocess; return its JSON-line messages, exit code and stderr."""
     proc = run_module("workers.engine", config, timeout)

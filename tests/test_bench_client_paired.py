@@ -3,30 +3,16 @@ turns on a throwaway nginx and the last line carries both medians per arm and ph
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 from bench.nginx import find_binary
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.conftest import bench_report
 
 
 def test_bench_client_paired_short_run_prints_both_clients():
     if not find_binary():
         pytest.skip("needs nginx")
-    proc = subprocess.run(  # noqa: S603 - this interpreter, our own script
-        [sys.executable, str(ROOT / "bench" / "client_paired"), "--seconds", "0.6", "--repeat", "1"],
-        capture_output=True,
-        text=True,
-        timeout=90,
-        cwd=ROOT,
-    )
-    assert proc.returncode == 0, proc.stderr[-1500:]
-    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    report = bench_report("client_paired", "--seconds", "0.6", "--repeat", "1")
     (run,) = report["runs"]
     for arm in ("plain_new", "tls_new"):
         assert run[arm]["pairs"] > 0

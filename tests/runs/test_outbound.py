@@ -22,20 +22,13 @@ from portal.runs import services
 from portal.runs.forms import RunForm
 from portal.runs.models import Run
 from portal.targets.models import Target
+from tests.runs.factories import VALID_FORM
 from tests.servers import HostsSeen, LocalServer, pages_handler
 from workers import runner
 
 GUARD = Path(__file__).resolve().parent.parent / "workers" / "dnsguard"
 HINT = "an operator can allow it with TOLLGATE_ALLOW_NETWORKS"
-FORM = {
-    "plain_url": "http://127.0.0.1:8081/1k",
-    "tls_url": "https://127.0.0.1:8443/1k",
-    "arms": ["plain", "tls"],
-    "users": "1",
-    "spawn_rate": "10",
-    "warmup_s": "0.2",
-    "duration_s": "1",
-}
+FORM = {**VALID_FORM, "users": "1", "spawn_rate": "10", "warmup_s": "0.2", "duration_s": "1"}
 
 
 class Rebinding:
