@@ -15,7 +15,8 @@ def test_bench_client_paired_short_run_prints_both_clients():
     report = bench_report("client_paired", "--seconds", "0.6", "--repeat", "1")
     (run,) = report["runs"]
     for arm in ("plain_new", "tls_new"):
-        assert run[arm]["pairs"] > 0
+        # At least the floor of measured pairs, however slow the machine: 0.6 s alone may not suffice.
+        assert run[arm]["pairs"] >= report["settings"]["min_pairs"] == 20
         for phase in ("connect_us", "ttlb_us"):
             row = run[arm][phase]
             assert row["engine_p50"] > 0 and row["blocking_p50"] > 0
