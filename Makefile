@@ -32,9 +32,14 @@ static/vendor/.installed: package.json package-lock.json $(VENV)/.installed
 	$(NPM) ci --no-audit --no-fund
 	touch $@
 
-# The demo runs on embedded defaults: SQLite, kombu's filesystem broker, a file cache.
+# The demo runs on embedded defaults: SQLite, kombu's filesystem broker, a file cache. Its ports:
+# `make demo PORT=8001 PLAIN_PORT=8082 TLS_PORT=8444` when another demo holds these.
+PORT ?= 8000
+PLAIN_PORT ?= 8081
+TLS_PORT ?= 8443
 demo: venv node
-	env -u DATABASE_URL -u CELERY_BROKER_URL $(PY) manage.py tollgate demo
+	env -u DATABASE_URL -u CELERY_BROKER_URL $(PY) manage.py tollgate demo \
+		--port $(PORT) --plain-port $(PLAIN_PORT) --tls-port $(TLS_PORT)
 
 # makemigrations runs on an in-memory SQLite database: it needs none, and a fresh machine has no `tollgate`.
 lint: venv

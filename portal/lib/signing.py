@@ -235,10 +235,8 @@ def load_report(path: str) -> dict:
     return document
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m portal.lib.signing", description="Verify a signed Tollgate report offline."
-    )
+def main(argv: list[str] | None = None, prog: str = "python -m portal.lib.signing") -> int:
+    parser = argparse.ArgumentParser(prog=prog, description="Verify a signed Tollgate report offline.")
     parser.add_argument("file", help="the report JSON as downloaded")
     parser.add_argument(
         "--keys",

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import IO
 
@@ -23,6 +27,74 @@ from portal.projects.models import personal_project
 GUNICORN_TLS_CONFIG = "python:portal.lib.demo_gunicorn"
 DEMO_USER = "demo"
 DEMO_PASSWORD = "tollgate-demo"  # noqa: S105 - the demo's published login, printed on start
+# What each port serves, the option of `manage.py tollgate demo` and the variable of `make demo`.
+PORT_ROLES = {
+    "web": ("the portal", "--port", "PORT"),
+    "plain": ("the demo target (http)", "--plain-port", "PLAIN_PORT"),
+    "tls": ("the demo target (https)", "--tls-port", "TLS_PORT"),
+}
+# The environment the CLI needs next to the demo (README, docs/): printed by the banner.
+CLI_ENVIRONMENT = ("TOLLGATE_DEMO", "TOLLGATE_ALLOW_NETWORKS", "TOLLGATE_LOCAL_PROBE", "TOLLGATE_BASE_URL")
+# Set for a real database or broker; the demo runs without them on its embedded ones (var/).
+EMBEDDED_UNLESS_SET = ("DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL")
+
+
+class DemoError(Exception):
+    """The demo cannot start (a port taken) or did not come up (a process died at start-up)."""
+
+
+def port_taken(host: str, port: int) -> str | None:
+    """Why ``host:port`` cannot be listened on (another process listens there), or None. Binds as
+    Gunicorn does (SO_REUSEADDR, so connections in TIME_WAIT do not count) and lets go at once."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        return f"{host} does not resolve: {exc.strerror}"
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(address)
+        except OSError as exc:
+            return exc.strerror or str(exc)
+    return None
+
+
+def _free_near(host: str, port: int, avoid: list[int]) -> int:
+    """``port`` when it is free and not in ``avoid``, else the next such port (for the suggestion)."""
+    for candidate in range(port, min(port + 200, 65535)):
+        if candidate not in avoid and not port_taken(host, candidate):
+            return candidate
+    return port
+
+
+def check_ports(host: str, ports: dict[str, int]) -> None:
+    """Raise DemoError naming every port of ``ports`` (keys of PORT_ROLES) that is taken, and how to
+    choose others, before anything starts."""
+    problems = []
+    seen: dict[int, str] = {}
+    for role, port in ports.items():
+        what, option, variable = PORT_ROLES[role]
+        if port in seen:
+            problems.append(f"port {port} is given for {seen[port]} and {what} ({option}, {variable})")
+            continue
+        seen[port] = what
+        why = port_taken(host, port)
+        if why:
+            problems.append(f"port {port} on {host} for {what} ({option}, {variable}) is taken: {why}")
+    if problems:
+        chosen: list[int] = []
+        for port in ports.values():
+            chosen.append(_free_near(host, port, avoid=[*ports.values(), *chosen]))
+        variables = [PORT_ROLES[role][2] for role in ports]
+        suggestion = " ".join(f"{name}={port}" for name, port in zip(variables, chosen, strict=True))
+        raise DemoError(
+            "the demo cannot start, nothing was started:\n  "
+            + "\n  ".join(problems)
+            + "\nAnother demo may be running. Choose free ports: make demo "
+            + suggestion
+            + " (or manage.py tollgate demo --port … --plain-port … --tls-port …)"
+        )
 
 
 def _gunicorn(app: str, bind: str, *extra: str) -> list[str]:
@@ -54,6 +126,43 @@ def _wait_for_port(host: str, port: int, proc: subprocess.Popen, log: Path, time
         except OSError:
             time.sleep(0.2)
     raise RuntimeError(f"nothing listens on {host}:{port} after {timeout_s:.0f} s:\n{_tail(log)}")
+
+
+def _answers(url: str, timeout_s: float = 5) -> int:
+    """The HTTP status ``url`` answers (the demo target's certificate is self-signed)."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s, context=context) as response:  # noqa: S310 - our own
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def check_up(named: dict[str, subprocess.Popen], urls: dict[str, str], logs: Path) -> None:
+    """Raise DemoError unless each URL answers 200 and every process still runs: a child that died
+    at start-up is reported, never a false "is up"."""
+    for name, url in urls.items():
+        try:
+            status = _answers(url)
+        except (OSError, ValueError) as exc:
+            raise DemoError(f"{name} at {url} does not answer: {exc} (logs in {logs}/)") from None
+        if status != 200:
+            raise DemoError(f"{name} at {url} answers {status}, not 200 (logs in {logs}/)")
+    for name, proc in named.items():
+        if proc.poll() is not None:
+            raise DemoError(f"{name} exited with code {proc.returncode} at start-up (logs in {logs}/)")
+
+
+def cli_environment() -> str:
+    """The shell line that gives a terminal the demo's environment (after demo_environment), for the
+    CLI commands of the README and docs/: its database, broker, secrets, address policy and links."""
+    unset = [name for name in EMBEDDED_UNLESS_SET if name not in os.environ]
+    names = [*CLI_ENVIRONMENT, *(["TOLLGATE_VAR_DIR"] if "TOLLGATE_VAR_DIR" in os.environ else [])]
+    values = {**os.environ, "TOLLGATE_DEMO": "1"}
+    exports = " ".join(f"{name}={shlex.quote(values[name])}" for name in names if name in values)
+    return (f"unset {' '.join(unset)}; " if unset else "") + f"export {exports}"
 
 
 def _tail(path: Path, chars: int = 2000) -> str:
@@ -192,7 +301,10 @@ def run_demo(
     tls_port: int = 8443,
     host: str = "127.0.0.1",
 ) -> None:
-    """Migrate, create the demo login, start everything, wait for Ctrl-C, stop everything."""
+    """Check the ports, migrate, create the demo login, start everything, check that it answers,
+    wait for Ctrl-C, stop everything. DemoError when a port is taken (nothing started) or a process
+    does not come up (everything stopped)."""
+    check_ports(host, {"web": web_port, "plain": plain_port, "tls": tls_port})
     demo_environment(host, web_port, plain_port, tls_port)
     call_command("migrate", "--noinput", verbosity=0)
     _run_services(stdout, host, web_port, plain_port, tls_port)
@@ -214,21 +326,42 @@ def demo_environment(host: str, web_port: int, plain_port: int, tls_port: int) -
 
 def _run_services(stdout: IO[str], host: str, web_port: int, plain_port: int, tls_port: int) -> None:
     ensure_demo_user()
-    procs = start_demo_target(settings.VAR_DIR / "demo-target", host, plain_port, tls_port)
+    logs = settings.VAR_DIR / "logs"
+    try:
+        procs = start_demo_target(settings.VAR_DIR / "demo-target", host, plain_port, tls_port)
+    except RuntimeError as exc:
+        raise DemoError(f"the demo target did not start: {exc}") from None
     named = {"demo target (http)": procs[0], "demo target (https)": procs[1]}
     try:
-        named.update(_start_services(host, web_port))
+        try:
+            named.update(_start_services(host, web_port))
+        except RuntimeError as exc:
+            raise DemoError(f"the portal did not start: {exc}") from None
+        web = f"http://{_url_host(host)}:{web_port}"
+        check_up(
+            named,
+            {
+                "the portal": f"{web}/accounts/login/",
+                "the demo target (http)": f"http://{_url_host(host)}:{plain_port}/1k",
+                "the demo target (https)": f"https://{_url_host(host)}:{tls_port}/1k",
+            },
+            logs,
+        )
         stdout.write(
             "\nTollgate demo is up.\n"
-            f"  portal:       http://{host}:{web_port}/   login: {DEMO_USER} / {DEMO_PASSWORD}\n"
-            f"  demo target:  http://{host}:{plain_port}/1k  and  https://{host}:{tls_port}/1k"
-            "  (self-signed: untick 'Verify TLS certificate')\n"
-            f"  logs:         {settings.VAR_DIR / 'logs'}/\n"
-            f"  CLI links:    export TOLLGATE_BASE_URL={os.environ['TOLLGATE_BASE_URL']}"
-            "  (before tollgate share/scenario/webhook create)\n"
+            f"  portal:       {web}/   login: {DEMO_USER} / {DEMO_PASSWORD}\n"
+            f"  demo target:  http://{_url_host(host)}:{plain_port}/1k  and  https://{_url_host(host)}:{tls_port}/1k"
+            "  (self-signed: untick 'Verify TLS certificate', --insecure in the CLI)\n"
+            f"  logs:         {logs}/\n"
+            "  CLI (manage.py tollgate …, README and docs/) in another terminal, first paste:\n"
+            f"    {cli_environment()}\n"
             "Ctrl-C stops everything.\n"
         )
         stdout.flush()
         _wait_for_stop(named, stdout)
     finally:
         stop_processes(list(named.values()))
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host

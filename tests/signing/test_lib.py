@@ -194,3 +194,37 @@ def test_python_dash_m_in_a_checkout(tmp_path):
         timeout=60,
     )
     assert proc.returncode == 0 and proc.stdout.startswith("intact: sha256 "), proc.stderr
+
+
+def test_manage_py_verifies_offline_without_any_portal_setting(tmp_path):
+    """``manage.py tollgate verify-report FILE --keys KEYS`` (docs/auditors.md) on a machine with no
+    portal settings at all: no TOLLGATE_DEMO, SECRET_KEY or database; the same output as the
+    single file."""
+    private, kid = new_key()
+    report = signed(copy.deepcopy(REPORT), private, kid)  # REPORT's inner dicts are shared
+    report_file, keys_file = _write(tmp_path, report, private, kid)
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "TOLLGATE_VAR_DIR": str(tmp_path / "var")}
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(  # noqa: S603 - this interpreter, our own manage.py
+            [sys.executable, "manage.py", "tollgate", "verify-report", *args],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    for keys_option in (["--keys", str(keys_file)], [f"--keys={keys_file}"]):
+        intact = run(str(report_file), *keys_option)
+        assert intact.returncode == 0, intact.stderr
+        assert intact.stdout.strip() == signing.intact_line(report["integrity"])
+    report["arms"]["plain"]["requests"] += 1
+    report_file.write_text(json.dumps(report))
+    changed = run(str(report_file), "--keys", str(keys_file))
+    assert changed.returncode == 1 and "FAILED: the report's content changed: sha256" in changed.stderr
+    # Nothing of the portal ran: no settings, so no var/ directory made.
+    assert not (tmp_path / "var").exists()
+    # Its own keys are the portal's: that needs the portal's settings, and says which.
+    own = run(str(report_file))
+    assert own.returncode == 1 and "SECRET_KEY is not set" in own.stderr

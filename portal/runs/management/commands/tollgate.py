@@ -22,7 +22,7 @@ from portal.lib import budgets as budgetlib
 from portal.lib import evidence
 from portal.projects import cli as project_cli
 from portal.runs import reporting, services, tuning
-from portal.runs.demo import run_demo, start_demo_target, stop_processes
+from portal.runs.demo import DemoError, run_demo, start_demo_target, stop_processes
 from portal.runs.forms import RunForm
 from portal.runs.management import cli_options, interrupt
 from portal.runs.models import Run
@@ -94,13 +94,16 @@ class Command(BaseCommand):
         elif action == "rotate-secrets":
             self.handle_rotate_secrets()
         elif action == "demo":
-            run_demo(
-                self.stdout,
-                web_port=options["port"],
-                plain_port=options["plain_port"],
-                tls_port=options["tls_port"],
-                host=options["host"],
-            )
+            try:
+                run_demo(
+                    self.stdout,
+                    web_port=options["port"],
+                    plain_port=options["plain_port"],
+                    tls_port=options["tls_port"],
+                    host=options["host"],
+                )
+            except DemoError as exc:
+                raise CommandError(str(exc)) from None
 
     def _owner(self, username: str):
         users = get_user_model().objects
