@@ -10,12 +10,18 @@ A budget passes when the measured figure is at most its limit, fails when above 
 sampled the CPU) or its cost was not judged (a validity check failed on its arms, an arm is
 invalid): a number the report itself does not vouch for cannot clear a budget. Overall: ``fail``
 when any budget fails, else ``skip`` when any was skipped, else ``pass``.
+
+A negative figure (TLS faster than plain) is below any limit and passes; when its cost's verdict says
+so (``portal.lib.verdicts.verdict_words``: "tls faster than plain — check the setup") the detail says it
+too, so it never reads as what TLS costs.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+from portal.lib.verdicts import verdict_words
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
 
@@ -197,6 +203,10 @@ def _judge_cost(report: dict, name: str, limit: float) -> dict:
     unit = BUDGETS[name].unit
     if not_judged:
         return _result(name, limit, value, SKIP, f"not judged: {not_judged}")
+    cost = _cost(report, *COST_OF[name])
+    said = verdict_words(cost) if cost else None
+    if said and said["unexpected"]:  # a TLS arm faster than plain passes, but is no cost (nor saving)
+        source += f": {said['label']}"
     if value > limit:
         return _result(name, limit, value, FAIL, f"{value:g} {unit} > {limit:g} {unit} ({source})")
     return _result(name, limit, value, PASS, f"{value:g} {unit} ≤ {limit:g} {unit} ({source})")

@@ -59,7 +59,7 @@ Verdict, on |``delta_pct``| as shown (rounded to 0.1), thresholds ``VERDICT_THRE
 - ``negligible`` when |delta_pct| < 5, or when the CI contains 0 (no evidence of a difference,
   however large it looks);
 - ``noticeable`` when 5 ≤ |delta_pct| < 25;
-- ``significant`` when |delta_pct| ≥ 25.
+- ``significant`` when |delta_pct| ≥ 25 (its sign, and how it is said: ``portal.lib.verdicts``).
 
 When ``delta_pct`` is null (the base value is 0, so a relative size is undefined): ``negligible``
 when the delta is 0 or the CI contains 0, otherwise ``noticeable`` — a real difference whose size

@@ -2,10 +2,12 @@
 the run's status as a reader should see it. Pure functions over the report's parts.
 
 - ``judge_costs``: a cost one of whose arms is invalid, or about whose arms a check found a failure,
-  gets no verdict (``verdict: null``) and says why in ``not_judged``; warnings about its arms go
-  beside its verdict in ``warnings``. A finding is about a cost when every arm it names is one of the
-  cost's two arms: ``tls_sessions`` failing ``tls_resumed`` voids ``resumption_saving``, not
-  ``keepalive_tls``; ``same_content`` failing ``tls`` vs ``plain`` voids ``keepalive_tls`` only.
+  gets no verdict (``verdict: null``, ``direction: null``) and says why in ``not_judged``; warnings
+  about its arms go beside its verdict in ``warnings``. A judged cost gets its ``direction`` and
+  ``unexpected`` (``portal.lib.verdicts``). A finding is about a cost when every arm it
+  names is one of the cost's two arms: ``tls_sessions`` failing ``tls_resumed`` voids
+  ``resumption_saving``, not ``keepalive_tls``; ``same_content`` failing ``tls`` vs ``plain`` voids
+  ``keepalive_tls`` only.
 - ``check_counts``: how many checks passed, warned, failed and could not judge (``run.checks``).
 - ``status_badge``: "with 2 failed checks and 1 warning" and its level, for the run page, the list
   and the compare page alike.
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import math
 
+from portal.lib import verdicts
 from portal.lib.costs import MIN_ROUNDS, MIN_SECONDS
 from portal.lib.validity.verdict import FAIL, STATUSES, WARN
 
@@ -24,8 +27,8 @@ OK, AMBER, RED = "ok", "warn", "bad"
 
 
 def judge_costs(costs: list[dict], checks: list[dict], invalid_arms: dict[str, str]) -> list[dict]:
-    """Each cost with ``verdict`` (null when not judged), ``not_judged`` (why, or null) and
-    ``warnings`` (``[{"check", "reason"}]``)."""
+    """Each cost with ``verdict`` and ``direction`` (null when not judged), ``not_judged`` (why, or
+    null) and ``warnings`` (``[{"check", "reason"}]``)."""
     out = []
     for cost in costs:
         pair = {cost["arm"], cost["base"]}
@@ -43,9 +46,14 @@ def judge_costs(costs: list[dict], checks: list[dict], invalid_arms: dict[str, s
                     failed.append(f"{item['reason']} ({check['check']})")
                 elif item["status"] == WARN:
                     warnings.append({"check": check["check"], "reason": item["reason"]})
-        judged = {**cost, "not_judged": "; ".join(failed) or None, "warnings": warnings}
-        if failed:
-            judged["verdict"] = None
+        judged = {
+            **cost,
+            **verdicts.sign(cost),
+            "not_judged": "; ".join(failed) or None,
+            "warnings": warnings,
+        }
+        if failed:  # no claim: neither its size nor its direction
+            judged.update(verdict=None, direction=None, unexpected=False)
         out.append(judged)
     return out
 

@@ -3,13 +3,18 @@
 
 Each ``ttlb_p50_us`` cost makes one clause, in ``COSTS`` order: its change with the verdict, Δ% and
 95% interval, and the checks that warned about its arms; a cost that was not judged says so and why,
-without its number. ``new_connection_tls`` (``tls_new`` − ``plain``) is left out when ``handshake``
+without its number. The clause follows the verdict's direction (``verdicts.verdict_words``): a cost
+"adds", an interval that contains 0 "changes … by", and a delta against the cost's nature (TLS faster
+than its control, resumption slower than a full handshake) says so and "check the setup", without a
+verdict word. ``new_connection_tls`` (``tls_new`` − ``plain``) is left out when ``handshake``
 (``tls_new`` − ``plain_new``) is there: the handshake alone is the sharper answer. Then, as short
 sentences: the hint that ``plain_new`` isolates the handshake (when only the new-connection cost
 could be given), and "No interval: run longer or use rounds." when a stated cost has no interval.
 """
 
 from __future__ import annotations
+
+from portal.lib.verdicts import ARMS, COST, NONE, SAVING, verdict_words
 
 COST_WORDS = {
     "keepalive_tls": "TLS on warm (keep-alive) connections",
@@ -25,16 +30,17 @@ def _ms(us: float) -> str:
     return f"{us / 1000:+.2f} ms"
 
 
-def _qualifiers(cost: dict) -> str:
-    """(verdict, Δ%, 95% CI or "no interval"; warnings) of a judged cost."""
-    parts = [cost["verdict"]]
+def _qualifiers(cost: dict, word: str | None = None) -> str:
+    """(verdict, Δ%, 95% CI or "no interval"; warnings) of a judged cost; ``word`` in place of the
+    verdict's words (``verdicts.verdict_words``), "" for none."""
+    parts = [verdict_words(cost)["label"] if word is None else word]
     if cost["delta_pct"] is not None and cost["name"] != "resumption_saving":
         parts.append(f"{cost['delta_pct']:+.0f}%")
     if cost["ci95"]:
         parts.append(f"95% CI {cost['ci95'][0] / 1000:+.2f} … {cost['ci95'][1] / 1000:+.2f} ms")
     else:
         parts.append("no interval")
-    text = ", ".join(parts)
+    text = ", ".join(part for part in parts if part)
     warned = list(dict.fromkeys(w["check"] for w in cost.get("warnings") or []))
     if warned:
         text += f"; warnings: {', '.join(warned)}"
@@ -45,15 +51,31 @@ def _clause(cost: dict, costs: list[dict]) -> str:
     words = COST_WORDS.get(cost["name"], cost["name"])
     if cost.get("not_judged"):
         return f"{words}: not judged — {cost['not_judged']}"
+    said = verdict_words(cost)
     if cost["name"] == "resumption_saving":
-        if cost["delta"] >= 0:
+        if said["direction"] == SAVING:
             saved = cost["delta"] / 1000
             return f"session resumption saves {saved:.2f} ms per new connection {_qualifiers(cost)}"
-        return (
-            f"session resumption saves nothing here: resumed connections took {-cost['delta'] / 1000:.2f} ms "
-            f"longer {_qualifiers(cost)}"
+        if said["direction"] == NONE:
+            return (
+                f"session resumption makes no clear difference per new connection: "
+                f"{_ms(cost['delta'])} saved {_qualifiers(cost)}"
+            )
+        longer = f"resumed connections took {-cost['delta'] / 1000:.2f} ms longer"
+        if said["unexpected"]:
+            return (
+                f"session resumption saves nothing here: {longer} — check the setup {_qualifiers(cost, '')}"
+            )
+        return f"session resumption saves nothing here: {longer} {_qualifiers(cost)}"
+    if said["unexpected"]:
+        # TLS faster than its control: a sign the arms measured different things, not a saving.
+        arm, base = ARMS.get(cost["name"], ("the arm", "its base"))
+        what = (
+            f"{words}: {cost.get('arm', arm)} answered {-cost['delta'] / 1000:.2f} ms faster than "
+            f"{cost.get('base', base)} at the median time to last byte — check the setup"
         )
-    if cost["delta"] >= 0:
+        return f"{what} {_qualifiers(cost, '')}"
+    if said["direction"] == COST:
         what = f"{words} adds {_ms(cost['delta'])} median time to last byte"
     else:
         what = f"{words} changes the median time to last byte by {_ms(cost['delta'])}"

@@ -1,12 +1,13 @@
-"""The report as CSV rows: one row per arm × metric × statistic, one per cost statistic (verdict and
-interval method included), one per validity check field. Documented in docs/report-schema.md."""
+"""The report as CSV rows: one row per arm × metric × statistic, one per cost statistic (verdict, its
+direction and words, and interval method included), one per validity check field. Documented in
+docs/report-schema.md."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
 
-from portal.lib import report
+from portal.lib import report, verdicts
 
 HEADER = ["run", "arm", "metric", "statistic", "value", "unit", "samples"]
 LATENCY_STATISTICS = ("p50", "p90", "p95", "p99", "min", "max", "mean")
@@ -68,6 +69,10 @@ def _cost_rows(run_id: str, cost: dict) -> Iterator[list]:
     samples = f"{cost['samples']['arm']}/{cost['samples']['base']}"
     yield [run_id, pair, metric, "ci_method", cost.get("ci_method") or "none", "", samples]
     yield [run_id, pair, metric, "verdict", cost.get("verdict") or "", "", samples]
+    # Derived when absent: a frozen report signed before the direction was kept.
+    said = verdicts.verdict_words(cost)
+    yield [run_id, pair, metric, "direction", said["direction"] or "", "", samples]
+    yield [run_id, pair, metric, "verdict_label", said["label"], "", samples]
 
 
 def _check_rows(run_id: str, check: dict) -> Iterator[list]:

@@ -31,11 +31,7 @@ def report_context(run: Run, request=None) -> dict:
         ctx["lost_generators"] = [g["id"] for g in data.get("generators") or [] if g["lost_at"] is not None]
         ctx["chart"] = page["charts"]
         ctx["headline"] = [
-            {
-                **cost,
-                "label": COST_LABELS.get(cost["name"], cost["name"]),
-                "verdict": cost["verdict"] or "not judged",
-            }
+            {**cost, "label": COST_LABELS.get(cost["name"], cost["name"])}
             for cost in costs.headline_costs(data["costs"])
         ]
         ctx["evidence"] = evidence_context(run, data)

@@ -131,7 +131,7 @@ def with_budgets(run: Run, data: dict) -> dict:
 
 
 # Bump when the report's computation changes, so cached reports of finished runs are rebuilt.
-REPORT_CACHE_VERSION = f"{portal.__version__}:{report.SCHEMA}:12"  # 11: stopped, 12: attempts
+REPORT_CACHE_VERSION = f"{portal.__version__}:{report.SCHEMA}:13"  # 12: attempts, 13: direction
 REPORT_CACHE_TTL_S = 7 * 24 * 3600
 
 
@@ -230,6 +230,9 @@ def summarize(run: Run) -> dict:
                     k: cost[k]
                     for k in ("name", "delta", "delta_pct", "ci95", "verdict", "arm_value", "base_value")
                 },
+                # Summaries stored before these were kept derive them (verdicts.verdict_words).
+                "direction": cost.get("direction"),
+                "unexpected": cost.get("unexpected", False),
                 "not_judged": cost.get("not_judged"),
                 "warnings": sorted({w["check"] for w in cost.get("warnings") or []}),
             }

@@ -147,7 +147,7 @@ def test_headline_sentence_from_costs():
         "TLS on warm (keep-alive) connections adds +0.40 ms median time to last byte (noticeable, +9%, "
         "95% CI +0.30 … +0.51 ms); a full TLS handshake per request adds +1.20 ms median time to last byte "
         "(significant, +130%, no interval); session resumption saves 0.70 ms per new connection "
-        "(significant, no interval). No interval: run longer or use rounds."
+        "(significant saving, no interval). No interval: run longer or use rounds."
     )
     assert headline.headline([]) is None
 

@@ -6,7 +6,7 @@ import json
 
 from django import template
 
-from portal.lib import metrics
+from portal.lib import metrics, verdicts
 
 register = template.Library()
 
@@ -57,6 +57,13 @@ def split(value: str) -> list[str]:
 def cost(costs, name: str):
     """The entry named ``name`` of a list of costs (a run summary's), or None."""
     return next((c for c in costs or [] if c.get("name") == name), None)
+
+
+@register.filter
+def verdict_words(cost: dict) -> dict:
+    """How a cost's verdict reads and is coloured, with its direction (``verdicts.verdict_words``):
+    templates/runs/_verdict.html."""
+    return verdicts.verdict_words(cost)
 
 
 @register.filter
