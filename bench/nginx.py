@@ -3,7 +3,8 @@
 Debian's nginx binary runs with ``daemon off`` as a child process in its own session, with every
 path it writes (pid file, error log, temp directories) inside the temp directory. It serves three
 static pages of exact sizes (``/1k``, ``/2k``, ``/4k``) with a fresh self-signed certificate, keeps
-connections alive for 100 000 requests and resumes TLS sessions (shared cache and tickets).
+connections alive for 100 000 requests (``keepalive_requests``: fewer, to test a server that ends
+them) and resumes TLS sessions (shared cache and tickets).
 
 Used by the fidelity benchmark (``bench/fidelity``) and by tests::
 
@@ -126,6 +127,7 @@ class Nginx:
         extra_key_types: Iterable[str] = (),
         ssl_conf_command: str = "",
         access_log_format: str = "",
+        keepalive_requests: int = 100_000,
     ) -> None:
         if worker_processes < 1:
             raise ValueError("worker_processes must be at least 1")
@@ -151,6 +153,8 @@ class Nginx:
         # An access log (``access_log_lines()``) in this format, e.g. "$ssl_protocol $ssl_curve": what
         # the server saw per request. Empty: no access log (it costs server CPU).
         self.access_log_format = access_log_format
+        # nginx's keepalive_requests: the answer to the N-th request on a connection closes it.
+        self.keepalive_requests = keepalive_requests
         self.plain_port = 0
         self.tls_port = 0
         self.directory: Path | None = None
@@ -311,7 +315,7 @@ http {{
     tcp_nodelay on;
     server_tokens off;
     keepalive_timeout 65s;
-    keepalive_requests 100000;
+    keepalive_requests {self.keepalive_requests};
 
     client_body_temp_path {d}/tmp/client_body;
     proxy_temp_path {d}/tmp/proxy;

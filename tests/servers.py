@@ -2,6 +2,8 @@
 
 Each server counts TCP connections, TLS handshakes and resumed sessions as the *server* sees them,
 so tests can prove what the client did on the wire instead of trusting the client's own word.
+``LocalServer`` can also end keep-alive connections as real servers do: after a number of requests
+(nginx ``keepalive_requests``, Apache ``MaxKeepAliveRequests``) or when idle (``keepalive_timeout``).
 """
 
 from __future__ import annotations
@@ -68,9 +70,20 @@ class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 256
 
-    def __init__(self, address, handler_cls, *, ssl_context: ssl.SSLContext | None, app: Handler) -> None:
+    def __init__(
+        self,
+        address,
+        handler_cls,
+        *,
+        ssl_context: ssl.SSLContext | None,
+        app: Handler,
+        max_requests_per_connection: int | None = None,
+        keepalive_timeout_s: float | None = None,
+    ) -> None:
         self.ssl_context = ssl_context
         self.app = app
+        self.max_requests_per_connection = max_requests_per_connection
+        self.keepalive_timeout_s = keepalive_timeout_s
         self.counters = Counters()
         super().__init__(address, handler_cls)
 
@@ -95,13 +108,23 @@ class _RequestHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive unless the client says close
     # Without TCP_NODELAY the head and body writes meet the client's delayed ACK: +40 ms each.
     disable_nagle_algorithm = True
+    served = 0  # requests answered on this connection (one handler per connection)
+
+    def setup(self) -> None:
+        # An idle keep-alive connection is closed after this long (None: kept until the client goes).
+        self.timeout = self.server.keepalive_timeout_s
+        super().setup()
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
         self.server.counters.add(requests=1)
+        self.served += 1
         status, headers, body = self.server.app(self)
         self.send_response(status)
         for name, value in headers.items():
             self.send_header(name, value)
+        limit = self.server.max_requests_per_connection
+        if limit and self.served >= limit:
+            self.send_header("Connection", "close")  # and http.server closes it after this answer
         if "Content-Length" not in headers and "Transfer-Encoding" not in headers:
             self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -129,7 +152,11 @@ class LocalServer:
         app: Handler = pages_handler,
         tickets: bool = True,
         host: str = "127.0.0.1",
+        max_requests_per_connection: int | None = None,
+        keepalive_timeout_s: float | None = None,
     ) -> None:
+        """``max_requests_per_connection``: the N-th answer on a connection says ``Connection:
+        close`` and ends it; ``keepalive_timeout_s``: a connection idle that long is closed."""
         context = None
         if tls is not None:
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -139,7 +166,14 @@ class LocalServer:
                 context.num_tickets = 0
                 context.options |= ssl.OP_NO_TICKET
         self.host = host
-        self.httpd = _Server((host, 0), _RequestHandler, ssl_context=context, app=app)
+        self.httpd = _Server(
+            (host, 0),
+            _RequestHandler,
+            ssl_context=context,
+            app=app,
+            max_requests_per_connection=max_requests_per_connection,
+            keepalive_timeout_s=keepalive_timeout_s,
+        )
         self.port = self.httpd.server_address[1]
         self.scheme = "https" if tls else "http"
         self.thread = threading.Thread(

@@ -64,6 +64,7 @@ def _create_arm(run: Run, position: int, message: dict) -> ArmResult:
         content_by_url=result.get("content_by_url", {}),
         errors=result["errors"],
         connections_opened=result["connections_opened"],
+        connections_reopened=result.get("connections_reopened"),
         tls_sessions_reused=result["tls_sessions_reused"],
         window_started=result.get("window_started_at"),
         window_ended=result.get("window_ended_at"),

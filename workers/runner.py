@@ -27,6 +27,7 @@ from portal.projects.models import Project
 from portal.runs.configs import engine_dict
 from portal.runs.live import PROGRESS_TTL_S, cache_delete, cache_set, probing_key, progress_key
 from portal.runs.models import GeneratorHost, Run
+from portal.runs.queueing import runs_workers_present
 from portal.runs.quotas import limits_for
 from portal.runs.reporting import store_summary
 from portal.signing.services import freeze_after_end
@@ -46,12 +47,14 @@ WAIT_RETRY_S = 10
 CLAIMED, WAITING, GONE = "claimed", "waiting", "gone"
 
 
-def claim(run_id: int, host: str = "", worker: str = "") -> str:
+def claim(run_id: int, host: str = "", worker: str = "", say: Callable[[str], object] | None = None) -> str:
     """Move a queued run to running on this generator host, atomically, as a new attempt. A running
     run whose executor is lost (``attempts.executor_lost``) is taken over the same way: its lost
     attempt is recorded and the finished arms are kept. ``CLAIMED``; ``WAITING`` when the host
     already runs ``TOLLGATE_MAX_RUNS_PER_GENERATOR`` runs or the project its most (the run stays
-    queued and says why); ``GONE`` when it is not ours to take (ended, cancelled, running elsewhere)."""
+    queued and says why); ``GONE`` when it is not ours to take (ended, cancelled, running elsewhere).
+    A slot held by a run the reaper would call lost is freed first (``_end_dead_holders``; ``say``
+    hears which run was found dead and how it was ended, the log otherwise)."""
     host = host or socket.gethostname()
     GeneratorHost.objects.get_or_create(host=host)
     with transaction.atomic():
@@ -69,6 +72,8 @@ def claim(run_id: int, host: str = "", worker: str = "") -> str:
         # turns on a project's last slot too.
         Project.objects.select_for_update().filter(pk=run.project_id).first()
         reason = _waiting_reason(run, host)
+        if reason and _end_dead_holders(run, host, say or log.warning):
+            reason = _waiting_reason(run, host)
         if reason:
             Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(waiting=reason)
             return WAITING
@@ -104,6 +109,32 @@ def _waiting_reason(run: Run, host: str) -> str:
     return ""
 
 
+def _end_dead_holders(run: Run, host: str, say: Callable[[str], object]) -> int:
+    """The runs holding the slots ``run`` waits for (on this host, or of its project) whose executor
+    the reaper would call lost (``_stale``), ended as the reaper ends them (``reap``): with no
+    maintenance worker (a bare host, the CLI alone) nothing else would, and every later run would wait
+    for ever. Each is put back in the queue when a worker consuming the runs queue is present to
+    resume it, else failed (nobody would take it). Called under the host's and project's row locks."""
+    silence_s = settings.TOLLGATE_REAP_SILENCE_S
+    now = timezone.now()
+    holders = (
+        Run.objects.filter(status=Run.Status.RUNNING)
+        .exclude(pk=run.pk)
+        .filter(Q(generator_host=host) | Q(project_id=run.project_id))
+    )
+    resumable = None
+    ended = 0
+    for dead in list(_stale(holders, silence_s, now)):
+        if resumable is None:
+            resumable = runs_workers_present(now)
+        found = f"found dead by run {run.code}, which waited for its slot on {host}"
+        outcome = reap(dead, silence_s, now, resumable=resumable, found=found)
+        if outcome:
+            ended += 1
+            say(f"run {run.code}: found run {dead.code} dead on {dead.generator_host}; {outcome}")
+    return ended
+
+
 def over_limits(run: Run) -> str:
     """Why the run's config is above its project's limits now (lowered after it was queued), or ""."""
     problems = quotas.check(limits_for(run.project), run.config, run.project.name)
@@ -112,11 +143,12 @@ def over_limits(run: Run) -> str:
     return "Not started, above the limits of its project: " + " ".join(message for _, message in problems)
 
 
-def execute_run(run_id: int, worker: str = "") -> Run | None:
+def execute_run(run_id: int, worker: str = "", say: Callable[[str], object] | None = None) -> Run | None:
     """Run a queued run (or take over one whose executor is lost) to a terminal state, or hand it
     back. Returns None when the run was not ours to take, and the still queued run when it has to
-    wait (the caller tries again later). ``worker``: the Celery node name executing it."""
-    outcome = claim(run_id, worker=worker)
+    wait (the caller tries again later). ``worker``: the Celery node name executing it; ``say``: where
+    the claim reports a dead run it ended (the log by default)."""
+    outcome = claim(run_id, worker=worker, say=say)
     if outcome == GONE:
         log.info("run %s is not ours to run (ended, or running elsewhere); skipping", run_id)
         ended = Run.objects.filter(pk=run_id, status=Run.Status.CANCELLED).first()
@@ -145,11 +177,11 @@ def execute_run(run_id: int, worker: str = "") -> Run | None:
 
 def execute_when_free(run_id: int, say: Callable[[str], object] = log.info) -> Run | None:
     """``execute_run``, waiting in this process while the generator or the project is full (the CLI)."""
-    run = execute_run(run_id)
+    run = execute_run(run_id, say=say)
     while run is not None and run.status == Run.Status.QUEUED:
         say(f"run {run.code}: {run.waiting}")
         time.sleep(WAIT_RETRY_S)
-        run = execute_run(run_id)
+        run = execute_run(run_id, say=say)
     if run is None:  # not this process's to end any more (ended or resumed by a worker): as it stands
         run = Run.objects.filter(pk=run_id).first()
         if run is not None and not run.is_terminal:
@@ -263,19 +295,9 @@ def reap_stale_runs(max_silence_s: float | None = None) -> int:
     ``TOLLGATE_RESUME_WAIT_S`` fails with the reason. Returns how many runs it acted on."""
     silence_s = settings.TOLLGATE_REAP_SILENCE_S if max_silence_s is None else max_silence_s
     now = timezone.now()
-    running = Run.objects.filter(status=Run.Status.RUNNING)
-    stale = running.filter(Q(heartbeat__lt=now - timedelta(seconds=silence_s)) | Q(deadline__lt=now))
     acted = 0
-    for run in list(stale):
-        overdue = run.deadline is not None and run.deadline < now
-        how = "passed its deadline" if overdue else f"lost (no heartbeat for {silence_s:.0f} s)"
-        reason = attempts.lost_reason(run, how)
-        if run.attempt >= settings.TOLLGATE_MAX_RUN_ATTEMPTS:
-            acted += fail_unresumed(
-                run, Run.Status.RUNNING, f"{reason}; gave up after {run.attempt} attempts"
-            )
-        else:
-            acted += attempts.requeue(run, "lost", reason)
+    for run in list(_stale(Run.objects.filter(status=Run.Status.RUNNING), silence_s, now)):
+        acted += bool(reap(run, silence_s, now))
     wait_s = settings.TOLLGATE_RESUME_WAIT_S
     for run in list(
         Run.objects.filter(status=Run.Status.QUEUED, requeued__lt=now - timedelta(seconds=wait_s))
@@ -283,6 +305,31 @@ def reap_stale_runs(max_silence_s: float | None = None) -> int:
         lost = run.waiting.removeprefix("resuming: ")
         acted += fail_unresumed(run, Run.Status.QUEUED, f"{lost}; no worker free for {wait_s / 60:.0f} min")
     return acted + attempts.redispatch_lost(now)
+
+
+def _stale(running, silence_s: float, now):
+    """The running runs (of the queryset) whose executor counts as lost: its heartbeat silent for
+    ``silence_s``, or its attempt past its deadline."""
+    return running.filter(Q(heartbeat__lt=now - timedelta(seconds=silence_s)) | Q(deadline__lt=now))
+
+
+def reap(run: Run, silence_s: float, now, *, resumable: bool = True, found: str = "") -> str:
+    """End one running run whose executor is lost (``_stale``): back in the queue with its finished
+    arms (``attempts.requeue``), or failed once it has had ``TOLLGATE_MAX_RUN_ATTEMPTS`` or when
+    nobody would resume it (``resumable`` false). ``found``: who found it, added to the reason (the
+    reaper says nothing). Returns what was done, in words ("" when someone else acted first)."""
+    overdue = run.deadline is not None and run.deadline < now
+    how = "passed its deadline" if overdue else f"lost (no heartbeat for {silence_s:.0f} s)"
+    reason = attempts.lost_reason(run, how) + (f"; {found}" if found else "")
+    if run.attempt >= settings.TOLLGATE_MAX_RUN_ATTEMPTS:
+        why = f"{reason}; gave up after {run.attempt} attempts"
+    elif not resumable:
+        why = f"{reason}; no worker consuming the runs queue to resume it"
+    elif attempts.requeue(run, "lost", reason):
+        return f"put it back in the queue to resume ({reason})"
+    else:
+        return ""
+    return f"failed it ({why})" if fail_unresumed(run, Run.Status.RUNNING, why) else ""
 
 
 def fail_unresumed(run: Run, status: str, reason: str) -> int:

@@ -13,7 +13,14 @@ from collections import Counter
 from portal.lib import hdr
 
 HIST_METRICS = ("ttfb_us", "ttlb_us", "connect_us", "tls_handshake_us")
-SUMMED = ("requests", "failures", "connections_opened", "tls_sessions_reused", "late_requests")
+SUMMED = (
+    "requests",
+    "failures",
+    "connections_opened",
+    "connections_reopened",
+    "tls_sessions_reused",
+    "late_requests",
+)
 MAX_ERROR_SAMPLES = 3
 
 

@@ -51,6 +51,7 @@ def arm_section(arm: dict) -> dict:
         status_codes=dict(arm.get("status_codes", {})),
         response_bytes={"min": arm.get("response_bytes_min"), "max": arm.get("response_bytes_max")},
         connections_opened=arm.get("connections_opened", 0),
+        connections_reopened=arm.get("connections_reopened"),
         tls_sessions_reused=arm.get("tls_sessions_reused", 0),
         errors=arm.get("errors", {}),
         requested_url=arm.get("requested_url") or arm["url"],

@@ -66,6 +66,9 @@ def _summed_counts(group: list[dict]) -> dict:
     """Counts summed, the worst schedule lag, and rps over the summed measured time."""
     out = {key: sum(r.get(key) or 0 for r in group) for key in SUMMED_COUNTS}
     out["max_schedule_lag_us"] = max(r.get("max_schedule_lag_us") or 0 for r in group)
+    # Unknown (null) when any round was stored before the engine counted reopened connections.
+    reopened = [r.get("connections_reopened") for r in group]
+    out["connections_reopened"] = None if None in reopened else sum(reopened)
     out["duration_s"] = sum(r["duration_s"] for r in group)
     out["rps"] = out["requests"] / out["duration_s"] if out["duration_s"] else 0.0
     out["complete"] = all(r.get("complete", True) for r in group)

@@ -168,6 +168,9 @@ class ArmResult(models.Model):
     content_by_url = models.JSONField(default=dict, blank=True)
     errors = models.JSONField(default=dict)
     connections_opened = models.PositiveBigIntegerField(default=0)
+    # Keep-alive arms: connections opened in the window because the server had closed the user's
+    # previous one (its keep-alive limit or idle timeout). Null: stored before the engine counted them.
+    connections_reopened = models.PositiveBigIntegerField(null=True, blank=True)
     tls_sessions_reused = models.PositiveBigIntegerField(default=0)
     # Open loop only: requests that started after their scheduled time, and the worst lag in µs.
     late_requests = models.PositiveBigIntegerField(default=0)

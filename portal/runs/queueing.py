@@ -24,6 +24,22 @@ def _ago(moment: datetime, now: datetime) -> str:
     return f"{seconds} s" if seconds < 120 else f"{seconds // 60} min"
 
 
+def _consumers() -> list[WorkerSeen]:
+    """Workers that consume the runs queue, as they last reported, latest first."""
+    return [w for w in WorkerSeen.objects.order_by("-last_seen") if RUNS_QUEUE in w.queues]
+
+
+def _present(consumers: list[WorkerSeen], now: datetime) -> list[WorkerSeen]:
+    fresh = now - timedelta(seconds=settings.TOLLGATE_WORKER_SEEN_S)
+    return [w for w in consumers if w.last_seen >= fresh and not w.stopping]
+
+
+def runs_workers_present(now: datetime | None = None) -> bool:
+    """Whether a worker consuming the runs queue reported in the last ``TOLLGATE_WORKER_SEEN_S`` and
+    is not stopping: someone would take a run put back in the queue."""
+    return bool(_present(_consumers(), now or timezone.now()))
+
+
 def queue_note(run: Run, now: datetime | None = None) -> str | None:
     """``None`` for a run that is not queued, else what it is waiting for, in words."""
     if run.status != Run.Status.QUEUED:
@@ -36,9 +52,8 @@ def queue_note(run: Run, now: datetime | None = None) -> str | None:
     prefix = f"{run.waiting[:1].upper()}{run.waiting[1:]}. " if run.waiting else ""
     if waited < QUIET_S:
         return f"{prefix}Waiting for a worker…"
-    consumers = [w for w in WorkerSeen.objects.order_by("-last_seen") if RUNS_QUEUE in w.queues]
-    fresh = now - timedelta(seconds=settings.TOLLGATE_WORKER_SEEN_S)
-    present = [w for w in consumers if w.last_seen >= fresh and not w.stopping]
+    consumers = _consumers()
+    present = _present(consumers, now)
     queued_for = f"Queued for {_ago(since, now)}"
     if not present:
         last = (

@@ -48,6 +48,7 @@ def arm_data(arm: ArmResult) -> dict:
         "response_bytes_min": arm.response_bytes_min,
         "response_bytes_max": arm.response_bytes_max,
         "connections_opened": arm.connections_opened,
+        "connections_reopened": arm.connections_reopened,
         "tls_sessions_reused": arm.tls_sessions_reused,
         "errors": arm.errors,
         "sizes_by_url": arm.sizes_by_url,

@@ -32,6 +32,7 @@ def _part(values: list[int], status: str, error: str | None = None) -> dict:
         "content_by_url": {"/1k": {"content_type": ["text/plain"], "content_encoding": [""]}},
         "errors": {error: {"count": 1, "samples": ["x"]}} if error else {},
         "connections_opened": 2,
+        "connections_reopened": 1,
         "tls_sessions_reused": 0,
         "late_requests": 1,
         "max_schedule_lag_us": len(values),
@@ -55,6 +56,7 @@ def test_merge_is_the_histogram_of_all_values_never_an_average():
     assert merged["errors"] == {"timeout": {"count": 1, "samples": ["x"]}}
     assert merged["hist"]["connect_us"] is None and merged["max_schedule_lag_us"] == 900
     assert merged["connections_opened"] == 4 and merged["late_requests"] == 2
+    assert merged["connections_reopened"] == 2
 
 
 def test_a_lost_workers_seconds_and_the_report_entries():

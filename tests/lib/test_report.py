@@ -217,6 +217,17 @@ def test_rounds_merge_exactly():
     assert merged["status_codes"] == {"200": 5}
 
 
+def test_reopened_connections_add_up_over_rounds_and_stay_unknown_if_a_round_did_not_count_them():
+    one = arm("tls", [100, 200], rps=2.0) | {"round": 0, "duration_s": 1.0, "connections_reopened": 3}
+    two = arm("tls", [300, 400], rps=2.0) | {"round": 1, "duration_s": 1.0, "connections_reopened": 4}
+    (merged,) = rounds.merge_rounds([one, two])
+    assert merged["connections_reopened"] == 7
+    old = arm("tls", [300, 400], rps=2.0) | {"round": 1, "duration_s": 1.0}
+    (merged,) = rounds.merge_rounds([one, old])
+    assert merged["connections_reopened"] is None
+    assert report.arm_section(merged)["connections_reopened"] is None
+
+
 def test_config_hash_ignores_secrets_and_key_order():
     a = report.config_hash({"users": 2, "arms": [], "secrets": "token-1"})
     b = report.config_hash({"arms": [], "users": 2, "secrets": "token-2"})

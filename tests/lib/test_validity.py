@@ -128,6 +128,64 @@ def test_tls_sessions_fail_the_resumed_arm_that_did_not_resume():
     assert enough["status"] == "pass"
 
 
+def test_keepalive_warns_on_reopened_connections_and_fails_from_five_percent():
+    # Apache's MaxKeepAliveRequests 100: 1% of requests pay a new connection and a TLS handshake.
+    apache = answers.check_keepalive(
+        {
+            "plain": arm(10_000, users=10, connections_opened=0, connections_reopened=0),
+            "tls": arm(10_000, users=10, connections_opened=100, connections_reopened=100),
+            "tls_new": arm(10_000, connections_opened=10_000, connections_reopened=0),  # not a keep-alive arm
+        }
+    )
+    assert apache["status"] == "warn" and apache["arms"] == ["tls"]
+    assert apache["evidence"]["tls"] == {
+        "users": 10,
+        "requests": 10_000,
+        "connections_opened": 100,
+        "connections_reopened": 100,
+        "new_connection_share": 0.01,
+        "requests_per_connection": 100.0,
+    }
+    assert apache["findings"][0]["reason"] == (
+        "tls: the server closed its connections, 100 reopened (100 opened for 10,000 requests by 10 users, "
+        "about 100 requests each): 1.0% of requests paid a new connection and a TLS handshake"
+    )
+    assert "MaxKeepAliveRequests" in apache["detail"] and "tls_new" not in apache["evidence"]
+    # nginx keepalive_requests 5: a fifth of the requests; just under and at the threshold.
+    every_fifth = answers.check_keepalive(
+        {"plain": arm(1000, users=2, connections_opened=200, connections_reopened=198)}
+    )
+    assert (
+        every_fifth["status"] == "fail"
+        and "20.0% of requests paid a new TCP connection" in every_fifth["detail"]
+    )
+    under = answers.check_keepalive(
+        {"tls": arm(1000, users=2, connections_opened=49, connections_reopened=47)}
+    )
+    at = answers.check_keepalive({"tls": arm(1000, users=2, connections_opened=50, connections_reopened=48)})
+    assert (under["status"], at["status"]) == ("warn", "fail")
+    # The first connection of each user in the window (no warm-up) is not a reopening.
+    cold = answers.check_keepalive(
+        {"tls@1.3": arm(1000, users=4, connections_opened=4, connections_reopened=0)}
+    )
+    assert cold["status"] == "pass" and cold["evidence"]["tls@1.3"]["new_connection_share"] == 0.004
+
+
+def test_keepalive_skips_arms_stored_before_the_count_and_runs_without_keep_alive_arms():
+    old = answers.check_keepalive({"plain": arm(connections_opened=0), "tls": arm(connections_opened=0)})
+    assert old["status"] == "skip" and old["detail"] == (
+        "Not judged: plain (stored before the engine counted reopened connections); tls (stored before the "
+        "engine counted reopened connections)."
+    )
+    mixed = answers.check_keepalive({"plain": arm(connections_reopened=0), "tls": arm(connections_opened=0)})
+    assert mixed["status"] == "pass" and "Not judged: tls (stored before" in mixed["detail"]
+    assert list(mixed["evidence"]) == ["plain"]
+    none = answers.check_keepalive({"tls_new": arm(connections_opened=2000, connections_reopened=0)})
+    assert none["status"] == "skip" and "no keep-alive arm" in none["detail"]
+    empty = answers.check_keepalive({"tls": arm(0, connections_reopened=0)})
+    assert empty["status"] == "skip" and "no request in its window" in empty["detail"]
+
+
 def test_checks_that_could_not_judge_say_skip_with_the_reason():
     keepalive = {"plain": arm(series=series([10] * 2)), "tls": arm(series=series([10] * 2))}
     found = {c["check"]: c for c in check_all({}, keepalive)}

@@ -91,6 +91,7 @@ def make_run(
             ttfb_hist=encoded([v // 2 for v in values]),
             ttlb_hist=encoded(values),
             status_codes={"200": len(values)},
+            connections_reopened=0,
             response_bytes_min=1024,
             response_bytes_max=1024,
             series=[

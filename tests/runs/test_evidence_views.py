@@ -74,3 +74,35 @@ def test_list_and_compare_show_the_same_badge(client, owner):
     assert data["runs"][1]["checks"]["fail"] == 2
     keepalive = next(row for row in data["costs"] if row["name"] == "keepalive_tls")
     assert keepalive["cells"][1]["change"]["significance"] == "unknown"  # no verdict, no comparison
+
+
+def _closing_server_run(owner, reopened: int):
+    """A run whose tls arm (1,000 requests) reopened that many connections the server had closed."""
+    run = make_run(owner, arms={"plain": [400] * 1000, "tls": [500] * 1000})
+    ArmResult.objects.filter(run=run, arm="tls").update(
+        connections_opened=reopened, connections_reopened=reopened
+    )
+    return run
+
+
+def test_a_keepalive_arm_whose_server_closed_connections_is_shown_and_its_cost_marked(client, owner):
+    client.force_login(owner)
+    # The server ended tls's connections every 100 requests: a warning, beside the cost's verdict.
+    run = _closing_server_run(owner, 10)
+    body = client.get(reverse("runs-detail", args=[run.code])).content.decode()
+    assert 'data-reopened="10"' in body and "(10 reopened: the server closed them)" in body
+    assert 'data-check="keepalive" data-status="warn"' in body and "warned" in body
+    report = client.get(reverse("runs-report-json", args=[run.code])).json()
+    keepalive = next(c for c in report["costs"] if c["name"] == "keepalive_tls")
+    assert keepalive["verdict"] is not None and "keepalive" in [w["check"] for w in keepalive["warnings"]]
+    # Every fifth request: the cost is not judged, and says why.
+    run = _closing_server_run(owner, 200)
+    body = client.get(reverse("runs-detail", args=[run.code])).content.decode()
+    assert 'data-check="keepalive" data-status="fail"' in body
+    report = client.get(reverse("runs-report-json", args=[run.code])).json()
+    keepalive = next(c for c in report["costs"] if c["name"] == "keepalive_tls")
+    assert keepalive["verdict"] is None
+    assert keepalive["not_judged"].startswith("tls: the server closed its connections, 200 reopened")
+    assert (
+        "20.0% of requests paid a new connection and a TLS handshake (keepalive)" in keepalive["not_judged"]
+    )

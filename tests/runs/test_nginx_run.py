@@ -66,3 +66,49 @@ def test_five_arms_against_nginx_give_split_costs_tls_facts_and_validity(owner):
     found = {v["check"]: v for v in report["validity"]}
     assert found["status_codes"]["status"] == found["content_length"]["status"] == "pass"
     assert found["tls_sessions"]["status"] == "pass"
+
+
+def test_nginx_ending_connections_after_five_requests_fails_the_keepalive_check(owner):
+    from bench.nginx import Nginx
+
+    # The access log is the server's own account: which connection served each request, and its count.
+    with Nginx(
+        keepalive_requests=5, access_log_format="$server_port $connection $connection_requests"
+    ) as nginx:
+        target = services.get_or_create_target(
+            personal_project(owner), "nginx", nginx.plain_url("/1k"), nginx.tls_url("/1k")
+        )
+        config = {
+            "arms": [
+                {"name": "plain", "url": nginx.plain_url("/1k")},
+                {"name": "tls", "url": nginx.tls_url("/1k")},
+            ],
+            "users": 2,
+            "spawn_rate": 100,
+            "warmup_s": 0.5,
+            "duration_s": 2.0,
+            "verify_tls": False,
+            "arrival_rate": 200,
+        }
+        run = runner.execute_run(services.create_run(owner, target, config).pk)
+        served: dict[int, dict[str, int]] = {nginx.plain_port: {}, nginx.tls_port: {}}
+        for line in nginx.access_log_lines():
+            port, connection, count = line.split()
+            seen = served[int(port)]
+            seen[connection] = max(seen.get(connection, 0), int(count))
+    assert run.status == Run.Status.SUCCEEDED, run.error
+    report = reporting.run_report(run)
+    for name, port in (("plain", nginx.plain_port), ("tls", nginx.tls_port)):
+        arm = report["arms"][name]
+        # The engine's count against nginx's: no connection served more than 5 requests, all but a few
+        # (the preflight's, the TLS facts probe's, each user's last) exactly 5, and the window's
+        # connections one per 5 requests.
+        per_connection = list(served[port].values())
+        assert max(per_connection) == 5 and sum(1 for n in per_connection if n < 5) <= 6
+        assert len(per_connection) >= arm["connections_opened"] == arm["connections_reopened"] > 0
+        assert abs(5 * arm["connections_opened"] - arm["requests"]) <= 5 * 2
+    found = next(v for v in report["validity"] if v["check"] == "keepalive")
+    assert found["status"] == "fail" and found["arms"] == ["plain", "tls"]
+    assert all(0.15 <= found["evidence"][name]["new_connection_share"] <= 0.25 for name in ("plain", "tls"))
+    cost = next(c for c in report["costs"] if c["name"] == "keepalive_tls" and c["metric"] == "ttlb_p50_us")
+    assert cost["verdict"] is None and "(keepalive)" in cost["not_judged"]

@@ -75,6 +75,7 @@ def test_a_healthy_open_loop_run_keeps_every_check_quiet(owner, server_with, tls
         "sample_size",
         "redirect",
         "auth",
+        "keepalive",
     ):
         assert found[name]["status"] == "pass", found[name]
     # What it could not judge it says so: 3 seconds are too few to compare halves, and keep-alive
@@ -85,6 +86,62 @@ def test_a_healthy_open_loop_run_keeps_every_check_quiet(owner, server_with, tls
     for arm in report["arms"].values():
         assert 360 <= arm["rps"] <= 440, arm["rps"]
         assert arm["requests"] >= 1000
+
+
+def _paid_connections(arm: dict, users: int) -> None:
+    """A keep-alive arm against a server that ends connections after 5 requests: every connection it
+    opened in its window was a reopening (all users connected in the warm-up), one per 5 requests."""
+    assert arm["connections_reopened"] == arm["connections_opened"] > 0
+    assert abs(5 * arm["connections_opened"] - arm["requests"]) <= 5 * users
+
+
+def test_keepalive_fails_on_a_server_that_ends_connections_after_five_requests(owner, server_with, tls_cert):
+    plain = server_with(max_requests_per_connection=5)
+    tls = server_with(tls=tls_cert, max_requests_per_connection=5)
+    run, report = measure(owner, [("plain", plain.url()), ("tls", tls.url())])
+    assert run.status == Run.Status.SUCCEEDED, run.error
+    for name, server in (("plain", plain), ("tls", tls)):
+        arm = report["arms"][name]
+        _paid_connections(arm, users=2)
+        # What the server saw: every connection it accepted served at most 5 requests, and all but a
+        # few (the preflight's, the TLS facts probe's, each user's last) exactly 5.
+        seen = server.counters.snapshot()
+        assert seen["connections"] >= arm["connections_opened"]
+        assert 5 * (seen["connections"] - 6) <= seen["requests"] <= 5 * seen["connections"]
+    found = checks(report)["keepalive"]
+    # A fifth of the requests paid a new connection (and on tls a full handshake): over 5%, a failure.
+    assert found["status"] == "fail" and found["arms"] == ["plain", "tls"]
+    for name in ("plain", "tls"):
+        evidence = found["evidence"][name]
+        assert 0.15 <= evidence["new_connection_share"] <= 0.25, evidence
+        assert 4.0 <= evidence["requests_per_connection"] <= 6.0, evidence
+    assert (
+        "a new connection and a TLS handshake" in found["detail"] and "keepalive_requests" in found["detail"]
+    )
+    # The keep-alive TLS cost is not read as the warm connection's: it is not judged, and says why.
+    cost = next(c for c in report["costs"] if c["name"] == "keepalive_tls" and c["metric"] == "ttlb_p50_us")
+    assert cost["verdict"] is None and "(keepalive)" in cost["not_judged"]
+    assert "tls: the server closed its connections" in cost["not_judged"]
+
+
+def test_keepalive_warns_on_apaches_default_of_a_hundred_requests(owner, server_with, tls_cert):
+    plain = server_with()
+    tls = server_with(tls=tls_cert, max_requests_per_connection=100)  # Apache's MaxKeepAliveRequests
+    run, report = measure(owner, [("plain", plain.url()), ("tls", tls.url())], duration_s=3.0)
+    assert run.status == Run.Status.SUCCEEDED, run.error
+    arm = report["arms"]["tls"]
+    assert arm["connections_reopened"] == arm["connections_opened"] > 0
+    assert (
+        report["arms"]["plain"]["connections_opened"] == report["arms"]["plain"]["connections_reopened"] == 0
+    )
+    found = checks(report)["keepalive"]
+    assert found["status"] == "warn" and found["arms"] == ["tls"], found
+    assert 0.005 <= found["evidence"]["tls"]["new_connection_share"] < 0.05
+    # The cost keeps its verdict, with the caveat beside it (and in the answer).
+    cost = next(c for c in report["costs"] if c["name"] == "keepalive_tls" and c["metric"] == "ttlb_p50_us")
+    assert cost["verdict"] is not None
+    assert "keepalive" in [w["check"] for w in cost["warnings"]]
+    assert "keepalive" in report["headline"]
 
 
 def test_status_codes_and_auth_fail_on_a_server_that_answers_401(owner, server_with):

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
-from tests.servers import LocalServer
+from tests.servers import LocalServer, pages_handler
 from workers.engine.client import ARM_POLICIES, Endpoint, TimedClient, make_ssl_context
 
 
@@ -64,3 +66,64 @@ def test_host_header_keeps_non_default_port():
     assert Endpoint.resolve("http://127.0.0.1:8081/x").host_header == "127.0.0.1:8081"
     assert Endpoint.resolve("https://127.0.0.1/x").host_header == "127.0.0.1"
     assert Endpoint.resolve("http://[::1]:8080/").host_header == "[::1]:8080"
+
+
+@pytest.mark.parametrize("arm", ["plain", "tls"])
+def test_a_connection_the_server_ends_after_n_requests_is_reopened_and_said_so(arm, tls_cert):
+    server = LocalServer(tls=tls_cert if arm == "tls" else None, max_requests_per_connection=5).start()
+    try:
+        context = make_ssl_context(verify=False) if arm == "tls" else None
+        client = TimedClient(Endpoint.resolve(server.url()), ARM_POLICIES[arm][1], context)
+        samples = [client.request(server.url(), "/1k") for _ in range(23)]
+        client.close()
+    finally:
+        server.stop()
+    assert all(s.error is None and s.status == 200 for s in samples)
+    # Requests 1, 6, 11, 16, 21 opened a connection; all but the first because the server ended one.
+    opened = [i for i, s in enumerate(samples) if s.connect_us is not None]
+    assert opened == [0, 5, 10, 15, 20] and client.connections_opened == 5
+    assert [i for i, s in enumerate(samples) if s.reopened] == [5, 10, 15, 20]
+    assert server.counters.snapshot()["connections"] == 5 and server.counters.snapshot()["requests"] == 23
+    if arm == "tls":
+        assert all(samples[i].tls_handshake_us > 0 for i in opened)
+        assert server.counters.snapshot()["handshakes"] == 5
+
+
+def test_a_connection_the_server_closed_while_idle_is_reopened_and_said_so():
+    server = LocalServer(keepalive_timeout_s=0.2).start()
+    try:
+        client = TimedClient(Endpoint.resolve(server.url()), ARM_POLICIES["plain"][1], None)
+        first = client.request(server.url(), "/1k")
+        warm = client.request(server.url(), "/1k")
+        time.sleep(0.5)  # the server closes the idle connection meanwhile
+        after = client.request(server.url(), "/1k")
+        client.close()
+    finally:
+        server.stop()
+    assert [s.error for s in (first, warm, after)] == [None, None, None]
+    assert (first.reopened, warm.reopened, after.reopened) == (False, False, True)
+    assert after.connect_us is not None and server.counters.snapshot()["connections"] == 2
+
+
+def test_new_connection_arms_and_errors_never_count_as_reopened(tls_server):
+    client = TimedClient(
+        Endpoint.resolve(tls_server.url()), ARM_POLICIES["tls_new"][1], make_ssl_context(False)
+    )
+    assert not any(client.request(tls_server.url(), "/1k").reopened for _ in range(3))
+
+    def slow_once(request):
+        if request.path == "/slow":
+            time.sleep(0.6)
+        return pages_handler(request)
+
+    server = LocalServer(app=slow_once).start()
+    try:
+        client = TimedClient(Endpoint.resolve(server.url()), ARM_POLICIES["plain"][1], None, timeout_s=0.2)
+        timed_out = client.request(server.url("/slow"), "/slow")
+        next_one = client.request(server.url(), "/1k")
+        client.close()
+    finally:
+        server.stop()
+    # The client closed the connection after its own error: the next one is no server's doing.
+    assert timed_out.error == "timeout" and next_one.error is None
+    assert next_one.connect_us is not None and not next_one.reopened

@@ -4,7 +4,9 @@ Stock Locust clients round to whole milliseconds and expose neither time to firs
 connect / handshake split. This one times every phase with ``perf_counter_ns`` and keeps the
 connection policy explicit per arm:
 
-* keep-alive arms hold one connection per virtual user (one handshake per user);
+* keep-alive arms hold one connection per virtual user (one handshake per user); when the server
+  closes it (``Connection: close`` after its keep-alive limit, or an idle timeout) the next request
+  opens another and says so (``Sample.reopened``), so a report can tell what a keep-alive arm paid;
 * ``*_new`` arms open a new TCP connection per request and send ``Connection: close``;
 * ``tls_new`` never offers a session (a full handshake every time); ``tls_resumed`` offers the
   session captured from its previous connection.
@@ -99,6 +101,8 @@ class Sample:
     ttfb_us: int | None = None
     ttlb_us: int | None = None
     session_reused: bool | None = None
+    # Keep-alive: this request opened a connection because the server had closed the previous one.
+    reopened: bool = False
     location: str | None = None  # Location header of a redirect
     content_type: str = ""  # Content-Type header as sent ("" when absent)
     content_encoding: str = ""  # Content-Encoding header as sent ("" when absent: identity)
@@ -168,6 +172,8 @@ class TimedClient:
         self.sock: socket.socket | ssl.SSLSocket | CoopConnection | None = None
         self.session: ssl.SSLSession | None = None
         self.connections_opened = 0
+        # The server ended this user's keep-alive connection: the next one opened is a reopening.
+        self._server_closed = False
         # For SNI and certificate checks (no SNI for an IP literal, but its IP SANs are checked).
         self._server_hostname = endpoint.host
 
@@ -249,6 +255,7 @@ class TimedClient:
         head = self._heads.get((method, path)) or self._head(method, path)
         reused = self.sock is not None
         if not reused:
+            sample.reopened, self._server_closed = self._server_closed, False
             self._open(sample)
         try:
             self._send(head)
@@ -259,6 +266,7 @@ class TimedClient:
             # The server closed an idle keep-alive connection: retry once on a fresh one, as
             # browsers do. The reconnect is part of this request's time.
             self.close()
+            sample.reopened = True
             self._open(sample)
             self._send(head)
             keep_alive = self._read_response(sample, method)
@@ -267,6 +275,7 @@ class TimedClient:
                 # TLS 1.3 tickets arrive after the handshake: the session is complete only now.
                 self.session = self.sock.session
             self.close()
+            self._server_closed = not new_conn
 
     def _send(self, head: bytes) -> None:
         # One send is the whole head almost always; sendall only for what is left.

@@ -107,6 +107,8 @@ class ArmRecorder:
         # cost must have been served the same representation, not only the same number of bytes.
         self.content_by_url: dict[str, dict[str, set[str]]] = {}
         self.connections_opened = 0
+        # Keep-alive arms: connections opened because the server had closed the user's previous one.
+        self.connections_reopened = 0
         self.sessions_reused = 0
         # Open loop: requests that started ≥ LATE_US after their scheduled time, and the worst lag.
         self.late_requests = 0
@@ -178,6 +180,7 @@ class ArmRecorder:
         pending = self._pending
         if sample.connect_us is not None:
             self.connections_opened += 1
+            self.connections_reopened += sample.reopened
             _count(pending[2], sample.connect_us)
         if sample.tls_handshake_us is not None:
             _count(pending[3], sample.tls_handshake_us)
@@ -272,6 +275,7 @@ class ArmRecorder:
             },
             "errors": self.errors,
             "connections_opened": self.connections_opened,
+            "connections_reopened": self.connections_reopened,
             "tls_sessions_reused": self.sessions_reused,
             "late_requests": self.late_requests,
             "max_schedule_lag_us": self.max_schedule_lag_us,

@@ -10,8 +10,8 @@ numbers behind them (per arm); ``findings`` the problems one by one, each naming
 compared pair) with its own status, so a cost is judged only on its own arms. Thresholds are
 constants of the module that holds their check and are documented in docs/report-schema.md.
 
-* ``answers``: what the server answered (status codes, errors, redirects, auth, TLS sessions) and
-  whether an arm is valid at all (``invalid_arm``);
+* ``answers``: what the server answered (status codes, errors, redirects, auth, TLS sessions,
+  keep-alive connections it closed) and whether an arm is valid at all (``invalid_arm``);
 * ``content``: what the pages were (body sizes within an arm, the same content across compared arms);
 * ``measurement``: the measurement itself (generator saturation, arrival rate, sample size, drift,
   SYN retransmissions).
@@ -22,6 +22,7 @@ from __future__ import annotations
 from portal.lib.validity.answers import (
     check_auth,
     check_errors,
+    check_keepalive,
     check_redirect,
     check_status_codes,
     check_tls_sessions,
@@ -57,5 +58,6 @@ def check_all(config: dict, arms: dict[str, dict], tls_info: dict | None = None)
         check_redirect(config, arms),
         check_auth(config, arms),
         check_tls_sessions(arms),
+        check_keepalive(arms),
     ]
     return [check for check in checks if check is not None]
