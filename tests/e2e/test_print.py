@@ -88,7 +88,7 @@ def test_five_arm_report_fits_a4_portrait_and_a_laptop_screen(page, live_server,
     page.wait_for_function(f"() => ({CANVAS_INK})('chart-ttlb') > 300", timeout=10_000)
     assert page.locator("#arm-table tbody tr").count() == 5
     page.click("#costs details summary")  # the full cost table
-    for block in page.locator("#validity details summary").all():
+    for block in page.locator("#evidence details summary").all():
         block.click()
     # A 1366 px laptop: no table scrolls sideways.
     assert page.evaluate(SCROLLING_BOXES) == []
