@@ -1,10 +1,11 @@
 """Signed reports: the canonical form of a report, its Ed25519 signature and the check an auditor runs.
 
 Django-free and self-contained (the standard library and ``cryptography`` only), so an auditor who
-never installs the portal can verify a downloaded report with this one file::
+never installs the portal can verify a downloaded report with this one file (every portal serves it
+at ``/.well-known/tollgate-verify-report.py``, and its shared pages link it)::
 
-    python -m portal.lib.signing tollgate-run-….json --keys tollgate-report-keys.json
-    python signing.py tollgate-run-….json --keys https://tollgate.example/.well-known/tollgate-report-keys.json
+    python tollgate-verify-report.py tollgate-run-….json --keys tollgate-report-keys.json
+    python -m portal.lib.signing tollgate-run-….json --keys https://tollgate.example/.well-known/tollgate-report-keys.json
 
 It exits 0 when the report is intact and 1 naming what fails.
 
@@ -235,7 +236,8 @@ def load_report(path: str) -> dict:
     return document
 
 
-def main(argv: list[str] | None = None, prog: str = "python -m portal.lib.signing") -> int:
+def main(argv: list[str] | None = None, prog: str | None = "python -m portal.lib.signing") -> int:
+    """``prog`` names the command in the usage line; None: the file as it was run (a downloaded copy)."""
     parser = argparse.ArgumentParser(prog=prog, description="Verify a signed Tollgate report offline.")
     parser.add_argument("file", help="the report JSON as downloaded")
     parser.add_argument(
@@ -260,4 +262,5 @@ def main(argv: list[str] | None = None, prog: str = "python -m portal.lib.signin
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run as a file (``python tollgate-verify-report.py``) it has no module spec: name the file.
+    sys.exit(main(prog=None if __spec__ is None else "python -m portal.lib.signing"))

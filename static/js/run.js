@@ -245,14 +245,15 @@
     update();
   }
 
-  // A printed report shows everything: the collapsed parts opened (evidence, all costs, chart
-  // tables) and every chart drawn at the paper's width, then back to the screen's.
+  // A printed report shows everything: the collapsed parts opened (all costs, chart tables) and
+  // every chart drawn at the paper's width, then back to the screen's. The checks' evidence stays one
+  // line per check unless opened by hand (its JSON is whole in the signed report).
   function printing() {
     var link = document.getElementById("print-link");
     if (link) { link.addEventListener("click", function (event) { event.preventDefault(); window.print(); }); }
     var opened = [];
     window.addEventListener("beforeprint", function () {
-      Array.prototype.forEach.call(document.querySelectorAll("details:not([open])"), function (d) {
+      Array.prototype.forEach.call(document.querySelectorAll("details:not([open]):not(.evidence)"), function (d) {
         d.open = true;
         opened.push(d);
       });
@@ -275,8 +276,16 @@
     latencyDatasets: latencyDatasets, rpsDatasets: rpsDatasets
   };
 
+  // A check's "evidence" link opens the block it points at.
+  function openLinked() {
+    var target = window.location.hash && document.getElementById(window.location.hash.slice(1));
+    if (target && target.tagName === "DETAILS") { target.open = true; }
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     printing();
+    openLinked();
+    window.addEventListener("hashchange", openLinked);
     var el = document.getElementById("chart-data");
     if (!el || typeof Chart === "undefined") { return; }
     var data = JSON.parse(el.textContent);

@@ -1,12 +1,17 @@
 """The shared page in real Chromium, as an auditor without an account sees it: charts drawn under
 the CSP with no console error, no request beyond the portal's own address, and nothing of the portal
 reachable from it: every link, form action, script and stylesheet stays under ``/s/<token>/`` or
-``/static/``, and each of them answers."""
+``/static/`` (or is the public keys or verifier), and each of them answers. What it links to download
+verifies the report offline with a plain Python."""
 
 from __future__ import annotations
 
 import csv
 import io
+import os
+import subprocess
+import sys
+from pathlib import Path
 from urllib.parse import urldefrag, urlsplit
 
 import pytest
@@ -21,8 +26,12 @@ from tests.runs.factories import make_run
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
-# The public report-signing keys: public by design, the one portal URL a shared page links to.
+# The public report-signing keys and the verifier that reads them (portal/lib/signing.py): public by
+# design, the only portal URLs outside the link that a shared page links to.
 KEYS = "/.well-known/tollgate-report-keys.json"
+VERIFIER = "/.well-known/tollgate-verify-report.py"
+PUBLIC = (KEYS, VERIFIER)
+SIGNING_PY = Path(signing.__file__)
 RUN_CHARTS = (
     "chart-ttlb",
     "chart-curve",
@@ -58,7 +67,7 @@ def crawl(page, base: str, token: str) -> dict[str, object]:
         if parts.scheme == "data":  # the inline empty favicon: no request at all
             continue
         assert parts.scheme == "http" and parts.netloc == host, ref
-        assert parts.path.startswith((f"/s/{token}/", "/static/")) or parts.path == KEYS, (
+        assert parts.path.startswith((f"/s/{token}/", "/static/")) or parts.path in PUBLIC, (
             f"leads out of the share link: {ref}"
         )
         url = urldefrag(ref).url
@@ -110,6 +119,55 @@ def test_shared_run_page_draws_its_charts_and_leads_nowhere_else(page, live_serv
     assert any(path.startswith("/static/") for path in downloads)
     link.refresh_from_db()
     assert link.view_count >= 3  # the page, the JSON and the CSV (the page again for the form's action)
+
+
+def test_an_auditor_verifies_offline_what_the_shared_page_offers(
+    page, live_server, django_user_model, tmp_path
+):
+    """Logged out, the auditor downloads the report JSON, the public keys and the verification script
+    from the shared page's links, then runs the command the page shows with a plain Python: no Django,
+    no settings, no network. The script is portal/lib/signing.py itself; a changed digit fails."""
+    owner = django_user_model.objects.create_user("gail", password="gail-pass-123")
+    run = make_run(owner, arms=ARMS, seconds=8, summarize=True)
+    frozen = freeze(run)
+    _, token = services.create_share(owner, run=run)
+    assert page.goto(f"{live_server.url}/s/{token}/").status == 200
+    saved = {}
+    for link in ("#verify-report-json", "#verify-keys", "#verify-script"):
+        with page.expect_download() as download:
+            page.click(link)
+        saved[link] = tmp_path / download.value.suggested_filename
+        download.value.save_as(saved[link])
+    assert [path.name for path in saved.values()] == [
+        f"tollgate-run-{run.code}.json",
+        "tollgate-report-keys.json",
+        "tollgate-verify-report.py",
+    ]
+    assert saved["#verify-script"].read_bytes() == SIGNING_PY.read_bytes()  # one source, served
+    # The page's command, as written, with this interpreter for "python": isolated (-I: no PYTHONPATH,
+    # no user site, not the checkout's directory), without Django's settings, in the download folder.
+    command = page.inner_text("#verify-command").split()
+    assert command[:2] == ["python", "tollgate-verify-report.py"]
+    env = {"PATH": os.environ["PATH"], "LANG": "C.UTF-8"}
+
+    def verify() -> subprocess.CompletedProcess:
+        return subprocess.run(  # noqa: S603 - our interpreter, the page's arguments
+            [sys.executable, "-I", *command[1:]],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    intact = verify()
+    assert intact.returncode == 0, intact.stderr
+    assert intact.stdout.startswith(f"intact: sha256 {frozen.sha256}, signed by key "), intact.stdout
+    report = saved["#verify-report-json"].read_text()
+    saved["#verify-report-json"].write_text(report.replace('"requests": ', '"requests": 1', 1))
+    changed = verify()
+    assert changed.returncode == 1 and "FAILED: the report's content changed" in changed.stderr
+    assert page.console_errors == []
 
 
 def test_shared_compare_page(page, live_server, django_user_model):

@@ -106,3 +106,24 @@ def test_a_keepalive_arm_whose_server_closed_connections_is_shown_and_its_cost_m
     assert (
         "20.0% of requests paid a new connection and a TLS handshake (keepalive)" in keepalive["not_judged"]
     )
+
+
+def test_the_checks_evidence_follows_the_results_per_arm_one_line_each(client, owner):
+    """The validity checks say what they found; the JSON they were judged on comes after the results
+    per arm, collapsed to one line per check that opens to the whole of it."""
+    run = make_run(owner)
+    ArmResult.objects.filter(run=run, arm="tls").update(status_codes={"200": 90, "503": 10})
+    client.force_login(owner)
+    body = client.get(reverse("runs-detail", args=[run.code])).content.decode()
+    report = client.get(reverse("runs-report-json", args=[run.code])).json()
+    assert body.index('id="validity"') < body.index('id="report"') < body.index('id="evidence"')
+    assert body.index('id="evidence"') < body.index('id="charts"')
+    validity = body[body.index('id="validity"') : body.index('id="report"')]
+    assert "<pre>" not in validity and 'href="#evidence-status_codes"' in validity
+    evidenced = [check for check in report["validity"] if check.get("evidence")]
+    section = body[body.index('id="evidence"') : body.index('id="charts"')]
+    assert section.count("<details") == len(evidenced) >= 3 and "<details open" not in section
+    block = section[section.index('id="evidence-status_codes"') :]
+    block = block[: block.index("</details>")]
+    assert "<strong>status_codes</strong>: tls · " in block and " lines of JSON</summary>" in block
+    assert "&quot;503&quot;: 10" in block  # the full JSON, a click away

@@ -1,9 +1,11 @@
 """``/.well-known/tollgate-report-keys.json``: public (no login), cacheable, every key that ever
-signed, public halves only (NOT_OURS in tests/projects/test_permissions.py points here)."""
+signed, public halves only; ``/.well-known/tollgate-verify-report.py``: the verifier that reads them,
+portal/lib/signing.py as it is (NOT_OURS in tests/projects/test_permissions.py points here)."""
 
 from __future__ import annotations
 
 import base64
+from pathlib import Path
 
 import pytest
 from django.urls import reverse
@@ -14,6 +16,7 @@ from portal.signing import services
 pytestmark = pytest.mark.django_db
 
 URL = "/.well-known/tollgate-report-keys.json"
+VERIFIER_URL = "/.well-known/tollgate-verify-report.py"
 
 
 def test_the_published_keys_need_no_login_and_list_active_and_retired_keys(client):
@@ -45,3 +48,31 @@ def test_the_published_keys_are_read_only(client, owner):
     client.force_login(owner)
     assert client.post(URL).status_code == 405
     assert client.get(URL).status_code == 200
+
+
+def test_the_keys_download_as_a_file(client):
+    services.active_key()
+    response = client.get(URL + "?download=1")
+    assert response["Content-Disposition"] == 'attachment; filename="tollgate-report-keys.json"'
+    assert set(signing.parse_keys(response.json())) == {services.active_key().key_id}
+    assert "Content-Disposition" not in client.get(URL)
+
+
+def test_the_verifier_is_the_signing_module_itself_public_and_read_only(client, owner):
+    assert reverse("signing-verifier") == VERIFIER_URL
+    source = Path(signing.__file__).read_bytes()
+    shown = client.get(VERIFIER_URL)  # no login: an auditor has no account
+    assert shown.status_code == 200 and shown.content == source
+    assert shown["Content-Type"] == "text/plain; charset=utf-8"  # read in the browser, never run there
+    assert "Content-Disposition" not in shown and "public" in shown["Cache-Control"]
+    downloaded = client.get(VERIFIER_URL + "?download=1")
+    assert downloaded.content == source
+    assert downloaded["Content-Disposition"] == 'attachment; filename="tollgate-verify-report.py"'
+    assert client.post(VERIFIER_URL).status_code == 405
+    client.force_login(owner)
+    assert client.post(VERIFIER_URL).status_code == 405
+    # It imports nothing of the portal or Django: what an auditor runs without installing Tollgate.
+    imports = [
+        line.split()[1] for line in source.decode().splitlines() if line.startswith(("import ", "from "))
+    ]
+    assert not [name for name in imports if name.split(".")[0] in ("django", "portal", "tests", "workers")]

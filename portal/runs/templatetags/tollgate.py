@@ -48,6 +48,32 @@ def pretty_json(value) -> str:
     return json.dumps(value, indent=2, sort_keys=True, default=str)
 
 
+EVIDENCE_KEYS_SHOWN = 6
+
+
+@register.filter
+def with_evidence(checks) -> list:
+    """The validity checks that carry evidence (templates/runs/_report.html's evidence section)."""
+    return [check for check in checks or [] if check.get("evidence")]
+
+
+@register.filter
+def evidence_summary(value) -> str:
+    """The line a collapsed evidence block shows: what it is about (its keys, mostly arm names) and
+    how long its JSON is, e.g. ``plain, tls, tls_new · 14 lines of JSON``."""
+    lines = pretty_json(value).count("\n") + 1
+    if isinstance(value, dict) and value:
+        keys = [str(key) for key in sorted(value, key=str)]
+        about = ", ".join(keys[:EVIDENCE_KEYS_SHOWN])
+        if len(keys) > EVIDENCE_KEYS_SHOWN:
+            about += f" and {len(keys) - EVIDENCE_KEYS_SHOWN} more"
+    elif isinstance(value, list):
+        about = f"{len(value)} entr{'y' if len(value) == 1 else 'ies'}"
+    else:
+        about = "one value"
+    return f"{about} · {lines} line{'' if lines == 1 else 's'} of JSON"
+
+
 @register.filter
 def split(value: str) -> list[str]:
     return value.split()
