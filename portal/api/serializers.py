@@ -9,6 +9,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from portal.lib import evidence
 from portal.lib.protocol import ARMS
 from portal.runs.configs import public_config
 from portal.runs.models import Run
@@ -75,6 +76,11 @@ class RunLinks(serializers.Serializer):
 class RunOut(serializers.Serializer):
     id = serializers.UUIDField(source="code")
     status = serializers.ChoiceField(choices=Run.Status.choices)
+    status_line = serializers.SerializerMethodField(
+        help_text="The status as the portal says it: a failed run's reason first, then what its checks "
+        'found ("failed: no arm measured the page: 404 × 1,200 on every arm · 2 invalid arms (plain, tls) '
+        'and 1 failed check"; "succeeded with 1 warning").'
+    )
     error = serializers.SerializerMethodField()
     created = serializers.DateTimeField()
     started = serializers.DateTimeField(allow_null=True)
@@ -86,6 +92,9 @@ class RunOut(serializers.Serializer):
     summary = serializers.SerializerMethodField()
     budgets = serializers.SerializerMethodField()
     links = serializers.SerializerMethodField()
+
+    def get_status_line(self, run) -> str:
+        return evidence.status_text(run.status, run.error, evidence.summary_badge(run.status, run.summary))
 
     def get_error(self, run) -> str | None:
         return run.error or None

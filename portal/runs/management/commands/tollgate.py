@@ -271,8 +271,8 @@ class Command(BaseCommand):
         self._print_report(report, options["json"])
         invalid = report["run"].get("invalid_arms") or {}
         badge = evidence.status_badge(run.status, report["run"].get("checks"), list(invalid))
-        said = f" {badge['label']}" if badge else ""
-        self.stderr.write(f"run {run.code} {run.status}{said} in {time.monotonic() - started:.1f} s")
+        said = evidence.status_text(run.status, run.error, badge)
+        self.stderr.write(f"run {run.code} {said} in {time.monotonic() - started:.1f} s")
         for name, why in invalid.items():
             self.stderr.write(f"arm {name} is invalid: {why}")
         verdicts = report.get("budgets") or {}
