@@ -71,6 +71,7 @@ class RunLinks(serializers.Serializer):
     report = serializers.URLField(help_text="The report JSON (API).")
     report_page = serializers.URLField(help_text="The report page in the portal (needs a login).")
     cancel = serializers.URLField()
+    baseline = serializers.URLField(help_text="POST pins the run as its target's baseline, DELETE unpins it.")
 
 
 class RunOut(serializers.Serializer):
@@ -82,6 +83,7 @@ class RunOut(serializers.Serializer):
         'and 1 failed check"; "succeeded with 1 warning").'
     )
     error = serializers.SerializerMethodField()
+    baseline = serializers.SerializerMethodField(help_text="Whether the run is its target's pinned baseline.")
     created = serializers.DateTimeField()
     started = serializers.DateTimeField(allow_null=True)
     finished = serializers.DateTimeField(allow_null=True)
@@ -98,6 +100,9 @@ class RunOut(serializers.Serializer):
 
     def get_error(self, run) -> str | None:
         return run.error or None
+
+    def get_baseline(self, run) -> bool:
+        return run.target.baseline_id == run.pk
 
     @extend_schema_field(ScenarioRef(allow_null=True))
     def get_scenario(self, run):
@@ -127,6 +132,7 @@ class RunOut(serializers.Serializer):
             "report": api_url("api-run-report", run, request),
             "report_page": report_url(run, request),
             "cancel": api_url("api-run-cancel", run, request),
+            "baseline": api_url("api-run-baseline", run, request),
         }
 
 
