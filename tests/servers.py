@@ -402,6 +402,26 @@ def answering(status: int) -> Handler:
     return handler
 
 
+class FailingAfter:
+    """Answers its first ``ok`` requests with the pages, every later one with ``status``: a target
+    that passes any preflight and then breaks (``failed``: the error answers, counted by the server)."""
+
+    def __init__(self, ok: int = 5, status: int = 500) -> None:
+        self.ok, self.status = ok, status
+        self.lock = threading.Lock()
+        self.answered = 0
+        self.failed = 0
+
+    def __call__(self, request: BaseHTTPRequestHandler) -> tuple[int, dict[str, str], bytes]:
+        with self.lock:
+            self.answered += 1
+            broken = self.answered > self.ok
+            self.failed += broken
+        if broken:
+            return self.status, {"Content-Type": "text/plain"}, b"broken"
+        return pages_handler(request)
+
+
 class ResettingServer(_RawServer):
     """A plain HTTP server that answers one connection in ``every`` and resets the others at once
     (SO_LINGER 0): an arm with a new connection per request sees most attempts fail. The first

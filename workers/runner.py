@@ -29,7 +29,7 @@ from portal.runs.live import PROGRESS_TTL_S, cache_delete, cache_set, probing_ke
 from portal.runs.models import GeneratorHost, Run
 from portal.runs.queueing import runs_workers_present
 from portal.runs.quotas import limits_for
-from portal.runs.reporting import store_summary
+from portal.runs.reporting import measured_nothing, store_summary
 from portal.signing.services import freeze_after_end
 from portal.targets import verification
 from portal.vault import SecretError
@@ -284,7 +284,18 @@ def _drive(run: Run) -> None:
         run.refresh_from_db(fields=["current_arm", "heartbeat"])
         attempts.requeue(run, "handed back", attempts.lost_reason(run, "was asked to stop") + "; handed back")
     else:
-        finish(run, *engine.verdict())
+        finish(run, *verdict(run, engine))
+
+
+def verdict(run: Run, engine: EngineProcess) -> tuple[str, str]:
+    """The run's terminal (status, error): the engine's, except that a run none of whose arms
+    measured the page is no success although the engine finished: it fails with what the arms got
+    instead (its arms are kept and reported)."""
+    status, error = engine.verdict()
+    if status != Run.Status.SUCCEEDED:
+        return status, error
+    nothing = measured_nothing(run)
+    return (Run.Status.FAILED, nothing) if nothing else (status, error)
 
 
 def reap_stale_runs(max_silence_s: float | None = None) -> int:

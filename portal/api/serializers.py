@@ -9,6 +9,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from portal.lib import evidence
 from portal.lib.protocol import ARMS
 from portal.runs.configs import public_config
 from portal.runs.models import Run
@@ -70,12 +71,19 @@ class RunLinks(serializers.Serializer):
     report = serializers.URLField(help_text="The report JSON (API).")
     report_page = serializers.URLField(help_text="The report page in the portal (needs a login).")
     cancel = serializers.URLField()
+    baseline = serializers.URLField(help_text="POST pins the run as its target's baseline, DELETE unpins it.")
 
 
 class RunOut(serializers.Serializer):
     id = serializers.UUIDField(source="code")
     status = serializers.ChoiceField(choices=Run.Status.choices)
+    status_line = serializers.SerializerMethodField(
+        help_text="The status as the portal says it: a failed run's reason first, then what its checks "
+        'found ("failed: no arm measured the page: 404 × 1,200 on every arm · 2 invalid arms (plain, tls) '
+        'and 1 failed check"; "succeeded with 1 warning").'
+    )
     error = serializers.SerializerMethodField()
+    baseline = serializers.SerializerMethodField(help_text="Whether the run is its target's pinned baseline.")
     created = serializers.DateTimeField()
     started = serializers.DateTimeField(allow_null=True)
     finished = serializers.DateTimeField(allow_null=True)
@@ -87,8 +95,14 @@ class RunOut(serializers.Serializer):
     budgets = serializers.SerializerMethodField()
     links = serializers.SerializerMethodField()
 
+    def get_status_line(self, run) -> str:
+        return evidence.status_text(run.status, run.error, evidence.summary_badge(run.status, run.summary))
+
     def get_error(self, run) -> str | None:
         return run.error or None
+
+    def get_baseline(self, run) -> bool:
+        return run.target.baseline_id == run.pk
 
     @extend_schema_field(ScenarioRef(allow_null=True))
     def get_scenario(self, run):
@@ -118,6 +132,7 @@ class RunOut(serializers.Serializer):
             "report": api_url("api-run-report", run, request),
             "report_page": report_url(run, request),
             "cancel": api_url("api-run-cancel", run, request),
+            "baseline": api_url("api-run-baseline", run, request),
         }
 
 

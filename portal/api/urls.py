@@ -10,6 +10,7 @@ urlpatterns = [
     path("runs/<uuid:code>/report", views.RunReport.as_view(), name="api-run-report"),
     path("runs/<uuid:code>/cancel", views.RunCancel.as_view(), name="api-run-cancel"),
     path("runs/<uuid:code>/shares", views.RunShares.as_view(), name="api-run-shares"),
+    path("runs/<uuid:code>/baseline", views.RunBaseline.as_view(), name="api-run-baseline"),
     path("targets", views.Targets.as_view(), name="api-targets"),
     path("scenarios", views.Scenarios.as_view(), name="api-scenarios"),
     path("schema", SpectacularJSONAPIView.as_view(), name="api-schema"),

@@ -32,14 +32,15 @@ class Page(PageNumberPagination):
     max_page_size = 200
 
 
-def errors(*codes: int) -> dict:
-    """Schema of the error answers ``codes`` (every endpoint: 401; plus what it adds)."""
+def errors(*codes: int, conflict: str = "The run has already ended") -> dict:
+    """Schema of the error answers ``codes`` (every endpoint: 401; plus what it adds); ``conflict``
+    says when the endpoint answers 409."""
     described = {
         400: "Invalid input: field messages under errors",
         401: "No, unknown or revoked token (WWW-Authenticate: Bearer)",
         403: "The token's scope or the user's role does not allow this",
         404: "No such object in the token's project",
-        409: "The run has already ended",
+        409: conflict,
     }
     out = {code: OpenApiResponse(s.ErrorOut, description=described[code]) for code in (401, *codes)}
     if 409 in codes:
@@ -173,6 +174,38 @@ class RunCancel(APIView):
             raise Conflict(f"The run has already {run.status}.", run_status=run.status)
         run.refresh_from_db()
         return run_response(run, request, answer)
+
+
+class RunBaseline(APIView):
+    @extend_schema(
+        operation_id="runs_pin_baseline",
+        summary="Pin the run as its target's baseline (compares start from it)",
+        parameters=[RUN_ID],
+        request=None,
+        responses={
+            200: s.RunOut,
+            **errors(403, 404, 409, conflict="The run cannot be a baseline: detail says why"),
+        },
+    )
+    def post(self, request: Request, code) -> Response:
+        run = get_run(request, code)
+        try:
+            services.pin_baseline(run)  # the same check as the run page's button
+        except services.NotABaseline as exc:
+            raise Conflict(str(exc), run_status=run.status) from None
+        return run_response(run, request)
+
+    @extend_schema(
+        operation_id="runs_unpin_baseline",
+        summary="Unpin the run if it is its target's baseline",
+        parameters=[RUN_ID],
+        request=None,
+        responses={200: s.RunOut, **errors(403, 404)},
+    )
+    def delete(self, request: Request, code) -> Response:
+        run = get_run(request, code)
+        services.unpin_baseline(run)
+        return run_response(run, request)
 
 
 class RunShares(APIView):

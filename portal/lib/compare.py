@@ -159,6 +159,7 @@ def compare(reports: list[dict]) -> dict:
             {
                 "id": r["run"]["id"],
                 "status": r["run"]["status"],
+                "error": r["run"].get("error"),
                 "created": r["run"]["created"],
                 "target": r["run"]["target"]["name"],
                 "checks": r["run"].get("checks"),

@@ -11,6 +11,9 @@ the run's status as a reader should see it. Pure functions over the report's par
 - ``check_counts``: how many checks passed, warned, failed and could not judge (``run.checks``).
 - ``status_badge``: "with 2 failed checks and 1 warning" and its level, for the run page, the list
   and the compare page alike.
+- ``failure_reason`` and ``status_text``: a failed run says why first, then what its checks found:
+  "failed: no arm measured the page: 404 × 1,200 on every arm · 3 invalid arms (…) and 1 failed
+  check" (the pages put the same parts in their own markup).
 - ``too_short_for_intervals``: whether a run of that duration and rounds can give its costs a 95%
   interval at all (the run form warns before submitting).
 """
@@ -91,7 +94,8 @@ def status_badge(status: str, counts: dict | None, invalid_arms: list[str] | Non
         return {"label": label, "level": OK, "title": title}
     label = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
     level = RED if invalid or counts.get("fail") else AMBER
-    return {"label": f"with {label}", "level": level, "title": title}
+    # A failed run's badge follows its reason ("failed: … · 1 failed check"), not the word "failed".
+    return {"label": label if status == "failed" else f"with {label}", "level": level, "title": title}
 
 
 def summary_badge(status: str, summary: dict | None) -> dict | None:
@@ -102,6 +106,32 @@ def summary_badge(status: str, summary: dict | None) -> dict | None:
     if counts is None and summary.get("validity"):
         counts = check_counts([{"status": s} for s in summary["validity"].values()])
     return status_badge(status, counts, summary.get("invalid_arms"))
+
+
+def failure_reason(status: str, error: str | None) -> str:
+    """Why a failed run failed, said right after "failed: ": the first line of its error (the lines
+    after it are detail: an engine's last output), without its closing full stop, its first word in
+    lower case unless it is an acronym ("Timed out after 300 s" → "timed out after 300 s"). "" for
+    any other status, or a failed run without a reason."""
+    if status != "failed":
+        return ""
+    line = next((line.strip() for line in (error or "").splitlines() if line.strip()), "")
+    line = line.removesuffix(".")
+    word = line.split(" ", 1)[0]
+    if len(word) > 1 and word[0].isupper() and word[1:].islower():
+        line = line[0].lower() + line[1:]
+    return line
+
+
+def status_text(status: str, error: str | None, badge: dict | None) -> str:
+    """The status line in words (the CLI, the API's ``status_line``): "succeeded with 1 invalid arm
+    (tls)", "failed: no arm measured the page: 404 × 1,200 on every arm · 9 checks passed, 3 not
+    judged". ``badge``: ``status_badge`` of the run (None: nothing judged)."""
+    reason = failure_reason(status, error)
+    said = f"{status}: {reason}" if reason else status
+    if not badge:
+        return said
+    return f"{said} · {badge['label']}" if status == "failed" else f"{said} {badge['label']}"
 
 
 def too_short_for_intervals(duration_s: float | None, rounds: int | None) -> bool:

@@ -194,6 +194,14 @@ def build_report(
     }
 
 
+def measured_nothing(config: dict, arms: list[dict]) -> str | None:
+    """Why a run measured nothing when none of its arms is valid, from its stored rows (rounds merged
+    and arms judged as in ``build_report``; ``validity.measured_nothing``); None when one is valid.
+    The executor asks it once the engine has finished: such a run ends ``failed`` with this reason."""
+    sections = {arm["arm"]: arm_section(arm) for arm in merge_rounds(arms)}
+    return validity.measured_nothing(config, sections)
+
+
 def capacity_keys(stages: dict | None) -> dict:
     """``capacity`` (per searched arm: knee, max_rps, limited_by, points; portal.lib.capacity) and
     ``capacity_cost`` (the capacity cost of TLS in words, or why none is claimed)."""

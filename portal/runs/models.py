@@ -8,6 +8,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from portal.lib import evidence
 from portal.targets.models import Scenario, Target
 
 
@@ -100,6 +101,12 @@ class Run(models.Model):
     @property
     def is_terminal(self) -> bool:
         return self.status in self.TERMINAL
+
+    @property
+    def failure_reason(self) -> str:
+        """Why it failed (the first line of its error), said first wherever its status is shown;
+        "" unless it failed (``portal.lib.evidence.failure_reason``)."""
+        return evidence.failure_reason(self.status, self.error)
 
     @property
     def arm_names(self) -> list[str]:

@@ -104,6 +104,12 @@ def arms_of(run: Run) -> list[dict]:
     return [arm_data(arm) for arm in run.arms.all()]
 
 
+def measured_nothing(run: Run) -> str:
+    """Why none of the run's stored arms measured the page ("no arm measured the page: 404 × 1,200
+    on every arm"), or "" when one did (``portal.lib.report.measured_nothing``)."""
+    return report.measured_nothing(public_config(run.config), arms_of(run)) or ""
+
+
 def run_report(run: Run, request=None, arms: list[dict] | None = None) -> dict:
     if arms is None:
         return report_page(run, request)["report"]

@@ -1,4 +1,5 @@
-"""Creating runs, shared by the form, the CLI and (later) the API and webhooks."""
+"""Creating runs, cancelling them and pinning baselines: one function each, shared by the pages, the
+CLI, the API and webhooks."""
 
 from __future__ import annotations
 
@@ -71,3 +72,45 @@ def cancel(run: Run) -> str | None:
     if Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(cancel_requested=True):
         return STOPPING
     return None
+
+
+class NotABaseline(ValueError):
+    """The run cannot be its target's baseline; the message says why."""
+
+
+def baseline_refusal(run: Run) -> str:
+    """Why ``run`` cannot be its target's baseline ("" when it can). A baseline is what compares
+    start from, so it must be a whole measurement of the page: a run that succeeded (not a failed,
+    cancelled or unfinished one) and one that measured something (a run recorded as succeeded
+    before Tollgate failed runs whose every arm is invalid is refused too). The one check behind
+    the run page's button, its POST, the API and the CLI."""
+    if run.status != Run.Status.SUCCEEDED:
+        reason = run.failure_reason
+        why = f" (it failed: {reason})" if reason else ""
+        return f"A {run.status} run cannot be a baseline: only a run that succeeded can{why}."
+    summary = run.summary or {}
+    arms, invalid = summary.get("arms") or [], summary.get("invalid_arms") or []
+    if arms and set(arms) <= set(invalid):
+        return (
+            "This run cannot be a baseline: none of its arms measured the page "
+            f"(every arm is invalid: {', '.join(arms)})."
+        )
+    return ""
+
+
+def pin_baseline(run: Run) -> Target:
+    """Make ``run`` its target's baseline; ``NotABaseline`` (nothing pinned) when it cannot be one."""
+    refusal = baseline_refusal(run)
+    if refusal:
+        raise NotABaseline(refusal)
+    Target.objects.filter(pk=run.target_id).update(baseline=run)
+    run.target.baseline = run
+    return run.target
+
+
+def unpin_baseline(run: Run) -> bool:
+    """Unpin ``run`` if it is its target's baseline (False: it was not)."""
+    if not Target.objects.filter(pk=run.target_id, baseline=run).update(baseline=None):
+        return False
+    run.target.baseline = None
+    return True

@@ -268,6 +268,7 @@ def _detail_context(request: HttpRequest, code) -> dict:
         "can_write": can(role, Role.MEMBER),
         "can_delete": may_delete_run(request.user, run, role),
         "is_baseline": run.target.baseline_id == run.pk,
+        "baseline_refusal": services.baseline_refusal(run),  # the button shows only without one
         "target_label": target_label,
         "json_download_url": json_download_url,
         "queue_note": queue_note(run),  # a queued run: what it waits for
@@ -297,17 +298,16 @@ def runs_pin_baseline(request: HttpRequest, code) -> HttpResponse:
     run, role = get_run_for_user(request, code)
     require_role(role, Role.MEMBER)
     target = run.target
-    if request.POST.get("unpin") and target.baseline_id == run.pk:
-        target.baseline = None
-        messages.info(request, f"Run unpinned: {target.name} has no baseline now.")
-    elif run.status != Run.Status.SUCCEEDED:
-        # A reference must be a whole measurement: not a failed, cancelled or unfinished run.
-        messages.error(request, f"A {run.status} run cannot be a baseline: only a run that succeeded can.")
+    if request.POST.get("unpin"):  # never pins, even from a page older than the pin it shows
+        if services.unpin_baseline(run):
+            messages.info(request, f"Run unpinned: {target.name} has no baseline now.")
         return redirect("runs-detail", code=run.code)
+    try:
+        services.pin_baseline(run)
+    except services.NotABaseline as exc:
+        messages.error(request, str(exc))
     else:
-        target.baseline = run
         messages.info(request, f"Pinned as the baseline of {target.name}: compares start from it.")
-    target.save(update_fields=["baseline"])
     return redirect("runs-detail", code=run.code)
 
 

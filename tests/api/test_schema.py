@@ -46,6 +46,8 @@ OPERATIONS = {
     ("GET", "/api/v1/runs/{code}/report"),
     ("POST", "/api/v1/runs/{code}/cancel"),
     ("POST", "/api/v1/runs/{code}/shares"),
+    ("POST", "/api/v1/runs/{code}/baseline"),
+    ("DELETE", "/api/v1/runs/{code}/baseline"),
     ("GET", "/api/v1/targets"),
     ("GET", "/api/v1/scenarios"),
 }
@@ -145,6 +147,11 @@ def test_what_a_run_token_does_matches_the_schema_too(schema, world, bearer):
     call("POST", "/api/v1/runs/{code}/cancel", 202, path_parameters={"code": from_scenario["id"]})
     listed = call("GET", "/api/v1/runs", 200, query={"status": "cancelled"})
     assert [r["id"] for r in listed["results"]] == [created["id"]]
+    # A baseline: a cancelled run is refused (409), a succeeded one pinned and unpinned.
+    call("POST", "/api/v1/runs/{code}/baseline", 409, path_parameters={"code": created["id"]})
+    pinned = call("POST", "/api/v1/runs/{code}/baseline", 200, path_parameters={"code": str(a.runs[0].code)})
+    assert pinned["baseline"] is True
+    call("DELETE", "/api/v1/runs/{code}/baseline", 200, path_parameters={"code": str(a.runs[0].code)})
     # And generated bodies through the whole creation path (form, quotas, policy): never a 500.
     for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
         _fuzz(schema["/api/v1/runs"]["POST"], headers, mode)

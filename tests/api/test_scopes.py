@@ -36,6 +36,7 @@ def test_a_token_sees_only_its_own_project(client, world, bearer):
     run_auth = bearer(world["users"]["owner"], a.project, "run")
     assert_error(client.post(f"/api/v1/runs/{other}/cancel", **run_auth), 404)
     assert_error(client.post(f"/api/v1/runs/{other}/shares", {}, "application/json", **run_auth), 404)
+    assert_error(client.post(f"/api/v1/runs/{other}/baseline", **run_auth), 404)
     assert Run.objects.get(code=other).status == Run.Status.SUCCEEDED
 
 
@@ -56,6 +57,7 @@ def test_a_read_token_may_not_post(client, world, bearer):
     assert "read" in body["detail"]
     assert_error(client.post(f"/api/v1/runs/{a.runs[0].code}/cancel", **auth), 403)
     assert_error(client.post(f"/api/v1/runs/{a.runs[0].code}/shares", {}, "application/json", **auth), 403)
+    assert_error(client.post(f"/api/v1/runs/{a.runs[0].code}/baseline", **auth), 403)
     assert Run.objects.count() == before
     assert client.get(f"/api/v1/runs/{a.runs[0].code}", **auth).status_code == 200
 

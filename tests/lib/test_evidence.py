@@ -90,6 +90,42 @@ def test_counts_and_badges():
     assert evidence.summary_badge("succeeded", {}) is None
 
 
+def test_a_failed_run_says_why_first_then_what_its_checks_found():
+    counts = {"pass": 9, "warn": 0, "fail": 0, "skip": 3}
+    reason = "no arm measured the page: 404 × 1,200 on every arm"
+    badge = evidence.status_badge("failed", counts, [])
+    assert badge["label"] == "9 checks passed, 3 not judged"
+    said = evidence.status_text("failed", reason, badge)
+    assert said == f"failed: {reason} · 9 checks passed, 3 not judged"
+    invalid = evidence.status_badge("failed", {**counts, "fail": 1}, ["plain", "tls"])
+    assert evidence.status_text("failed", reason, invalid) == (
+        f"failed: {reason} · 2 invalid arms (plain, tls) and 1 failed check"
+    )
+    # Stopped before measuring: no arm, nothing judged, the reason alone.
+    assert evidence.status_text("failed", "target unreachable: connection refused", None) == (
+        "failed: target unreachable: connection refused"
+    )
+    # A run with some invalid arms keeps its status and the badge after it.
+    some = evidence.status_badge("succeeded", counts, ["tls_new"])
+    assert evidence.status_text("succeeded", "", some) == "succeeded with 1 invalid arm (tls_new)"
+    assert evidence.status_text("succeeded", "", evidence.status_badge("succeeded", counts)) == (
+        "succeeded 9 checks passed, 3 not judged"
+    )
+    assert evidence.status_text("cancelled", "Cancelled by the user.", None) == "cancelled"
+
+
+def test_the_reason_is_the_first_line_of_the_error_in_lower_case():
+    error = "Timed out after 300 s; the engine was stopped. Kept 2 finished arm(s).\nTraceback: …"
+    assert evidence.failure_reason("failed", error) == (
+        "timed out after 300 s; the engine was stopped. Kept 2 finished arm(s)"
+    )
+    assert evidence.failure_reason("failed", "TLS verification failed.") == "TLS verification failed"
+    blank_first = "\n  internal error: KeyError: 'x'\n"
+    assert evidence.failure_reason("failed", blank_first) == "internal error: KeyError: 'x'"
+    assert evidence.failure_reason("failed", "") == ""
+    assert evidence.failure_reason("succeeded", "anything") == ""
+
+
 @pytest.mark.parametrize(
     ("duration_s", "rounds", "short"),
     [

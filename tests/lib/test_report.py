@@ -228,6 +228,20 @@ def test_reopened_connections_add_up_over_rounds_and_stay_unknown_if_a_round_did
     assert report.arm_section(merged)["connections_reopened"] is None
 
 
+def test_a_run_measured_nothing_when_its_merged_arms_are_all_invalid():
+    def round_of(name: str, n: int, code: str, number: int) -> dict:
+        return arm(name, [500] * n, rps=n / 10) | {"round": number, "status_codes": {code: n}}
+
+    # Each arm's rounds are judged merged, as the report judges them: one good round of two is no
+    # majority of failures.
+    rows = [round_of("plain", 100, "404", 0), round_of("tls", 100, "404", 0)]
+    assert report.measured_nothing({}, rows) == "no arm measured the page: 404 × 100 on every arm"
+    rows += [round_of("plain", 100, "404", 1), round_of("tls", 100, "200", 1)]
+    assert report.measured_nothing({}, rows) is None
+    built = report.build_report({"config": {}}, rows)
+    assert list(built["run"]["invalid_arms"]) == ["plain"]  # the same verdict on each arm
+
+
 def test_config_hash_ignores_secrets_and_key_order():
     a = report.config_hash({"users": 2, "arms": [], "secrets": "token-1"})
     b = report.config_hash({"arms": [], "users": 2, "secrets": "token-2"})

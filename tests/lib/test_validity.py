@@ -286,6 +286,36 @@ def test_an_arm_where_most_attempts_failed_is_invalid():
     assert answers.invalid_arm({}, arm(0, status_codes={})) == "no request was made in its measured window"
 
 
+def test_a_run_none_of_whose_arms_is_valid_measured_nothing_and_says_what_the_arms_got():
+    not_found = {"status_codes": {"404": 1200}}
+    # The mistyped path: every arm got the same 404s.
+    same = {name: arm(1200, **not_found) for name in ("plain", "tls", "tls_new")}
+    assert answers.measured_nothing({}, same) == "no arm measured the page: 404 × 1,200 on every arm"
+    # One kind of failure, counts that differ: the kind once, each arm's count.
+    counts = {"plain": arm(1210, status_codes={"500": 1210}), "tls": arm(1190, status_codes={"500": 1190})}
+    assert answers.measured_nothing({}, counts) == (
+        "no arm measured the page: 500 on every arm (plain × 1,210, tls × 1,190)"
+    )
+    # Arms that failed differently: arm by arm, with the attempts when not all of them failed.
+    refused = {"connection_refused": {"count": 3000, "samples": []}}
+    mixed = {
+        "plain": arm(1200, status_codes={"404": 1000, "200": 200}),
+        "tls": arm(4000, status_codes={"200": 1000}, errors=refused),
+        "tls_new": arm(0, status_codes={}),
+    }
+    assert answers.measured_nothing({}, mixed) == (
+        "no arm measured the page: plain: 404 × 1,000 of 1,200 attempts; "
+        "tls: connection_refused × 3,000 of 4,000 attempts; tls_new: no request in its measured window"
+    )
+    one = {"plain": arm(500, status_codes={"503": 400, "502": 100})}
+    assert answers.measured_nothing({}, one) == "no arm measured the page: plain: 503 × 400, 502 × 100"
+    # The same definition of an invalid arm as the report's: a valid arm, or 404 expected, and the
+    # run measured something; no arm at all is not this function's case.
+    assert answers.measured_nothing({}, {**same, "plain": arm(1200)}) is None
+    assert answers.measured_nothing({"expected_status": [404]}, same) is None
+    assert answers.measured_nothing({}, {}) is None
+
+
 def test_an_arm_the_engine_stopped_as_unreachable_is_invalid_and_fails_the_errors_check():
     reason = "target unreachable: 97% of 1,234 attempts failed in the last 3 s (connection refused)"
     # Stopped in its window: a few refusals after the users backed off (0.2%, a warning alone).

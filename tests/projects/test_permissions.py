@@ -45,6 +45,7 @@ NOT_OURS = {
             "api-run-report",
             "api-run-cancel",
             "api-run-shares",
+            "api-run-baseline",
             "api-targets",
             "api-scenarios",
         )

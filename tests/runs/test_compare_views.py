@@ -68,6 +68,10 @@ def test_pin_and_unpin_a_baseline(client, owner, outsider):
     client.post(reverse("runs-pin-baseline", args=[run.code]), {"unpin": "1"})
     run.target.refresh_from_db()
     assert run.target.baseline_id is None
+    # Unpin from a stale page (the run is no baseline any more) never pins it.
+    client.post(reverse("runs-pin-baseline", args=[run.code]), {"unpin": "1"})
+    run.target.refresh_from_db()
+    assert run.target.baseline_id is None
 
 
 def test_list_filters_sorts_and_shows_the_headline_cost(client, owner):

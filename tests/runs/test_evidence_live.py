@@ -133,7 +133,9 @@ def test_an_arm_whose_attempts_mostly_failed_is_invalid_not_just_succeeded(clien
         run, report = measure(owner, [("plain_new", server.url())], users=2)
     finally:
         server.stop()
-    assert run.status == Run.Status.SUCCEEDED, run.error  # the engine finished; the report judges
+    # The engine finished, but the run's only arm is invalid: it measured nothing, and says what.
+    assert run.status == Run.Status.FAILED
+    assert run.error.startswith("no arm measured the page: plain_new: connection_reset × "), run.error
     arm = report["arms"]["plain_new"]
     assert arm["invalid"] is not None and "attempts failed (connection_reset×" in arm["invalid"]
     share = int(arm["invalid"].split("%")[0])

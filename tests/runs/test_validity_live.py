@@ -148,7 +148,9 @@ def test_status_codes_and_auth_fail_on_a_server_that_answers_401(owner, server_w
     guarded = AuthPages("Basic " + base64.b64encode(b"auditor:s3cret").decode())
     server = server_with(app=guarded)
     run, report = measure(owner, [("plain", server.url())])
-    assert run.status == Run.Status.SUCCEEDED  # the run measured; the report says it is worthless
+    # Every answer a 401: the run measured nothing and fails saying so; the checks say why.
+    assert run.status == Run.Status.FAILED
+    assert run.error == f"no arm measured the page: plain: 401 × {report['arms']['plain']['requests']:,}"
     found = checks(report)
     assert found["status_codes"]["status"] == "fail"
     assert "401×" in found["status_codes"]["detail"]

@@ -11,7 +11,8 @@ compared pair) with its own status, so a cost is judged only on its own arms. Th
 constants of the module that holds their check and are documented in docs/report-schema.md.
 
 * ``answers``: what the server answered (status codes, errors, redirects, auth, TLS sessions,
-  keep-alive connections it closed) and whether an arm is valid at all (``invalid_arm``);
+  keep-alive connections it closed), whether an arm is valid at all (``invalid_arm``), and what a
+  run none of whose arms is valid got instead of the page (``measured_nothing``);
 * ``content``: what the pages were (body sizes within an arm, the same content across compared arms);
 * ``measurement``: the measurement itself (generator saturation, arrival rate, sample size, drift,
   SYN retransmissions).
@@ -28,6 +29,7 @@ from portal.lib.validity.answers import (
     check_tls_sessions,
     expected_label,
     invalid_arm,
+    measured_nothing,
 )
 from portal.lib.validity.content import check_content_length, check_same_content
 from portal.lib.validity.measurement import (
@@ -39,7 +41,7 @@ from portal.lib.validity.measurement import (
 )
 
 # ``expected_label`` is re-exported for the run page (``portal.runs.views``).
-__all__ = ["check_all", "expected_label", "invalid_arm"]
+__all__ = ["check_all", "expected_label", "invalid_arm", "measured_nothing"]
 
 
 def check_all(config: dict, arms: dict[str, dict], tls_info: dict | None = None) -> list[dict]:

@@ -121,13 +121,65 @@ def invalid_arm(config: dict, arm: dict) -> str | None:
     attempts = arm["requests"]
     if not attempts:
         return "no request was made in its measured window"
-    errors = {kind: entry["count"] for kind, entry in (arm.get("errors") or {}).items() if entry["count"]}
-    wrong = _unexpected(config, arm)
+    errors, wrong = _failures(config, arm)
     failed = sum(errors.values()) + sum(wrong.values())
     if failed / attempts <= INVALID_FAILED_SHARE:
         return None
     parts = [f"{kind}×{n:,}" for kind, n in errors.items()] + [f"status {c}×{n:,}" for c, n in wrong.items()]
     return f"{100 * failed / attempts:.0f}% of {attempts:,} attempts failed ({', '.join(parts)})"
+
+
+def _failures(config: dict, arm: dict) -> tuple[dict[str, int], dict[str, int]]:
+    """An arm's failed attempts: transport errors by kind, answers outside the expected set by code."""
+    errors = {kind: entry["count"] for kind, entry in (arm.get("errors") or {}).items() if entry["count"]}
+    return errors, _unexpected(config, arm)
+
+
+NOTHING_MEASURED = "no arm measured the page"
+
+
+def measured_nothing(config: dict, arms: dict[str, dict]) -> str | None:
+    """Why a run none of whose arms is valid (``invalid_arm``) measured nothing, from each arm's
+    status codes and errors: "no arm measured the page: 404 × 1,200 on every arm"; when the arms
+    differ, "… 500 on every arm (plain × 1,210, tls × 1,190)" or arm by arm "plain: 404 × 1,200;
+    tls: connection_refused × 3". None when an arm measured the page, or there is no arm."""
+    if not arms or any(invalid_arm(config, arm) is None for arm in arms.values()):
+        return None
+    failed = {name: _what_failed(config, arm) for name, arm in arms.items()}
+    said = {name: text for name, (text, _) in failed.items()}
+    if len(arms) == 1:
+        ((name, text),) = said.items()
+        return f"{NOTHING_MEASURED}: {name}: {text}"
+    if len(set(said.values())) == 1:
+        return f"{NOTHING_MEASURED}: {next(iter(said.values()))} on every arm"
+    kinds = {kind for _, kind in failed.values()}
+    if len(kinds) == 1 and None not in kinds:
+        (kind,) = kinds
+        counts = ", ".join(f"{name} × {sum(_counts(config, arms[name]).values()):,}" for name in arms)
+        return f"{NOTHING_MEASURED}: {kind} on every arm ({counts})"
+    return f"{NOTHING_MEASURED}: " + "; ".join(f"{name}: {text}" for name, text in said.items())
+
+
+def _counts(config: dict, arm: dict) -> dict[str, int]:
+    """An arm's failed attempts by what failed, the status codes first."""
+    errors, wrong = _failures(config, arm)
+    return {**wrong, **errors}
+
+
+def _what_failed(config: dict, arm: dict) -> tuple[str, str | None]:
+    """What an invalid arm got instead of the page, in words ("404 × 1,200", "500 × 700 of 1,000
+    attempts"), and its one kind of failure when it had one and every attempt failed (else None)."""
+    if arm.get("stopped"):
+        return f"stopped early ({arm['stopped']})", None
+    attempts = arm["requests"]
+    if not attempts:
+        return "no request in its measured window", None
+    counts = _counts(config, arm)
+    text = ", ".join(f"{what} × {n:,}" for what, n in counts.items())
+    failed = sum(counts.values())
+    if failed < attempts:
+        return f"{text} of {attempts:,} attempts", None
+    return text, next(iter(counts)) if len(counts) == 1 else None
 
 
 REDIRECT_STATUSES = ("301", "302", "303", "307", "308")

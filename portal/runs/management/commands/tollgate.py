@@ -24,7 +24,7 @@ from portal.projects import cli as project_cli
 from portal.runs import reporting, services, tuning
 from portal.runs.demo import DemoError, run_demo, start_demo_target, stop_processes
 from portal.runs.forms import RunForm
-from portal.runs.management import cli_options, interrupt
+from portal.runs.management import baseline_cli, cli_options, interrupt
 from portal.runs.models import Run
 from portal.scenarios import cli as scenarios_cli
 from portal.sharing import cli as sharing_cli
@@ -43,7 +43,7 @@ EXIT_RUN_FAILED = 1
 # A budget (--budget, docs/budgets.md) failed: the run itself succeeded.
 EXIT_BUDGET_FAILED = 3
 # Apps that add sub-commands: each has ACTIONS, add_arguments(sub) and handle(command, options).
-APP_CLIS = (scenarios_cli, signing_cli, sharing_cli, api_cli, hooks_cli)
+APP_CLIS = (scenarios_cli, signing_cli, sharing_cli, api_cli, hooks_cli, baseline_cli)
 
 
 class Command(BaseCommand):
@@ -271,8 +271,8 @@ class Command(BaseCommand):
         self._print_report(report, options["json"])
         invalid = report["run"].get("invalid_arms") or {}
         badge = evidence.status_badge(run.status, report["run"].get("checks"), list(invalid))
-        said = f" {badge['label']}" if badge else ""
-        self.stderr.write(f"run {run.code} {run.status}{said} in {time.monotonic() - started:.1f} s")
+        said = evidence.status_text(run.status, run.error, badge)
+        self.stderr.write(f"run {run.code} {said} in {time.monotonic() - started:.1f} s")
         for name, why in invalid.items():
             self.stderr.write(f"arm {name} is invalid: {why}")
         verdicts = report.get("budgets") or {}
