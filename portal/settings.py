@@ -232,8 +232,9 @@ ACCOUNT_PASSWORD_INPUT_RENDER_VALUE = False
 ACCOUNT_SESSION_REMEMBER = None
 ACCOUNT_EMAIL_SUBJECT_PREFIX = "[Tollgate] "
 # Rate limits, counted in the cache (Redis in production, shared by every web process): after 5
-# failed logins for one username/e-mail in 5 minutes even the right password is refused until the
-# window passes; 10 failures a minute from one address; resets are limited per address and mailbox.
+# failed logins for one account (portal/accounts.py: by username or e-mail alike) in 5 minutes even
+# the right password is refused until the window passes; 10 failures a minute from one address;
+# resets are limited per address and mailbox.
 ACCOUNT_RATE_LIMITS = {
     "login": "30/m/ip",
     "login_failed": "10/m/ip,5/5m/key",

@@ -59,6 +59,40 @@ def test_sixty_wrong_passwords_are_throttled_and_the_right_one_waits_for_the_win
     assert AuditEvent.objects.filter(kind="login", actor__username="owner").count() == 1
 
 
+def _refused(response) -> bool:
+    return response.status_code == 429 or b"Too many failed login attempts" in response.content
+
+
+@pytest.mark.parametrize(
+    ("wrong_as", "right_as"), [("viewer", "viewer@example.test"), ("viewer@example.test", "VIEWER")]
+)
+def test_failures_count_per_account_whatever_login_is_typed(client, django_user_model, wrong_as, right_as):
+    """Five failures lock the account, not the text typed: its e-mail address (or its username in
+    other letters) does not open it."""
+    django_user_model.objects.create_user("viewer", email="viewer@example.test", password="viewer-pass-123")
+    django_user_model.objects.create_user("other", email="other@example.test", password="other-pass-123")
+    for i in range(5):
+        assert not _refused(log_in(client, wrong_as, f"wrong-{i}"))
+    assert _refused(log_in(client, right_as, "viewer-pass-123")) and not logged_in(client)
+    assert _refused(log_in(client, "viewer", "viewer-pass-123")) and not logged_in(client)
+    # Another account is not locked by the first one's failures.
+    assert log_in(client, "other@example.test", "other-pass-123").status_code == 302 and logged_in(client)
+
+
+def test_failures_count_per_address(client, owner, django_user_model):
+    """Ten failures a minute from one address, spread over as many logins (known or not), refuse
+    that address even the right password; another address still logs in."""
+    for i in range(10):
+        login = f"nobody-{i}" if i % 2 else f"nobody-{i}@example.test"
+        assert not _refused(client.post(LOGIN, {"login": login, "password": "x"}, REMOTE_ADDR="192.0.2.7"))
+    refused = client.post(LOGIN, {"login": "owner", "password": "owner-pass-123"}, REMOTE_ADDR="192.0.2.7")
+    assert _refused(refused) and not logged_in(client)
+    elsewhere = client.post(
+        LOGIN, {"login": "owner", "password": "owner-pass-123"}, REMOTE_ADDR="198.51.100.7"
+    )
+    assert elsewhere.status_code == 302 and logged_in(client)
+
+
 def test_the_demo_user_logs_in_with_the_printed_login(client):
     ensure_demo_user()
     response = log_in(client, DEMO_USER, DEMO_PASSWORD)
