@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 import time
 from datetime import timedelta
 
@@ -35,6 +36,7 @@ log = logging.getLogger(__name__)
 BODY_KEYS = ("overrides", "idempotency_key")
 RATE_WINDOW_S = 60
 ACCEPTED = (200, 202)  # a run started, or the first run of a repeated idempotency key
+PUBLIC_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # secrets.token_urlsafe's alphabet, the column's length
 
 
 def problem(status: int, detail: str, errors: dict | None = None, headers=None) -> JsonResponse:
@@ -132,10 +134,14 @@ def parse(body: bytes, github: bool) -> tuple[dict, str]:
 
 @csrf_exempt
 def receive(request: HttpRequest, public_id: str) -> JsonResponse:
+    # Only the alphabet of the ids (models.new_public_id) is looked up: a NUL in the path would
+    # reach PostgreSQL, which cannot compare it (a 500), and any other odd text is unknown anyway.
     trigger = (
         WebhookTrigger.objects.select_related("scenario__project", "created_by")
         .filter(public_id=public_id)
         .first()
+        if PUBLIC_ID.fullmatch(public_id)
+        else None
     )
     if trigger is None:
         return problem(404, "No such webhook.")

@@ -225,6 +225,11 @@ def test_unknown_disabled_and_orphaned_webhooks(hook, django_user_model):
         == 404
     )
     assert send(url, b"", method="GET").status == 405
+    # Text no public id holds (a NUL PostgreSQL cannot compare, non-ASCII, too long): unknown too.
+    base = url.rsplit("/", 1)[0]
+    for odd in ("%00", trigger.public_id + "%00", "%C3%A9", "x" * 65):
+        answer = send(f"{base}/{odd}", body, signed(secret, body))
+        assert answer.status == 404 and answer.data["detail"] == "No such webhook.", odd
     WebhookTrigger.objects.filter(pk=trigger.pk).update(enabled=False)
     assert send(url, body, signed(secret, body)).status == 403
     WebhookTrigger.objects.filter(pk=trigger.pk).update(enabled=True)
