@@ -226,6 +226,11 @@ if ACCOUNT_EMAIL_VERIFICATION not in ("mandatory", "optional", "none"):
     raise ImproperlyConfigured(
         f"TOLLGATE_EMAIL_VERIFICATION must be mandatory, optional or none, got {ACCOUNT_EMAIL_VERIFICATION!r}"
     )
+# Sign-up must not tell whether an address is registered. With mandatory verification allauth mails
+# the address's owner instead (the answer is the same); without it a sign-up logs in at once, so the
+# only same answer is a new account whose address stays unverified ("strict"; a verified address is
+# never taken twice). Password resets answer the same either way.
+ACCOUNT_PREVENT_ENUMERATION = "strict"
 ACCOUNT_LOGIN_ON_EMAIL_CONFIRMATION = True
 ACCOUNT_LOGOUT_ON_PASSWORD_CHANGE = False
 ACCOUNT_PASSWORD_INPUT_RENDER_VALUE = False

@@ -129,6 +129,37 @@ def test_sign_up_is_the_operators_switch(client, settings, django_user_model):
     assert any("erin@example.org" in m.to for m in mail.outbox)
 
 
+@pytest.mark.parametrize(
+    ("verification", "answer"),
+    [
+        ("none", (302, "/runs/", True)),
+        ("optional", (302, "/runs/", True)),
+        ("mandatory", (302, "/accounts/confirm-email/", False)),  # allauth mails the owner instead
+    ],
+)
+def test_sign_up_does_not_tell_whether_an_address_is_registered(
+    client, settings, django_user_model, verification, answer
+):
+    """Without mandatory verification a sign-up logs in at once; with an address already registered
+    it must answer the same (allauth's strict enumeration prevention), not "already registered"."""
+    settings.TOLLGATE_SIGNUP = True
+    settings.ACCOUNT_EMAIL_VERIFICATION = verification
+    django_user_model.objects.create_user("gail", email="gail@example.org", password="gail-pass-123")
+    answers = []
+    for username, email in (("hank", "hank@example.org"), ("ivan", "gail@example.org")):
+        client.logout()
+        data = {
+            "username": username,
+            "email": email,
+            "password1": "long-pass-7x9",
+            "password2": "long-pass-7x9",
+        }
+        response = client.post("/accounts/signup/", data)
+        answers.append((response.status_code, response.get("Location"), logged_in(client)))
+    assert answers[0] == answers[1] == answer
+    assert log_in(client, "gail@example.org", "gail-pass-123").status_code == 302  # the owner still logs in
+
+
 def test_password_reset_by_e_mail(client, django_user_model):
     django_user_model.objects.create_user("fay", email="fay@example.org", password="fay-old-pass-1")
     response = client.post("/accounts/password/reset/", {"email": "fay@example.org"})
