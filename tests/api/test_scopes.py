@@ -11,7 +11,7 @@ from django.utils import timezone
 from portal.api import tokens
 from portal.api.models import ApiToken
 from portal.audit.models import AuditEvent
-from portal.projects.models import Project
+from portal.projects.models import Invitation, Project
 from portal.runs.models import Run
 from tests.api.conftest import assert_error, inline
 
@@ -120,8 +120,12 @@ def test_a_user_removed_from_the_project_loses_its_tokens_for_good(client, world
     assert ApiToken.objects.get(user=member, project=a.project).revoked_at is not None
     event = AuditEvent.objects.filter(kind=AuditEvent.Kind.CREDENTIAL_FORGOTTEN).get()
     assert event.detail["credential"] == "api_token" and event.project_id == a.project.pk
-    # Added back: the old token stays revoked.
+    # Invited back and accepted: the old token stays revoked.
     assert client.post(members, {"username": "member", "role": "member", "action": "add"}).status_code == 302
+    client.force_login(member)
+    invitation = Invitation.objects.get(project=a.project, username="member")
+    client.post(f"/projects/invitations/{invitation.code}/accept/")
+    assert a.project.memberships.filter(user=member, role="member").exists()
     assert_error(client.get("/api/v1/runs", **auth), 401)
     assert client.get("/api/v1/runs", **elsewhere).status_code == 200
     # Removed by other means (the admin, a deleted row): revoked all the same.
