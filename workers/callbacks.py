@@ -139,7 +139,7 @@ def _send(row: CallbackDelivery, url: str, pinned: str, body: bytes, secret: str
         # Signed at each attempt: a retry an hour later carries a fresh timestamp.
         code = webhooks.post(url, pinned, body, webhooks.signed_headers(secret, body, time.time()))
     except OSError as exc:
-        code, error = None, f"no answer: {exc}"
+        code, error = None, str(exc)  # webhooks.NO_ANSWER: never the peer's bytes
     else:
         error = "" if 200 <= code < 300 else f"answered {code}"
     if code is not None and 200 <= code < 300:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 import time
 from datetime import timedelta
 
@@ -35,6 +36,7 @@ log = logging.getLogger(__name__)
 BODY_KEYS = ("overrides", "idempotency_key")
 RATE_WINDOW_S = 60
 ACCEPTED = (200, 202)  # a run started, or the first run of a repeated idempotency key
+PUBLIC_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # secrets.token_urlsafe's alphabet, the column's length
 
 
 def problem(status: int, detail: str, errors: dict | None = None, headers=None) -> JsonResponse:
@@ -101,7 +103,21 @@ def read_body(request: HttpRequest) -> tuple[bytes, bool]:
         declared = 0
     if declared > webhooks.MAX_BODY_BYTES:
         return b"", True
-    body = request.read(webhooks.MAX_BODY_BYTES + 1)
+    cap = webhooks.MAX_BODY_BYTES + 1
+    if (
+        "CONTENT_LENGTH" not in request.META
+        and "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower()
+    ):
+        # A chunked body has no Content-Length, and Django reads a body without one as empty (a
+        # signed delivery would fail its signature, a huge one pass the size check). The server
+        # (Gunicorn) takes the chunks apart and ends wsgi.input at the last one: read it, capped.
+        stream, parts = request.META["wsgi.input"], []
+        while cap > 0 and (part := stream.read(cap)):
+            parts.append(part)
+            cap -= len(part)
+        body = b"".join(parts)
+    else:
+        body = request.read(cap)
     return body, len(body) > webhooks.MAX_BODY_BYTES
 
 
@@ -132,10 +148,14 @@ def parse(body: bytes, github: bool) -> tuple[dict, str]:
 
 @csrf_exempt
 def receive(request: HttpRequest, public_id: str) -> JsonResponse:
+    # Only the alphabet of the ids (models.new_public_id) is looked up: a NUL in the path would
+    # reach PostgreSQL, which cannot compare it (a 500), and any other odd text is unknown anyway.
     trigger = (
         WebhookTrigger.objects.select_related("scenario__project", "created_by")
         .filter(public_id=public_id)
         .first()
+        if PUBLIC_ID.fullmatch(public_id)
+        else None
     )
     if trigger is None:
         return problem(404, "No such webhook.")

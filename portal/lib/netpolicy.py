@@ -29,6 +29,14 @@ from urllib.parse import urlsplit
 ALLOW_ENV = "TOLLGATE_ALLOW_NETWORKS"
 HINT = f"an operator can allow it with {ALLOW_ENV}"
 DEFAULT_PORTS = {"http": 80, "https": 443}
+# What an outbound request (verification, callbacks) says when no HTTP answer came, whatever the
+# cause (nothing listening, no answer in time, a TLS failure, a peer that does not speak HTTP such as
+# an SSH server's banner): one text, never the peer's bytes, so no request tells a closed port from
+# an open one or repeats what a non-HTTP service sent.
+NO_ANSWER = (
+    "no HTTP answer: the connection failed or timed out, TLS failed (an untrusted certificate?), "
+    "or the peer does not speak HTTP"
+)
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network

@@ -18,11 +18,12 @@ import http.client
 import secrets
 import socket
 import ssl
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
-from portal.lib.netpolicy import DEFAULT_PORTS, IPAddress, IPNetwork, Policy, is_address, refusal
+from portal.lib.netpolicy import DEFAULT_PORTS, NO_ANSWER, IPAddress, IPNetwork, Policy, is_address, refusal
 
 WELL_KNOWN_PATH = "/.well-known/tollgate-verification.txt"
 HEADER = "Tollgate-Verification"
@@ -107,8 +108,18 @@ class _PinnedHTTPS(http.client.HTTPSConnection):
         self.sock = self._context.wrap_socket(sock, server_hostname=self.sni)
 
 
-def fetch(url: str, pinned: str, timeout_s: float = TIMEOUT_S) -> Response:
-    """One GET of ``url`` sent to ``pinned``; the body read up to BODY_MAX_BYTES. OSError on failure."""
+class NoAnswer(OSError):
+    """No HTTP answer; the message is NO_ANSWER whatever the cause (and the time taken the timeout)."""
+
+    def __init__(self) -> None:
+        super().__init__(NO_ANSWER)
+
+
+def fetch(url: str, pinned: str, timeout_s: float | None = None) -> Response:
+    """One GET of ``url`` sent to ``pinned``; the body read up to BODY_MAX_BYTES. NoAnswer on any
+    failure below HTTP, raised no sooner than ``timeout_s`` (TIMEOUT_S) after the start."""
+    timeout_s = TIMEOUT_S if timeout_s is None else timeout_s
+    started = time.monotonic()
     parts = urlsplit(url)
     host = parts.hostname or ""
     port = parts.port or DEFAULT_PORTS[parts.scheme]
@@ -129,26 +140,31 @@ def fetch(url: str, pinned: str, timeout_s: float = TIMEOUT_S) -> Response:
         response = conn.getresponse()
         body = response.read(BODY_MAX_BYTES)
         return Response(response.status, list(response.getheaders()), body)
-    except (http.client.HTTPException, ssl.SSLError, ValueError) as exc:
-        raise OSError(f"{type(exc).__name__}: {exc}") from None
+    except (OSError, http.client.HTTPException, ValueError):
+        # A refused connection would answer at once and a silent port after the timeout: wait out
+        # the timeout either way, so the time taken says nothing about the port either.
+        conn.close()
+        time.sleep(max(0.0, started + timeout_s - time.monotonic()))
+        raise NoAnswer from None
     finally:
         conn.close()
 
 
-def get_same_origin(url: str, pinned: str, timeout_s: float = TIMEOUT_S) -> tuple[Response | None, str]:
+def get_same_origin(url: str, pinned: str, timeout_s: float | None = None) -> tuple[Response | None, str]:
     """GET, following at most MAX_REDIRECTS redirects and only within the same scheme, host and port
     (so to the same pinned address); (response, "") or (None, why it stopped)."""
     for _ in range(MAX_REDIRECTS + 1):
         try:
             response = fetch(url, pinned, timeout_s)
         except OSError as exc:
-            return None, f"{url}: no answer ({exc})"
+            return None, f"{url}: {exc}"
         location = response.header("Location")
         if response.status not in (301, 302, 303, 307, 308) or not location:
             return response, ""
         following = urljoin(url, location[0].strip())
         if origin_or_none(following) != origin(url):
-            return None, f"{url} redirects to {following}, another origin: not followed"
+            # The Location is not repeated: it is the peer's text (an internal name, say).
+            return None, f"{url} redirects to another origin: not followed"
         url = following
     return None, f"{url}: more than {MAX_REDIRECTS} redirects"
 
@@ -160,7 +176,7 @@ def origin_or_none(url: str) -> str | None:
         return None
 
 
-def verify_origin(url: str, pinned: str, token: str, timeout_s: float = TIMEOUT_S) -> Outcome:
+def verify_origin(url: str, pinned: str, token: str, timeout_s: float | None = None) -> Outcome:
     """Whether the origin of ``url``, reached at ``pinned``, serves ``token``: the well-known file
     first, then the header (on that response, else on one GET of ``url`` itself)."""
     base = origin(url)

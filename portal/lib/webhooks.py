@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from portal.lib.netpolicy import DEFAULT_PORTS, is_address
+from portal.lib.netpolicy import DEFAULT_PORTS, NO_ANSWER, is_address
 
 TIMESTAMP_HEADER = "X-Tollgate-Timestamp"
 SIGNATURE_HEADER = "X-Tollgate-Signature"
@@ -147,11 +147,11 @@ class _PinnedHTTPS(http.client.HTTPSConnection):
         self.sock = self._context.wrap_socket(sock, server_hostname=self.server_name)
 
 
-def post(
-    url: str, pinned: str, body: bytes, headers: dict[str, str], timeout_s: float = CALLBACK_TIMEOUT_S
-) -> int:
+def post(url: str, pinned: str, body: bytes, headers: dict[str, str], timeout_s: float | None = None) -> int:
     """POST ``body`` to ``url``, connecting only to ``pinned`` (the address the outbound policy
-    checked). Returns the response status; OSError when nothing came back."""
+    checked). Returns the response status; OSError(NO_ANSWER) when no HTTP answer came back,
+    whatever the cause (the callback log must not repeat the peer's bytes)."""
+    timeout_s = CALLBACK_TIMEOUT_S if timeout_s is None else timeout_s
     parts = urlsplit(url)
     host = parts.hostname or ""
     port = parts.port or DEFAULT_PORTS[parts.scheme]
@@ -179,7 +179,7 @@ def post(
         response = conn.getresponse()
         response.read(RESPONSE_MAX_BYTES)
         return response.status
-    except (http.client.HTTPException, ssl.SSLError, ValueError) as exc:
-        raise OSError(f"{type(exc).__name__}: {exc}") from None
+    except (OSError, http.client.HTTPException, ValueError):
+        raise OSError(NO_ANSWER) from None
     finally:
         conn.close()

@@ -64,6 +64,33 @@ class Membership(models.Model):
         return f"{self.user} is {self.role} of {self.project}"
 
 
+class Invitation(models.Model):
+    """An owner's invitation to a project, under the username as typed. The members page answers the
+    same whether an account of that name exists or not (it must not tell), so nobody joins a project
+    until the account of that name accepts on its Projects page."""
+
+    code = models.UUIDField(default=uuid4, unique=True, editable=False)
+    project = models.ForeignKey(Project, models.CASCADE, related_name="invitations")
+    username = models.CharField(max_length=150)
+    role = models.CharField(max_length=8, choices=Role.choices, default=Role.MEMBER)
+    invited_by = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, related_name="+")
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["project__name", "username"]
+        constraints = [
+            # Inviting the same name again changes the role of the one invitation.
+            models.UniqueConstraint(fields=["project", "username"], name="invitation_project_username_uniq"),
+        ]
+        indexes = [
+            # The Projects page lists the invitations of the user's name.
+            models.Index(fields=["username"], name="invitation_username_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.username} invited as {self.role} of {self.project}"
+
+
 class ProjectQuota(models.Model):
     """A project's own limits, set by operators in the Django admin (never by project owners); an
     empty field keeps the operator's default from settings (portal.runs.quotas.limits_for)."""

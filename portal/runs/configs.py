@@ -4,7 +4,7 @@
 plus three portal-only keys:
 
 * ``secrets``: a Fernet token (``portal.lib.secrets``) of ``{"headers": {...}, "auth": {...}}``;
-* ``auth``: ``{"type": "basic"|"bearer", "user": ...}``, the non-secret description;
+* ``auth``: ``{"type": "basic"|"bearer", "user": ...}``, for the form (the report shows the type only);
 * ``header_names``: the names of the sealed headers, for the report;
 * ``probes``: which server-side probes to run (``workers.probes.session``);
 * ``budgets``: ``{budget name: limit}`` (``portal.lib.budgets``), judged in the report, not the engine's;
@@ -59,8 +59,11 @@ def engine_dict(config: dict, *, with_secrets: bool = False) -> dict:
 
 
 def public_config(config: dict) -> dict:
-    """What the report and the page may show: no token, header values hidden."""
+    """What the report and the page may show: no token, header values hidden, of the credentials
+    only their type (the Basic user name is half a credential, and the report is shared)."""
     out = {key: value for key, value in config.items() if key != "secrets"}
     out["headers"] = {name: "(encrypted)" for name in config.get("header_names", [])}
     out.pop("header_names", None)
+    if config.get("auth"):
+        out["auth"] = {"type": config["auth"]["type"]}
     return out

@@ -14,7 +14,7 @@ from django.utils import timezone
 from portal import vault
 from portal.audit.log import record
 from portal.audit.models import AuditEvent
-from portal.lib import signing
+from portal.lib import redaction, signing
 from portal.runs.models import Run
 from portal.runs.reporting import run_report
 from portal.signing.models import FrozenReport, SigningKey
@@ -138,6 +138,35 @@ def freeze_after_end(run: Run) -> FrozenReport | None:
     except Exception:
         log.exception("run %s: could not freeze and sign its report", run.code)
         return None
+
+
+def redact_credential_names(frozen_model=FrozenReport, key_model=SigningKey) -> int:
+    """Sign again, once, each frozen report that names a Basic-auth user (frozen before reports left
+    the name out: ``portal.lib.redaction``), without the name, with the active key and the time of
+    the redaction — the one case a frozen report is signed again (docs/auditors.md). Returns how
+    many. The models are parameters so that migration signing 0002 runs it on its historical ones."""
+    count, key = 0, None
+    for frozen in frozen_model.objects.filter(body__contains='"user":').order_by("pk"):
+        report = json.loads(frozen.body)
+        redacted = redaction.without_credential_names(
+            {name: value for name, value in report.items() if name != signing.INTEGRITY}
+        )
+        if redacted is None:
+            continue
+        if key is None:
+            key = key_model.objects.filter(retired_at__isnull=True).order_by("pk").first()
+            if key is None:  # a portal that froze reports always has an active key; never guess one
+                raise RuntimeError("no active report-signing key to sign the redacted reports with")
+        signed_at = timezone.now()
+        integrity = signing.sign(redacted, private_key(key), key.key_id, signed_at.isoformat())
+        frozen_model.objects.filter(pk=frozen.pk).update(
+            body=signing.dumps({**redacted, signing.INTEGRITY: integrity}),
+            sha256=integrity["sha256"],
+            key_id=key.key_id,
+            signed_at=signed_at,
+        )
+        count += 1
+    return count
 
 
 def reseal_keys() -> int:

@@ -59,6 +59,40 @@ def test_sixty_wrong_passwords_are_throttled_and_the_right_one_waits_for_the_win
     assert AuditEvent.objects.filter(kind="login", actor__username="owner").count() == 1
 
 
+def _refused(response) -> bool:
+    return response.status_code == 429 or b"Too many failed login attempts" in response.content
+
+
+@pytest.mark.parametrize(
+    ("wrong_as", "right_as"), [("viewer", "viewer@example.test"), ("viewer@example.test", "VIEWER")]
+)
+def test_failures_count_per_account_whatever_login_is_typed(client, django_user_model, wrong_as, right_as):
+    """Five failures lock the account, not the text typed: its e-mail address (or its username in
+    other letters) does not open it."""
+    django_user_model.objects.create_user("viewer", email="viewer@example.test", password="viewer-pass-123")
+    django_user_model.objects.create_user("other", email="other@example.test", password="other-pass-123")
+    for i in range(5):
+        assert not _refused(log_in(client, wrong_as, f"wrong-{i}"))
+    assert _refused(log_in(client, right_as, "viewer-pass-123")) and not logged_in(client)
+    assert _refused(log_in(client, "viewer", "viewer-pass-123")) and not logged_in(client)
+    # Another account is not locked by the first one's failures.
+    assert log_in(client, "other@example.test", "other-pass-123").status_code == 302 and logged_in(client)
+
+
+def test_failures_count_per_address(client, owner, django_user_model):
+    """Ten failures a minute from one address, spread over as many logins (known or not), refuse
+    that address even the right password; another address still logs in."""
+    for i in range(10):
+        login = f"nobody-{i}" if i % 2 else f"nobody-{i}@example.test"
+        assert not _refused(client.post(LOGIN, {"login": login, "password": "x"}, REMOTE_ADDR="192.0.2.7"))
+    refused = client.post(LOGIN, {"login": "owner", "password": "owner-pass-123"}, REMOTE_ADDR="192.0.2.7")
+    assert _refused(refused) and not logged_in(client)
+    elsewhere = client.post(
+        LOGIN, {"login": "owner", "password": "owner-pass-123"}, REMOTE_ADDR="198.51.100.7"
+    )
+    assert elsewhere.status_code == 302 and logged_in(client)
+
+
 def test_the_demo_user_logs_in_with_the_printed_login(client):
     ensure_demo_user()
     response = log_in(client, DEMO_USER, DEMO_PASSWORD)
@@ -93,6 +127,37 @@ def test_sign_up_is_the_operators_switch(client, settings, django_user_model):
     assert AuditEvent.objects.filter(kind="signup", actor_name="erin").exists()
     # The address confirmation is mailed.
     assert any("erin@example.org" in m.to for m in mail.outbox)
+
+
+@pytest.mark.parametrize(
+    ("verification", "answer"),
+    [
+        ("none", (302, "/runs/", True)),
+        ("optional", (302, "/runs/", True)),
+        ("mandatory", (302, "/accounts/confirm-email/", False)),  # allauth mails the owner instead
+    ],
+)
+def test_sign_up_does_not_tell_whether_an_address_is_registered(
+    client, settings, django_user_model, verification, answer
+):
+    """Without mandatory verification a sign-up logs in at once; with an address already registered
+    it must answer the same (allauth's strict enumeration prevention), not "already registered"."""
+    settings.TOLLGATE_SIGNUP = True
+    settings.ACCOUNT_EMAIL_VERIFICATION = verification
+    django_user_model.objects.create_user("gail", email="gail@example.org", password="gail-pass-123")
+    answers = []
+    for username, email in (("hank", "hank@example.org"), ("ivan", "gail@example.org")):
+        client.logout()
+        data = {
+            "username": username,
+            "email": email,
+            "password1": "long-pass-7x9",
+            "password2": "long-pass-7x9",
+        }
+        response = client.post("/accounts/signup/", data)
+        answers.append((response.status_code, response.get("Location"), logged_in(client)))
+    assert answers[0] == answers[1] == answer
+    assert log_in(client, "gail@example.org", "gail-pass-123").status_code == 302  # the owner still logs in
 
 
 def test_password_reset_by_e_mail(client, django_user_model):

@@ -10,6 +10,8 @@ from django.utils import timezone
 
 from portal.api import tokens
 from portal.api.models import ApiToken
+from portal.audit.models import AuditEvent
+from portal.projects.models import Invitation, Project
 from portal.runs.models import Run
 from tests.api.conftest import assert_error, inline
 
@@ -102,15 +104,43 @@ def test_a_revoked_token_is_401(client, world):
     assert_error(client.post("/api/v1/runs", inline(), "application/json", **auth), 401)
 
 
-def test_a_user_removed_from_the_project_loses_the_api(client, world, bearer):
+def test_a_user_removed_from_the_project_loses_its_tokens_for_good(client, world, bearer):
+    """Removal revokes the member's tokens of that project (audited): added back, they must make
+    new ones. Their tokens of other projects stay."""
+    a, member = world["a"], world["users"]["member"]
+    auth = bearer(member, a.project, "run")
+    other = Project.objects.create(name="gamma")
+    other.memberships.create(user=member, role="member")
+    elsewhere = bearer(member, other, "read")
+    assert client.get("/api/v1/runs", **auth).status_code == 200
+    client.force_login(world["users"]["owner"])
+    members = f"/projects/{a.project.code}/members/"
+    removed = client.post(members, {"username": "member", "role": "member", "action": "remove"})
+    assert removed.status_code == 302
+    body = assert_error(client.get("/api/v1/runs", **auth), 401)
+    assert body["detail"] == "Unknown or revoked token."
+    assert ApiToken.objects.get(user=member, project=a.project).revoked_at is not None
+    event = AuditEvent.objects.filter(kind=AuditEvent.Kind.CREDENTIAL_FORGOTTEN).get()
+    assert event.detail["credential"] == "api_token" and event.project_id == a.project.pk
+    # Invited back and accepted: the old token stays revoked.
+    assert client.post(members, {"username": "member", "role": "member", "action": "add"}).status_code == 302
+    client.force_login(member)
+    invitation = Invitation.objects.get(project=a.project, username="member")
+    client.post(f"/projects/invitations/{invitation.code}/accept/")
+    assert a.project.memberships.filter(user=member, role="member").exists()
+    assert_error(client.get("/api/v1/runs", **auth), 401)
+    assert client.get("/api/v1/runs", **elsewhere).status_code == 200
+    # Removed by other means (the admin, a deleted row): revoked all the same.
+    token, plaintext = tokens.issue(member, a.project, scope="read", name="again")
+    a.project.memberships.filter(user=member).delete()
+    token.refresh_from_db()
+    assert token.revoked_at is not None
+
+
+def test_a_member_demoted_to_viewer_reads_but_does_not_start(client, world, bearer):
     a = world["a"]
     auth = bearer(world["users"]["member"], a.project, "run")
-    assert client.get("/api/v1/runs", **auth).status_code == 200
-    a.project.memberships.filter(user=world["users"]["member"]).delete()
-    body = assert_error(client.get("/api/v1/runs", **auth), 401)
-    assert "no longer a member" in body["detail"]
-    # Demoted to viewer instead: reading works, starting does not.
-    a.project.memberships.create(user=world["users"]["member"], role="viewer")
+    a.project.memberships.filter(user=world["users"]["member"]).update(role="viewer")
     assert client.get("/api/v1/runs", **auth).status_code == 200
     assert_error(client.post("/api/v1/runs", inline(), "application/json", **auth), 403)
 

@@ -4,6 +4,7 @@ real worker with its retries: tests/hooks/test_end_to_end.py)."""
 from __future__ import annotations
 
 import json
+import socket
 import time
 
 import pytest
@@ -87,7 +88,7 @@ def test_a_receiver_that_does_not_answer_is_retried(finished):
     run, _ = finished
     point_at(run, f"http://127.0.0.1:{closed_port()}/cb")
     assert callbacks.deliver(run.pk, 1) == 2
-    assert CallbackDelivery.objects.get().error.startswith("no answer")
+    assert CallbackDelivery.objects.get().error.startswith(webhooks.NO_ANSWER)
 
 
 def test_a_callback_outside_the_address_policy_is_refused_and_logged(finished, callback_receiver):
@@ -150,3 +151,27 @@ def test_a_queued_run_cancelled_on_its_page_gets_its_callback_when_its_task_reac
     [message] = client_redis.lrange("maintenance", 0, -1)
     assert json.loads(message)["headers"]["task"] == callbacks.TASK
     client_redis.delete("maintenance")
+
+
+def test_a_receiver_that_is_not_http_reads_like_one_that_is_not_there(finished, monkeypatch):
+    """A closed port, a port that never answers and an SSH server: the same error in the callback
+    log, nothing the peer sent (the log is no port scanner or banner grabber)."""
+    from tests.targets.test_verification import BannerServer
+
+    monkeypatch.setattr(webhooks, "CALLBACK_TIMEOUT_S", 0.5)
+    run, _ = finished
+    ssh = BannerServer("127.0.0.1", b"SSH-2.0-OpenSSH_9.6p1 Ubuntu-3ubuntu13.5\r\n")
+    silent = socket.create_server(("127.0.0.1", 0))  # listens, never accepts
+    errors = {}
+    try:
+        for name, port in (("ssh", ssh.port), ("silent", silent.getsockname()[1]), ("closed", closed_port())):
+            CallbackDelivery.objects.all().delete()
+            point_at(run, f"http://127.0.0.1:{port}/cb")
+            assert callbacks.deliver(run.pk, 1) == 2, name  # retried, like any network error
+            errors[name] = CallbackDelivery.objects.get().error
+    finally:
+        ssh.stop()
+        silent.close()
+    assert len(set(errors.values())) == 1, errors
+    assert errors["ssh"].startswith(webhooks.NO_ANSWER)
+    assert "SSH" not in errors["ssh"] and "Errno" not in errors["closed"]

@@ -5,11 +5,13 @@ No worker here: the runs the webhook starts stay queued (tests/hooks/test_end_to
 
 from __future__ import annotations
 
+import http.client
 import json
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
+from urllib.parse import urlsplit
 
 import pytest
 from django.utils import timezone
@@ -149,6 +151,38 @@ def test_a_body_over_64_kb_is_413_and_not_read(hook):
     assert [code for code, _ in outcomes(trigger)] == [413, 202]
 
 
+def send_chunked(url: str, body: bytes, headers: dict) -> tuple[int, dict]:
+    """POST ``body`` with ``Transfer-Encoding: chunked`` and no Content-Length (curl reading stdin,
+    many CI tools): 16 KiB chunks."""
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    try:
+        chunks = (body[i : i + 16384] for i in range(0, len(body), 16384))
+        conn.request("POST", parts.path, body=chunks, encode_chunked=True,
+                     headers={"Content-Type": "application/json", **headers})  # fmt: skip
+        response = conn.getresponse()
+        return response.status, json.loads(response.read() or b"{}")
+    finally:
+        conn.close()
+
+
+def test_a_chunked_body_is_read_with_the_same_cap(hook):
+    """No Content-Length: the body is read as sent (Gunicorn takes the chunks apart), up to the cap."""
+    trigger, secret, url = hook
+    body = json.dumps({"overrides": {"users": 2}, "idempotency_key": "chunked-1"}).encode()
+    status, data = send_chunked(url, body, signed(secret, body))
+    assert status == 202, data
+    assert Run.objects.get(code=data["run_id"]).config["users"] == 2
+    big = json.dumps({"idempotency_key": "x" * 70 * 1024}).encode()  # 70 KB
+    status, data = send_chunked(url, big, signed(secret, big))
+    assert status == 413, data
+    just = b" " * (webhooks.MAX_BODY_BYTES - 2) + b"{}"  # exactly the limit: accepted
+    assert send_chunked(url, just, signed(secret, just))[0] == 202
+    forged = b'{"overrides": {"users": 3}}'
+    assert send_chunked(url, forged, signed(secret, body))[0] == 401  # signed for another body
+    assert [code for code, _ in outcomes(trigger)] == [202, 413, 202, 401]
+
+
 def test_over_the_rate_is_429_with_retry_after(hook):
     trigger, secret, url = hook
     WebhookTrigger.objects.filter(pk=trigger.pk).update(rate_per_minute=2)
@@ -225,6 +259,11 @@ def test_unknown_disabled_and_orphaned_webhooks(hook, django_user_model):
         == 404
     )
     assert send(url, b"", method="GET").status == 405
+    # Text no public id holds (a NUL PostgreSQL cannot compare, non-ASCII, too long): unknown too.
+    base = url.rsplit("/", 1)[0]
+    for odd in ("%00", trigger.public_id + "%00", "%C3%A9", "x" * 65):
+        answer = send(f"{base}/{odd}", body, signed(secret, body))
+        assert answer.status == 404 and answer.data["detail"] == "No such webhook.", odd
     WebhookTrigger.objects.filter(pk=trigger.pk).update(enabled=False)
     assert send(url, body, signed(secret, body)).status == 403
     WebhookTrigger.objects.filter(pk=trigger.pk).update(enabled=True)

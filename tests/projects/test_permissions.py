@@ -8,6 +8,7 @@ import pytest
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from portal.api import tokens
+from portal.projects.models import Invitation
 from portal.runs.access import SESSION_KEY
 from portal.sharing.models import ShareLink
 from portal.sharing.services import create_share
@@ -172,7 +173,19 @@ MATRIX = {
         lambda a: reverse("projects-members", args=[a.project.code]),
         row(READ, (OK, FORBIDDEN, FORBIDDEN, MISSING)),
     ),
+    # An invitation to A for the outsider's name: only that account answers it (declined here, so
+    # the rows after it see the same memberships); everyone else: 404.
+    "projects-invitation": (
+        lambda a: reverse("projects-invitation", args=[_invitation(a).code, "decline"]),
+        row(GET_ONLY, (MISSING, MISSING, MISSING, MOVED)),
+    ),
 }
+
+
+def _invitation(a):
+    return Invitation.objects.get_or_create(
+        project=a.project, username="outsider", defaults={"role": "viewer"}
+    )[0]
 
 
 def _share_link(a):

@@ -10,7 +10,7 @@ from django.db.migrations.executor import MigrationExecutor
 from django.urls import reverse
 
 from portal.projects.cli import project_for_run
-from portal.projects.models import Membership, Project, Role, personal_project
+from portal.projects.models import Invitation, Membership, Project, Role, personal_project
 from portal.runs.models import Run
 from portal.targets.models import Scenario, SshAccess, Target
 from tests.runs.factories import make_run
@@ -51,11 +51,54 @@ def test_running_runs_are_not_deleted(client, world):
     assert Run.objects.filter(pk=run.pk).exists()
 
 
+def _invite(client, url: str, username: str, role: str = "viewer") -> list[str]:
+    """What an owner is told after inviting ``username``, the name itself replaced."""
+    page = client.post(url, {"action": "add", "username": username, "role": role}, follow=True)
+    assert page.status_code == 200
+    said = [str(m) for m in page.context["messages"]] + list(page.context["form"].errors.values())
+    return [str(text).replace(username, "NAME") for text in said]
+
+
+def test_adding_a_member_tells_nothing_about_accounts(client, world):
+    """Unknown names and existing non-members get the same answer (an invitation, listed under the
+    name typed); the account joins only when it accepts on its Projects page."""
+    a, users = world["a"], world["users"]
+    client.force_login(users["owner"])
+    url = reverse("projects-members", args=[a.project.code])
+    answers = [_invite(client, url, name) for name in ("outsider", "nobody99")]
+    assert answers[0] == answers[1] and "If an account named NAME exists" in answers[0][0]
+    listed = client.get(url).content.decode()
+    assert "outsider" in listed and "nobody99" in listed  # both pending, alike
+    assert not a.project.memberships.filter(user=users["outsider"]).exists()
+    # Role changes and removals of non-members read alike too.
+    for name in ("outsider", "nobody99"):
+        page = client.post(url, {"action": "remove", "username": name, "role": "viewer"}).content.decode()
+        assert f"{name} is not a member of alpha." in page
+    # The invited account sees the invitation and accepts it.
+    client.force_login(users["outsider"])
+    listing = client.get(reverse("projects-list")).content.decode()
+    assert "alpha" in listing and "Accept" in listing
+    invitation = Invitation.objects.get(project=a.project, username="outsider")
+    assert client.post(reverse("projects-invitation", args=[invitation.code, "accept"])).status_code == 302
+    assert a.project.memberships.get(user=users["outsider"]).role == Role.VIEWER
+    assert not Invitation.objects.filter(pk=invitation.pk).exists()
+    # Nobody accepts another account's invitation; a declined one is gone.
+    other = Invitation.objects.get(project=a.project, username="nobody99")
+    assert client.post(reverse("projects-invitation", args=[other.code, "accept"])).status_code == 404
+    client.force_login(users["viewer"])
+    assert client.post(reverse("projects-invitation", args=[other.code, "decline"])).status_code == 404
+    assert Invitation.objects.filter(pk=other.pk).exists()
+
+
 def test_owners_manage_members_and_the_last_owner_stays(client, world):
     a, users = world["a"], world["users"]
     client.force_login(users["owner"])
     url = reverse("projects-members", args=[a.project.code])
     client.post(url, {"action": "add", "username": "outsider", "role": "viewer"})
+    client.force_login(users["outsider"])
+    invitation = Invitation.objects.get(username="outsider")
+    client.post(reverse("projects-invitation", args=[invitation.code, "accept"]))
+    client.force_login(users["owner"])
     assert a.project.memberships.get(user=users["outsider"]).role == Role.VIEWER
     client.post(url, {"action": "role", "username": "viewer", "role": "member"})
     assert a.project.memberships.get(user=users["viewer"]).role == Role.MEMBER

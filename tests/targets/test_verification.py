@@ -3,11 +3,16 @@ reachable but still to be verified (TOLLGATE_VERIFY_NETWORKS); every request cou
 
 from __future__ import annotations
 
+import socket
+import threading
+import time
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
+from portal.audit.models import AuditEvent
+from portal.lib import verification as lib
 from portal.lib.verification import HEADER, WELL_KNOWN_PATH
 from portal.projects.models import personal_project
 from portal.runs import services
@@ -113,6 +118,7 @@ def test_a_redirect_to_another_host_is_not_followed(owner, site, elsewhere):
     site.app.redirect_to = elsewhere_token
     outcome = verification.verify(target)
     assert not outcome.verified and "another origin: not followed" in outcome.error
+    assert "127.0.0.66" not in outcome.error  # the peer's Location is not repeated
     assert elsewhere.counters.snapshot()["requests"] == 0
 
 
@@ -219,3 +225,72 @@ def test_the_verification_page_and_verify_now(client, owner, outsider, site):
     site.app.file = target.verification_token.encode()
     assert client.post(url).status_code == 302
     assert 'data-state="verified"' in client.get(url).content.decode()
+
+
+class BannerServer:
+    """A non-HTTP service on ``host``: greets each connection with ``banner`` (an SSH server's first
+    line) and closes it."""
+
+    def __init__(self, host: str, banner: bytes) -> None:
+        self.banner = banner
+        self.sock = socket.create_server((host, 0))
+        self.sock.settimeout(0.05)
+        self.port = self.sock.getsockname()[1]
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.sendall(self.banner)
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.thread.join(timeout=5)
+        self.sock.close()
+
+
+@pytest.mark.django_db
+def test_verify_now_is_no_port_scanner(client, owner, monkeypatch):
+    """A closed port, an open port that never answers and an SSH server read the same, on the page
+    and in the audit log, and take the whole timeout: nothing the peer sent, nothing that tells one
+    from another."""
+    monkeypatch.setattr(lib, "TIMEOUT_S", 0.5)
+    ssh = BannerServer("127.0.0.68", b"SSH-2.0-OpenSSH_9.6p1 Ubuntu-3ubuntu13.5\r\n")
+    silent = socket.create_server(("127.0.0.69", 0))  # listens, never accepts
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.70", 0))
+        closed = probe.getsockname()[1]
+    ports = {"ssh": ssh.port, "silent": silent.getsockname()[1], "closed": closed}
+    hosts = {"ssh": "127.0.0.68", "silent": "127.0.0.69", "closed": "127.0.0.70"}
+    client.force_login(owner)
+    shown, logged = {}, {}
+    try:
+        for name in ports:
+            url = f"http://{hosts[name]}:{ports[name]}/"
+            target = services.get_or_create_target(personal_project(owner), name, url, "")
+            started = time.monotonic()
+            page = client.post(f"/targets/{target.code}/verification/", follow=True)
+            # Two fetches (the file, the page), each failing no sooner than its timeout.
+            assert time.monotonic() - started >= 2 * 0.5, name
+            [message] = [str(m) for m in page.context["messages"]]
+            event = AuditEvent.objects.filter(kind=AuditEvent.Kind.TARGET_VERIFIED).latest("id")
+            assert event.detail["verified"] is False
+            target.refresh_from_db()
+            # The address is the user's own text; everything after it must not depend on the peer.
+            shown[name] = message.replace(url.rstrip("/"), "URL")
+            logged[name] = event.detail["error"].replace(url.rstrip("/"), "URL")
+            assert target.verification_error.replace(url.rstrip("/"), "URL") == logged[name]
+    finally:
+        ssh.stop()
+        silent.close()
+    assert len(set(shown.values())) == 1 and len(set(logged.values())) == 1, (shown, logged)
+    for text in [*shown.values(), *logged.values()]:
+        assert "SSH" not in text and "BadStatusLine" not in text and "Errno" not in text
+    assert lib.NO_ANSWER in shown["ssh"]

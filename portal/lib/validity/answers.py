@@ -238,8 +238,8 @@ def check_auth(config: dict, arms: dict[str, dict]) -> dict:
             for name, codes in demanded.items()
         ]
         if auth:
-            whose = f" of {auth['user']}" if auth.get("user") else ""
-            why = f"the {auth.get('type')} credentials{whose} were rejected"
+            # Never whose: the user name is half a credential (portal/lib/redaction.py).
+            why = f"the {auth.get('type')} credentials were rejected"
         else:
             why = "the server wants credentials and none were configured"
         return result(
