@@ -59,8 +59,9 @@ def test_a_later_arm_that_fails_its_preflight_stops_the_run_before_the_first_arm
     run = new_run(owner, [("plain", plain_server.url()), ("tls", f"https://127.0.0.1:{closed_port()}/1k")])
     tasks.run_benchmark(run.pk)
     run.refresh_from_db()
-    assert run.status == Run.Status.FAILED
+    assert run.status == Run.Status.FAILED and run.preflight_failed
     assert run.error.startswith("Arm tls: preflight of ") and "connection_refused" in run.error
+    assert "Nothing was measured" in run.error and "Kept" not in run.error
     assert not run.arms.exists()
 
 

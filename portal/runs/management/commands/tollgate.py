@@ -268,8 +268,14 @@ class Command(BaseCommand):
         self._print_report(report, options["json"])
         invalid = report["run"].get("invalid_arms") or {}
         badge = evidence.status_badge(run.status, report["run"].get("checks"), list(invalid))
-        said = f" {badge['label']}" if badge else ""
-        self.stderr.write(f"run {run.code} {run.status}{said} in {time.monotonic() - started:.1f} s")
+        took = f"in {time.monotonic() - started:.1f} s"
+        if run.status == Run.Status.SUCCEEDED:
+            self.stderr.write(f"run {run.code} {run.status}{' ' + badge['label'] if badge else ''} {took}")
+        else:  # why it did not succeed first, then what its checks found
+            self.stderr.write(f"run {run.code} {run.status} {took}")
+            self.stderr.write(f"error: {run.error}")
+            if badge:
+                self.stderr.write(f"checks: {badge['label'].removeprefix('with ')}")
         for name, why in invalid.items():
             self.stderr.write(f"arm {name} is invalid: {why}")
         verdicts = report.get("budgets") or {}
@@ -279,7 +285,6 @@ class Command(BaseCommand):
             ]
             self.stderr.write(f"budgets {verdicts['status']}" + (f": {', '.join(unmet)}" if unmet else ""))
         if run.status != Run.Status.SUCCEEDED:
-            self.stderr.write(f"error: {run.error}")
             sys.exit(EXIT_RUN_FAILED)
         if verdicts.get("status") == budgetlib.FAIL:
             sys.exit(EXIT_BUDGET_FAILED)
