@@ -422,6 +422,26 @@ class FailingAfter:
         return pages_handler(request)
 
 
+class PassesPreflight:
+    """Answers its first ``good`` requests with a 1 KB page, whatever the path (the engine's
+    preflight: one request per arm and path on this server), then hands every later one to ``then``:
+    a target that goes wrong once the load has started, so the measured answers are ``then``'s."""
+
+    def __init__(self, then: Handler, good: int = 1) -> None:
+        self.then = then
+        self.good = good
+        self.seen = 0
+        self.lock = threading.Lock()
+
+    def __call__(self, request: BaseHTTPRequestHandler) -> tuple[int, dict[str, str], bytes]:
+        with self.lock:
+            self.seen += 1
+            first = self.seen <= self.good
+        if first:
+            return 200, {"Content-Type": "text/html"}, sized_page(1024)
+        return self.then(request)
+
+
 class ResettingServer(_RawServer):
     """A plain HTTP server that answers one connection in ``every`` and resets the others at once
     (SO_LINGER 0): an arm with a new connection per request sees most attempts fail. The first

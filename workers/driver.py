@@ -164,7 +164,7 @@ class EngineProcess:
         self.stopped_by: str | None = None
         self.cancelled = False  # a cancel (or a hand-back) was sent
         self.proc: subprocess.Popen | None = None
-        self.outcome: dict = {"done": None, "arm_error": None, "arm_error_arm": None}
+        self.outcome: dict = {"done": None, "arm_error": None, "arm_error_arm": None, "preflight": False}
         self.stderr_tail = ""
         self.returncode: int | None = None
         self.live: dict | None = None  # the last progress message, with its arm's seconds so far
@@ -309,6 +309,7 @@ class EngineProcess:
         elif kind == "arm_error":
             self.outcome["arm_error"] = message["error"]
             self.outcome["arm_error_arm"] = message["arm"]
+            self.outcome["preflight"] = bool(message.get("preflight"))
         elif kind == "done":
             self.outcome["done"] = message["status"]
         elif kind == "progress":
@@ -334,16 +335,26 @@ class EngineProcess:
         if self.invited:
             log.info("run %s: invited generator hosts %s", self.run.code, ", ".join(self.invited))
 
+    def stopped_in_preflight(self) -> bool:
+        """Whether the engine stopped the run in its preflight of every arm, before any load, and no
+        arm of it was measured (by an earlier attempt either): it does not count against quotas."""
+        return (
+            not self.timed_out.is_set()
+            and self.outcome["preflight"]
+            and not ArmResult.objects.filter(run=self.run).exists()
+        )
+
     def verdict(self) -> tuple[str, str]:
         """The run's terminal (status, error) from how the engine ended."""
         kept = kept_arms(self.run)
         if self.timed_out.is_set():
             return Run.Status.FAILED, f"Timed out after {self.limit_s:.0f} s; the engine was stopped.{kept}"
         if self.outcome["arm_error"]:
-            return (
-                Run.Status.FAILED,
-                f"Arm {self.outcome['arm_error_arm']}: {self.outcome['arm_error']}.{kept}",
-            )
+            after = kept
+            if self.stopped_in_preflight():
+                after = " Nothing was measured: every arm's URL is checked before the first arm is measured."
+            arm, error = self.outcome["arm_error_arm"], self.outcome["arm_error"]
+            return Run.Status.FAILED, f"Arm {arm}: {error}.{after}"
         # An engine still starting when the cancel came may die of it before it can say "done".
         if self.outcome["done"] == "cancelled" or (self.cancelled and self.returncode == -signal.SIGTERM):
             return Run.Status.CANCELLED, f"Cancelled by the user.{kept}"

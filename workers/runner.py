@@ -189,10 +189,11 @@ def execute_when_free(run_id: int, say: Callable[[str], object] = log.info) -> R
     return run
 
 
-def finish(run: Run, status: str, error: str = "") -> bool:
+def finish(run: Run, status: str, error: str = "", preflight_failed: bool = False) -> bool:
     """Move the run from running to its terminal state; False (and nothing written) when it is not
     running in this attempt any more (reaped, resumed elsewhere or cancelled meanwhile: the first
-    verdict stands). Retried while the database is unreachable (``storage.retrying``)."""
+    verdict stands). Retried while the database is unreachable (``storage.retrying``).
+    ``preflight_failed``: stopped before any load, nothing measured (``Run.preflight_failed``)."""
 
     def end() -> int:
         # One transaction: no reader sees the run ended without its summary, budgets and signed
@@ -207,7 +208,11 @@ def finish(run: Run, status: str, error: str = "") -> bool:
                 return 0
             attempts.close(current, status, error)
             Run.objects.filter(pk=run.pk).update(
-                status=status, error=error, finished=timezone.now(), attempts=current.attempts
+                status=status,
+                error=error,
+                finished=timezone.now(),
+                attempts=current.attempts,
+                preflight_failed=preflight_failed,
             )
             after_end(current)
             return 1
@@ -273,8 +278,10 @@ def _drive(run: Run) -> None:
                 # Before the run is final: its summary and stored report include what the probes found.
                 cache_set(probing_key(run.code), probes.finishing_note(), PROGRESS_TTL_S)
                 try:
-                    # Handing back: no one-shot benchmarks, the worker has seconds to let go.
-                    probes.finish(one_shots=not heart.handing_back)
+                    # Handing back: no one-shot benchmarks, the worker has seconds to let go; nor after
+                    # a preflight that stopped the run (nothing measured: it ends at once).
+                    stopped = "the preflight stopped the run" if engine.stopped_in_preflight() else ""
+                    probes.finish(one_shots=not heart.handing_back, not_run=stopped)
                 except Exception:
                     log.exception("run %s: probes could not finish", run.code)
     engine.flush(storage.DB_RETRY_S)
@@ -284,7 +291,7 @@ def _drive(run: Run) -> None:
         run.refresh_from_db(fields=["current_arm", "heartbeat"])
         attempts.requeue(run, "handed back", attempts.lost_reason(run, "was asked to stop") + "; handed back")
     else:
-        finish(run, *verdict(run, engine))
+        finish(run, *verdict(run, engine), preflight_failed=engine.stopped_in_preflight())
 
 
 def verdict(run: Run, engine: EngineProcess) -> tuple[str, str]:

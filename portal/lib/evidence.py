@@ -75,8 +75,8 @@ def _plural(n: int, word: str) -> str:
 def status_badge(status: str, counts: dict | None, invalid_arms: list[str] | None = None) -> dict | None:
     """What to say after a finished run's status: ``{"label": "with 1 invalid arm, 2 failed checks and
     1 warning", "level": "bad"|"warn"|"ok", "title"}``; None while the run has not ended or nothing
-    was judged (no arms)."""
-    if status in ("queued", "running") or not counts:
+    was judged (no arms: not "all 0 checks passed" beside a run its preflight stopped)."""
+    if status in ("queued", "running") or not counts or not any(counts.values()):
         return None
     invalid = list(invalid_arms or [])
     parts = []

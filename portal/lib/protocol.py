@@ -16,8 +16,10 @@ stdout messages, one JSON object per line, each with a "type":
                                                         early (target unreachable), else null
   capacity  {"arm", "stage", "point": {...}}            saturation search: one per stage run
                                                         (portal.lib.capacity.stage_point)
-  arm_error {"arm", "error"}                            the arm could not run, or was stopped (after its
-                                                        "arm"): the engine stops, exit code 3
+  arm_error {"arm", "error", "preflight"?, "url"?}      an arm's preflight failed (every arm is
+                                                        preflighted before the first is measured;
+                                                        "preflight": true), or an arm was stopped
+                                                        (after its "arm"): the engine stops, exit code 3
   generator {"event": "joined"|"lost", "id", "host", "at_s", ...}  distributed runs (generators != 1):
                                                         a Locust worker process joined or was lost
   done      {"status": "succeeded"|"cancelled"}

@@ -34,6 +34,9 @@ class Run(models.Model):
     config = models.JSONField(default=dict)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     error = models.TextField(blank=True)
+    # Failed in the engine's preflight of every arm (unreachable, a certificate that does not verify,
+    # an answer outside the expected set), before any load: nothing measured, not counted in quotas.
+    preflight_failed = models.BooleanField(default=False)
     cancel_requested = models.BooleanField(default=False)
     # Generator facts from the engine's hello: versions, host, CPU.
     engine = models.JSONField(default=dict, blank=True)

@@ -40,8 +40,10 @@ def limits_for(project: Project | None) -> Limits:
 
 
 def count_problems(project: Project, limits: Limits) -> list[str]:
-    """Why the project may not queue one more run now (runs in flight, runs of the last 24 hours)."""
-    runs = Run.objects.filter(project=project)
+    """Why the project may not queue one more run now (runs in flight, runs of the last 24 hours).
+    A run its preflight stopped before any load (``Run.preflight_failed``) measured nothing and is not
+    counted."""
+    runs = Run.objects.filter(project=project, preflight_failed=False)
     active = runs.filter(status__in=[Run.Status.QUEUED, Run.Status.RUNNING]).count()
     since = timezone.now() - timezone.timedelta(seconds=DAY_S)
     return check_counts(limits, active, runs.filter(created__gte=since).count(), project.name)

@@ -92,6 +92,46 @@ def test_a_signed_webhook_runs_the_scenario_and_the_signed_callback_arrives(
     assert received[-1].headers["Content-Type"] == "application/json"
 
 
+def test_a_webhook_run_against_a_self_signed_certificate_fails_before_measuring_and_the_callback_says_why(
+    owner, portal_server, hooks_worker, plain_server, tls_server, callback_receiver
+):
+    # Verify TLS on, 30 s windows: measuring the plain arm first would take half a minute.
+    scenario = starting.save_scenario(
+        personal_project(owner),
+        "strict",
+        {
+            "plain_url": plain_server.url(),
+            "tls_url": tls_server.url(),
+            "verify_tls": True,
+            **LOAD,
+            "duration_s": 30,
+        },
+    )
+    Scenario.objects.filter(pk=scenario.pk).update(callback_url=callback_receiver.url)
+    trigger, secret = services.create_trigger(scenario, owner)
+    body = json.dumps({"idempotency_key": "pipeline-self-signed"}).encode()
+    sent = time.monotonic()
+    answer = send(portal_server.url(f"/hooks/{trigger.public_id}"), body, signed(secret, body))
+    assert answer.status == 202, answer.data
+    run = Run.objects.get(code=answer.data["run_id"])
+    wait_for(lambda: Run.objects.get(pk=run.pk).is_terminal, "the run ended", hooks_worker, 30)
+    assert time.monotonic() - sent < 25
+    run.refresh_from_db()
+    assert run.status == Run.Status.FAILED and run.preflight_failed and not run.arms.exists()
+    assert "TLS certificate verification failed" in run.error
+    assert (
+        "untick Verify TLS / `--insecure` / `verify_tls: false` if the certificate is self-signed"
+        in run.error
+    )
+    assert plain_server.counters.snapshot()["requests"] == 1  # its preflight
+
+    wait_for(lambda: callback_receiver.received, "the callback", hooks_worker, 30)
+    got = callback_receiver.received[0]
+    assert webhooks.verify_tollgate([secret], got.headers, got.body, time.time()).ok
+    data = json.loads(got.body)
+    assert (data["status"], data["error"], data["costs"]) == ("failed", run.error, [])
+
+
 def shell_step() -> str:
     text = (ROOT / "docs" / "ci.md").read_text()
     found = re.search(

@@ -84,6 +84,8 @@ def test_counts_and_badges():
     clean = evidence.status_badge("succeeded", {"pass": 9, "warn": 0, "fail": 0, "skip": 2})
     assert (clean["label"], clean["level"]) == ("9 checks passed, 2 not judged", "ok")
     assert evidence.status_badge("running", counts) is None
+    # Nothing judged (a run its preflight stopped, no arm): no badge, not "all 0 checks passed".
+    assert evidence.status_badge("failed", evidence.check_counts([])) is None
     # Summaries stored before the counts were kept still give the badge, from each check's status.
     old = evidence.summary_badge("succeeded", {"validity": {"a": "pass", "b": "warn", "c": "warn"}})
     assert old["label"] == "with 2 warnings"

@@ -12,7 +12,7 @@ from portal.projects.models import personal_project
 from portal.runs import reporting, services
 from portal.runs.models import Run
 from portal.targets.models import Target
-from tests.servers import ResettingServer, answering, gzipped_pages, sized_pages
+from tests.servers import PassesPreflight, ResettingServer, answering, gzipped_pages, sized_pages
 from workers import runner
 
 # Transactional: the executor's heartbeat thread writes the run row through its own connection.
@@ -148,7 +148,9 @@ def test_an_arm_whose_attempts_mostly_failed_is_invalid_not_just_succeeded(clien
 
 
 def test_every_answer_a_431_makes_every_arm_invalid_and_no_cost_judged(owner, server_with, tls_cert):
-    plain, tls = server_with(app=answering(431)), server_with(tls=tls_cert, app=answering(431))
+    # From the first request after the preflight (a 431 in the preflight stops the run before it).
+    plain = server_with(app=PassesPreflight(answering(431)))
+    tls = server_with(tls=tls_cert, app=PassesPreflight(answering(431)))
     run, report = measure(owner, [("plain", plain.url()), ("tls", tls.url())])
     assert set(report["run"]["invalid_arms"]) == {"plain", "tls"}
     assert "status 431×" in report["arms"]["plain"]["invalid"]

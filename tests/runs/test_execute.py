@@ -54,13 +54,15 @@ def test_task_runs_three_arms_and_stores_each(owner, plain_server, tls_server):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_failing_later_arm_keeps_the_earlier_ones(owner, plain_server):
+def test_a_later_arm_that_fails_its_preflight_stops_the_run_before_the_first_arm(owner, plain_server):
+    # Every arm is preflighted before any is measured (more: tests/runs/test_preflight_live.py).
     run = new_run(owner, [("plain", plain_server.url()), ("tls", f"https://127.0.0.1:{closed_port()}/1k")])
     tasks.run_benchmark(run.pk)
     run.refresh_from_db()
-    assert run.status == Run.Status.FAILED
-    assert "Arm tls" in run.error and "connection_refused" in run.error and "Kept 1 finished arm" in run.error
-    assert [a.arm for a in run.arms.all()] == ["plain"]
+    assert run.status == Run.Status.FAILED and run.preflight_failed
+    assert run.error.startswith("Arm tls: preflight of ") and "connection_refused" in run.error
+    assert "Nothing was measured" in run.error and "Kept" not in run.error
+    assert not run.arms.exists()
 
 
 @pytest.mark.django_db(transaction=True)

@@ -18,6 +18,7 @@ from portal.targets.models import Target
 from tests.servers import (
     AuthPages,
     DriftingPages,
+    PassesPreflight,
     StallingServer,
     redirecting_pages,
     sized_pages,
@@ -146,7 +147,9 @@ def test_keepalive_warns_on_apaches_default_of_a_hundred_requests(owner, server_
 
 def test_status_codes_and_auth_fail_on_a_server_that_answers_401(owner, server_with):
     guarded = AuthPages("Basic " + base64.b64encode(b"auditor:s3cret").decode())
-    server = server_with(app=guarded)
+    # It asks for credentials once the load has started (from the first request, the preflight
+    # stops the run: tests/workers/test_preflight.py).
+    server = server_with(app=PassesPreflight(guarded))
     run, report = measure(owner, [("plain", server.url())])
     # Every answer a 401: the run measured nothing and fails saying so; the checks say why.
     assert run.status == Run.Status.FAILED
@@ -179,7 +182,7 @@ def test_preemptive_basic_auth_passes_without_a_single_401(owner, server_with):
 
 
 def test_wrong_credentials_are_reported_as_rejected(owner, server_with):
-    server = server_with(app=AuthPages("Bearer right-token"))
+    server = server_with(app=PassesPreflight(AuthPages("Bearer right-token")))
     run, report = measure(
         owner,
         [("plain", server.url())],
@@ -226,7 +229,7 @@ def test_redirect_is_resolved_once_and_the_final_url_measured(owner, server_with
 
 
 def test_an_unfollowed_redirect_fails_the_redirect_and_status_checks(owner, server_with):
-    server = server_with(app=redirecting_pages)
+    server = server_with(app=PassesPreflight(redirecting_pages))  # redirects once the load has started
     run, report = measure(owner, [("plain", server.url("/old"))], follow_redirects=False)
     found = checks(report)
     assert found["redirect"]["status"] == "fail" and found["status_codes"]["status"] == "fail"

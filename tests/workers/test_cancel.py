@@ -69,13 +69,13 @@ def test_during_a_preflight_that_waits_on_a_silent_target(plain_server):
     silent = SilentServer()
     try:
         engine = Engine(_config(("plain", plain_server.url()), ("plain_new", silent.url()), duration_s=1))
-        engine.until(lambda m: m["type"] == "arm")  # the first arm, then plain_new's preflight waits
+        engine.until(lambda m: m["type"] == "hello")  # plain's preflight, then plain_new's waits
         rest, _ = _cancel(engine, "preflight")
     finally:
         silent.stop()
-    assert list(_arms(engine.messages)) == ["plain"]  # kept; nothing measured of plain_new
-    assert _arms(engine.messages)["plain"]["complete"] is True
-    assert not [m for m in rest if m["type"] in ("arm", "arm_error")]
+    # Every arm is preflighted before the first is measured: nothing of plain either.
+    assert plain_server.counters.snapshot()["requests"] == 1
+    assert not [m for m in engine.messages if m["type"] in ("arm", "arm_error", "progress")]
 
 
 def test_during_the_tls_facts_of_a_target_that_stalls_handshakes(tls_cert):
@@ -94,12 +94,12 @@ def test_during_the_matrix_probing(tls_server, tls_cert):
     try:
         config = _config(("tls", tls_server.url()), ("tls_new", stalling.url()), duration_s=1)
         engine = Engine({**config, "tls_matrix": ["group"]})
-        engine.until(lambda m: m["type"] == "arm")
         _held(stalling, 2)  # tls_new's preflight, then the first variant's probing handshake
         rest, _ = _cancel(engine, "matrix probing", wait_s=0.3)
     finally:
         stalling.stop()
-    assert list(_arms(engine.messages)) == ["tls"]
+    # The matrix is probed with the preflight of every arm, before the first is measured.
+    assert not _arms(engine.messages)
     assert not [m for m in engine.messages if m["type"] == "matrix"]
 
 

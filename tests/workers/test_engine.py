@@ -11,7 +11,7 @@ import time
 from hdrh.histogram import HdrHistogram
 
 from tests.conftest import ROOT
-from tests.servers import LocalServer, Paced, closed_port
+from tests.servers import LocalServer, Paced, PassesPreflight, closed_port
 
 
 def config(
@@ -128,9 +128,11 @@ def test_series_points_carry_ttfb_percentiles_of_the_same_second(engine):
 
 
 def test_unexpected_status_counts_as_failure(engine):
-    server = LocalServer(app=lambda request: (503, {"Content-Type": "text/plain"}, b"busy")).start()
+    # The preflight's answer is a page: the 503s start with the load.
+    busy = PassesPreflight(lambda request: (503, {"Content-Type": "text/plain"}, b"busy"))
+    server = LocalServer(app=busy).start()
     try:
-        messages, code, stderr = engine(config(("plain", server.url("/x"))))
+        messages, code, stderr = engine(config(("plain", server.url("/1k"))))
     finally:
         server.stop()
     assert code == 0, stderr
@@ -140,13 +142,23 @@ def test_unexpected_status_counts_as_failure(engine):
     assert result["status_codes"] == {"503": result["requests"]}
 
 
-def test_an_unreachable_arm_stops_the_engine_and_keeps_earlier_arms(engine, plain_server):
+def test_an_unreachable_arm_stops_the_engine_before_any_arm_is_measured(engine, plain_server):
     dead = f"https://127.0.0.1:{closed_port()}/1k"
     messages, code, stderr = engine(config(("plain", plain_server.url()), ("tls", dead)))
     assert code == 3, stderr
-    assert list(arm_results(messages)) == ["plain"]
+    assert not arm_results(messages)
+    assert plain_server.counters.snapshot()["requests"] == 1  # plain's preflight, no warm-up
     errors = [m for m in messages if m["type"] == "arm_error"]
-    assert errors[0]["arm"] == "tls" and "connection_refused" in errors[0]["error"]
+    assert errors == [
+        {
+            "type": "arm_error",
+            "arm": "tls",
+            "error": errors[0]["error"],
+            "preflight": True,
+            "url": dead,
+        }
+    ]
+    assert errors[0]["error"].startswith(f"preflight of {dead} failed: target unreachable (connection_ref")
 
 
 def test_sigterm_cuts_the_arm_short_and_keeps_it(plain_server):

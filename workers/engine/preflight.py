@@ -1,9 +1,16 @@
 """The preflight of an arm, before anything is measured: where to connect, which request targets to
 send (redirects resolved), and the TLS facts of the first TLS arm. Imported inside the engine
-subprocess (``workers.engine.swarm``) and by the Locust workers of a distributed run."""
+subprocess (``workers.engine.swarm``, which preflights every arm before it measures the first) and by
+the Locust workers of a distributed run.
+
+An arm whose preflight fails stops the run before its first measured second (``PreflightFailed``):
+its target is unreachable, its certificate does not verify, or it answers a status outside the
+expected set (shown with the first bytes of the body), so no arm spends its window on a run that
+cannot succeed."""
 
 from __future__ import annotations
 
+import json
 import ssl
 from dataclasses import dataclass
 from urllib.parse import urljoin
@@ -11,16 +18,38 @@ from urllib.parse import urljoin
 from portal.lib.protocol import ArmSpec, EngineConfig
 from workers.engine.client import (
     ARM_POLICIES,
+    MAX_HEAD_BYTES,
     Endpoint,
+    Sample,
     TimedClient,
     make_ssl_context,
     origin_of,
     split_target,
 )
+from workers.engine.http1 import parse_head
 from workers.engine.tlsinfo import probe_tls
 
 MAX_REDIRECTS = 5
 REDIRECT_STATUSES = (301, 302, 303, 307, 308)
+# An answer outside the expected set shows this much of its body (escaped), so the reason says what
+# the server said ("not found", a login page, a proxy's error).
+BODY_SHOWN_BYTES = 200
+BODY_KEPT_BYTES = 1024  # more than is shown: credentials the body echoes are blanked before the cut
+KEPT_BYTES = MAX_HEAD_BYTES + BODY_KEPT_BYTES  # of an answer as received: its head, then its body
+INSECURE_HINT = (
+    "untick Verify TLS / `--insecure` / `verify_tls: false` if the certificate is self-signed on purpose"
+)
+UNREACHABLE = ("connection_refused", "connection_reset", "timeout", "os_error")
+AUTH_HEADERS = {401: "authorization", 407: "proxy-authorization"}  # the header each status asks for
+
+
+class PreflightFailed(Exception):
+    """Why an arm cannot be measured (``url``: the URL requested): the run stops before anything is
+    measured."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        super().__init__(reason)
+        self.url = url
 
 
 @dataclass
@@ -34,10 +63,75 @@ class Prepared:
     origin: str
 
 
+class _Keeping:
+    """A preflight connection's socket (plain, TLS or the engine's cooperative one), keeping the first
+    bytes each ``recv`` returns in ``kept``; everything else is the socket's own."""
+
+    def __init__(self, sock, kept: bytearray) -> None:
+        self._sock = sock
+        self._kept = kept
+
+    def recv(self, size: int) -> bytes:
+        data = self._sock.recv(size)
+        room = KEPT_BYTES - len(self._kept)
+        if room > 0:
+            self._kept += data[:room]
+        return data
+
+    def __getattr__(self, name: str):
+        return getattr(self._sock, name)
+
+
+class PeekingClient(TimedClient):
+    """The arm's own client (its connection policy, headers and TLS settings) that also keeps what
+    its last answer said, so a preflight can show the start of an unexpected answer's body. Only
+    the preflight uses it: the measured requests never keep a byte."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.received = bytearray()
+
+    def _open(self, sample: Sample) -> None:
+        super()._open(sample)
+        self.sock = _Keeping(self.sock, self.received)
+
+    def request(self, url: str, path: str, method: str = "GET") -> Sample:
+        self.received.clear()
+        return super().request(url, path, method)
+
+    def body_head(self) -> bytes:
+        """The first bytes of the last answer's body (its chunks' data, for a chunked one)."""
+        raw = bytes(self.received)
+        end = raw.find(b"\r\n\r\n")
+        if end < 0:
+            return b""
+        _, _, headers = parse_head(raw[:end].decode("latin-1"))
+        body = raw[end + 4 :]
+        if "chunked" in headers.get("transfer-encoding", "").lower():
+            body = dechunked(body)
+        return body[:BODY_KEPT_BYTES]
+
+
+def dechunked(raw: bytes) -> bytes:
+    """The data of a chunked body's chunks, as far as ``raw`` goes."""
+    data, pos = bytearray(), 0
+    while (line_end := raw.find(b"\r\n", pos)) >= 0:
+        try:
+            size = int(raw[pos:line_end].split(b";", 1)[0].strip(), 16)
+        except ValueError:
+            break
+        if size == 0:
+            break
+        data += raw[line_end + 2 : line_end + 2 + size]
+        pos = line_end + 2 + size + 2
+    return bytes(data)
+
+
 def preflight(config: EngineConfig, arm: ArmSpec, headers: dict[str, str]) -> Prepared:
     """Resolve the host, resolve redirects and make one request per target, before measuring.
 
-    An unreachable arm fails loudly here instead of becoming noise. A redirect is followed once
+    An unreachable arm, a certificate that does not verify and an answer outside the expected set
+    fail loudly here (``PreflightFailed``) instead of becoming noise. A redirect is followed once
     (when allowed) and the final URL is measured; one that leaves the arm's origin fails the arm,
     because the arm would then measure another scheme, host or port.
     """
@@ -49,31 +143,91 @@ def preflight(config: EngineConfig, arm: ArmSpec, headers: dict[str, str]) -> Pr
     origin = origin_of(arm.url)
     targets: list[dict] = []
     redirects: list[dict] = []
-    client = TimedClient(endpoint, policy, context, timeout_s=config.timeout_s, headers=headers)
+    client = PeekingClient(endpoint, policy, context, timeout_s=config.timeout_s, headers=headers)
     try:
         for path, weight in wanted:
             current = path
             for _hop in range(MAX_REDIRECTS + 1):
                 sample = client.request(current, current)
                 if sample.error:
-                    raise ConnectionError(f"{sample.error}: {sample.error_detail}")
+                    raise PreflightFailed(origin + current, transport_failure(sample))
                 location = sample.location
                 if not (config.follow_redirects and sample.status in REDIRECT_STATUSES and location):
                     break
                 absolute = urljoin(origin + current, location)
                 if origin_of(absolute) != origin:
-                    raise ConnectionError(
-                        f"{origin + current} redirects ({sample.status}) to {absolute}, which leaves the "
-                        f"arm's origin {origin}; measure the final URL directly"
+                    raise PreflightFailed(
+                        origin + current,
+                        f"it redirects ({sample.status}) to {absolute}, which leaves the arm's origin "
+                        f"{origin}; measure the final URL directly",
                     )
                 redirects.append({"from": origin + current, "to": absolute, "status": sample.status})
                 current = split_target(absolute)
             else:
-                raise ConnectionError(f"more than {MAX_REDIRECTS} redirects from {origin + path}")
+                raise PreflightFailed(origin + path, f"more than {MAX_REDIRECTS} redirects")
+            if not expected(config.expected_status, sample.status):
+                answer = unexpected_answer(sample, client.body_head(), config, headers)
+                raise PreflightFailed(origin + current, answer)
             targets.append({"path": current, "weight": weight, "requested": path})
     finally:
         client.close()
     return Prepared(endpoint, context, targets, redirects, origin)
+
+
+def expected(codes: list[int], status: int | None) -> bool:
+    """Whether ``status`` is in the expected set (``EngineConfig.expected_status``; empty: any 2xx)."""
+    if status is None:
+        return False
+    return status in codes if codes else 200 <= status < 300
+
+
+def transport_failure(sample: Sample) -> str:
+    """Why a preflight request got no answer, worded for the person who can fix it."""
+    detail = f"{sample.error}: {sample.error_detail}"
+    if sample.error == "tls_error" and "CERTIFICATE_VERIFY_FAILED" in (sample.error_detail or ""):
+        return f"TLS certificate verification failed ({detail}); {INSECURE_HINT}"
+    if sample.error == "tls_error":
+        return f"TLS handshake failed ({detail})"
+    if sample.error in UNREACHABLE:
+        return f"target unreachable ({detail})"
+    return f"no HTTP answer ({detail})"
+
+
+def unexpected_answer(sample: Sample, body_head: bytes, config: EngineConfig, sent: dict[str, str]) -> str:
+    """The first answer outside the expected set: its status, where a redirect not followed points or
+    whether credentials were sent, and the start of its body. ``sent``: the headers the arm sends."""
+    codes = config.expected_status
+    label = ", ".join(str(code) for code in codes) if codes else "2xx"
+    note = ""
+    if sample.status in REDIRECT_STATUSES and sample.location and not config.follow_redirects:
+        note = f" (a redirect to {json.dumps(sample.location[:BODY_SHOWN_BYTES])}, not followed)"
+    elif sample.status in AUTH_HEADERS:
+        note = auth_note(AUTH_HEADERS[sample.status], sent, config.headers)
+    body = shown_body(sample.body_bytes, body_head, config.headers.values())
+    return f"it answered {sample.status}{note}, outside the expected set ({label}); {body}"
+
+
+def auth_note(header: str, sent: dict[str, str], configured: dict[str, str]) -> str:
+    if any(name.lower() == header for name in sent):
+        return " (the credentials sent were rejected)"
+    if any(name.lower() == header for name in configured):
+        return " (it asks for credentials: the run sends them over plain HTTP only when allowed)"
+    return " (it asks for credentials; none are configured)"
+
+
+def shown_body(size: int, head: bytes, secrets) -> str:
+    """The body's first ``BODY_SHOWN_BYTES`` characters, escaped (JSON string rules, ASCII only: no
+    control or direction characters reach a page or a log), credentials the run sends blanked."""
+    if not size:
+        return "empty body"
+    text = head.decode("utf-8", "replace")
+    # "Basic dXNlcjpw…": the whole value, then the token alone.
+    blanked = {part for value in secrets for part in (value, value.partition(" ")[2]) if len(part) >= 4}
+    for secret in sorted(blanked, key=len, reverse=True):
+        text = text.replace(secret, "[credentials]")
+    if size > len(head) or len(text) > BODY_SHOWN_BYTES:
+        return f"body ({size:,} bytes) begins {json.dumps(text[:BODY_SHOWN_BYTES])}…"
+    return f"body ({size:,} bytes): {json.dumps(text)}"
 
 
 def tls_facts(config: EngineConfig, prepared: Prepared) -> dict:

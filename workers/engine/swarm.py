@@ -26,7 +26,7 @@ from workers.engine import saturation
 from workers.engine.client import ARM_POLICIES, TimedClient
 from workers.engine.distributed_arm import DistributedArm, Fleet
 from workers.engine.facts import engine_facts
-from workers.engine.preflight import Prepared, preflight, tls_facts
+from workers.engine.preflight import PreflightFailed, Prepared, preflight, tls_facts
 from workers.engine.recorder import ArmRecorder, CpuMeter
 from workers.engine.unreachable import TargetUnreachable, Watch
 from workers.engine.users import arm_user_class
@@ -120,28 +120,27 @@ class Swarm:
     def run(self) -> int:
         cfg = self.config
         prepared: dict[str, Prepared] = {}
-        order = list(cfg.arms)  # the TLS matrix's sub-arms join it after tls_new's preflight
+        order = list(cfg.arms)  # the TLS matrix's sub-arms join it after tls_new (``_prepare_all``)
         self.arms_total = cfg.arm_count() * cfg.rounds + cfg.stage_count()
+        try:
+            with self.interruptible():
+                failed = self._prepare_all(prepared, order)
+        except Cancelled:
+            failed = None
+        if failed and not self.cancelled:  # before the first measured second: nothing was measured
+            arm, error = failed
+            emit(self.out, "arm_error", arm=arm.name, error=error, preflight=True, url=arm.url)
+            return EXIT_ARM_ERROR
         position = 0
         for round_index in range(cfg.rounds):
             # Interleaved order: A B C A B C …, so slow drift of the target hits every arm alike.
-            index = 0
-            while index < len(order) and not self.cancelled:
-                arm = order[index]
-                if arm.name not in prepared:
-                    try:
-                        with self.interruptible():
-                            error = self._prepare(arm, prepared, order, index)
-                    except Cancelled:
-                        break
-                    if error:
-                        emit(self.out, "arm_error", arm=arm.name, error=error)
-                        return EXIT_ARM_ERROR
+            for arm in order:
+                if self.cancelled:
+                    break
                 ready = prepared[arm.name]
                 if f"{arm.name}#{round_index}" in cfg.skip:  # measured by an earlier attempt
                     self.elapsed_before_arm += cfg.warmup_s + cfg.duration_s
                     position += 1
-                    index += 1
                     continue
                 result = self.run_arm(position, arm, ready)
                 emit(
@@ -160,7 +159,6 @@ class Swarm:
                     return EXIT_ARM_ERROR
                 self.elapsed_before_arm += cfg.warmup_s + cfg.duration_s
                 position += 1
-                index += 1
         if cfg.saturation and not self.cancelled:  # after the arms (workers/engine/saturation.py)
             try:
                 saturation.search_all(self, prepared, position, Load)
@@ -170,18 +168,30 @@ class Swarm:
         emit(self.out, "done", status="cancelled" if self.cancelled else "succeeded")
         return EXIT_OK
 
-    def _prepare(self, arm: ArmSpec, prepared: dict[str, Prepared], order: list[ArmSpec], index: int) -> str:
-        """The arm's preflight (then the TLS facts, the matrix's sub-arms); the error, or ""."""
-        try:
-            prepared[arm.name] = self.preflight(arm)
-        except Exception as exc:  # noqa: BLE001 - reported to the task, which fails the run
-            return f"preflight of {arm.url} failed: {exc}"
-        if prepared[arm.name].endpoint.tls and not self.tls_facts_sent:
-            self.tls_facts_sent = True
-            self._tls_facts(arm, prepared[arm.name])
-        if self.config.tls_matrix and arm.name in MATRIX_ARMS:
-            order[index + 1 : index + 1] = self._expand(arm, prepared)
-        return ""
+    def _prepare_all(self, prepared: dict[str, Prepared], order: list[ArmSpec]) -> tuple[ArmSpec, str] | None:
+        """Every arm's preflight before any arm is measured (a certificate that does not verify, a
+        404 or a closed port on the last arm stops the run before the first spends its window), then
+        the TLS facts of the first TLS arm and the matrix's sub-arms (inserted in ``order`` after
+        their arm). The arm that failed and why, or None."""
+        for arm in list(order):
+            if self.cancelled:
+                return None
+            try:
+                prepared[arm.name] = self.preflight(arm)
+            except PreflightFailed as exc:
+                return arm, f"preflight of {exc.url} failed: {exc}"
+            except Exception as exc:  # noqa: BLE001 - reported to the task, which fails the run
+                return arm, f"preflight of {arm.url} failed: {exc}"
+        for arm in list(order):
+            if self.cancelled:
+                return None
+            if prepared[arm.name].endpoint.tls and not self.tls_facts_sent:
+                self.tls_facts_sent = True
+                self._tls_facts(arm, prepared[arm.name])
+            if self.config.tls_matrix and arm.name in MATRIX_ARMS:
+                index = order.index(arm)
+                order[index + 1 : index + 1] = self._expand(arm, prepared)
+        return None
 
     def _expand(self, arm: ArmSpec, prepared: dict[str, Prepared]) -> list[ArmSpec]:
         """Probe the TLS matrix's variants of ``arm`` (one handshake each, before any window) and

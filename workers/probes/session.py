@@ -30,7 +30,8 @@ OPENSSL_SIGS = ["rsa2048", "rsa3072", "rsa4096", "ecdsap256", "ed25519"]
 OPENSSL_EVP = ["aes-128-gcm", "aes-256-gcm", "chacha20-poly1305"]
 # How long an arm's end waits for the sample that brackets its window (the sampler ticks each second).
 ARM_SAMPLE_WAIT_S = 3.0
-# The one-shot probes after the load (option → its name), skipped when the run was cancelled.
+# The one-shot probes after the load (option → its name), skipped when the run was cancelled or its
+# preflight stopped it (nothing was measured).
 ONE_SHOTS = {
     "openssl_speed": "openssl speed",
     "cryptsetup": "cryptsetup benchmark",
@@ -126,9 +127,10 @@ class ProbeSession:
             self._attribute(name, sampler, arm)
         self.attributed.add(arm.pk)
 
-    def finish(self, one_shots: bool = True) -> dict:
+    def finish(self, one_shots: bool = True, not_run: str = "") -> dict:
         """Stop sampling, attribute CPU to arms not yet attributed, run the one-shot probes (not when
-        the run is handed back: the worker has seconds to let go), store it all."""
+        the run is handed back: the worker has seconds to let go; nor, saying ``not_run``, when the
+        run ended before any load), store it all."""
         for name, sampler in self.samplers():
             pending = list(ArmResult.objects.filter(run=self.run).exclude(pk__in=self.attributed))
             last_end = max((arm.window_ended for arm in pending if arm.window_ended), default=None)
@@ -143,6 +145,8 @@ class ProbeSession:
         skipped = ", ".join(label for name, label in ONE_SHOTS.items() if self.options.get(name))
         if skipped and self._cancelled():  # they take half a minute: a cancel ends the run in seconds
             self.errors.append(f"{skipped}: not run, the run was cancelled")
+        elif skipped and not_run:
+            self.errors.append(f"{skipped}: not run, {not_run}")
         elif one_shots:  # a hand-back leaves them to the attempt that finishes the run
             if self.ssh is not None and self.options.get("openssl_speed"):
                 steps.append(("openssl speed", self._openssl_speed))

@@ -273,6 +273,8 @@ class Command(BaseCommand):
         badge = evidence.status_badge(run.status, report["run"].get("checks"), list(invalid))
         said = evidence.status_text(run.status, run.error, badge)
         self.stderr.write(f"run {run.code} {said} in {time.monotonic() - started:.1f} s")
+        if run.status != Run.Status.SUCCEEDED:  # the whole reason, right after the status line
+            self.stderr.write(f"error: {run.error}")
         for name, why in invalid.items():
             self.stderr.write(f"arm {name} is invalid: {why}")
         verdicts = report.get("budgets") or {}
@@ -282,7 +284,6 @@ class Command(BaseCommand):
             ]
             self.stderr.write(f"budgets {verdicts['status']}" + (f": {', '.join(unmet)}" if unmet else ""))
         if run.status != Run.Status.SUCCEEDED:
-            self.stderr.write(f"error: {run.error}")
             sys.exit(EXIT_RUN_FAILED)
         if verdicts.get("status") == budgetlib.FAIL:
             sys.exit(EXIT_BUDGET_FAILED)

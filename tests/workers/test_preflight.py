@@ -1,0 +1,181 @@
+"""The engine preflights every arm before it measures the first (issue 22): a certificate that does
+not verify, an answer outside the expected set or a closed port on any arm stops the run before the
+first warm-up, with a reason that says what to change. Real engine subprocess, real local servers;
+each window is long (30 s), so only the preflight can end these runs in seconds."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from portal.lib.protocol import ArmSpec, EngineConfig, PathSpec
+from tests.servers import AuthPages, LocalServer, closed_port, redirecting_pages
+from workers.engine.preflight import BODY_SHOWN_BYTES, INSECURE_HINT, PreflightFailed, preflight
+
+LONG_WINDOW_S = 30.0
+# Engine start-up (Locust's import) and one request per arm, on a loaded machine: far below a window.
+STOPPED_WITHIN_S = 15.0
+
+
+def _config(*arms: tuple[str, str], **more) -> dict:
+    return {
+        "arms": [{"name": name, "url": url} for name, url in arms],
+        "users": 2,
+        "spawn_rate": 100,
+        "warmup_s": 1.0,
+        "duration_s": LONG_WINDOW_S,
+        "arrival_rate": 50,
+        "verify_tls": False,
+        **more,
+    }
+
+
+def _stopped(engine, config: dict) -> tuple[dict, list[dict]]:
+    """Run the engine; it must stop in its preflight: exit 3, no arm, no second of load."""
+    started = time.monotonic()
+    messages, code, stderr = engine(config)
+    elapsed = time.monotonic() - started
+    assert code == 3, stderr
+    assert elapsed < STOPPED_WITHIN_S, elapsed
+    assert not [m for m in messages if m["type"] in ("arm", "progress", "capacity", "generator", "done")]
+    errors = [m for m in messages if m["type"] == "arm_error"]
+    assert len(errors) == 1 and errors[0]["preflight"] is True, errors
+    return errors[0], messages
+
+
+def test_a_self_signed_certificate_stops_the_run_before_the_plain_arm_is_measured(
+    engine, plain_server, tls_server
+):
+    arms = (("plain", plain_server.url()), ("tls", tls_server.url()), ("tls_new", tls_server.url()))
+    error, messages = _stopped(engine, _config(*arms, verify_tls=True))
+    assert error["arm"] == "tls"
+    assert error["error"].startswith(f"preflight of {tls_server.url()} failed: TLS certificate verification ")
+    assert "CERTIFICATE_VERIFY_FAILED" in error["error"] and error["error"].endswith(INSECURE_HINT)
+    assert "untick Verify TLS / `--insecure` / `verify_tls: false`" in INSECURE_HINT
+    # Counted by the servers: plain got its one preflight request and nothing more; the TLS server
+    # never completed a handshake (no TLS facts, no matrix, no warm-up).
+    assert plain_server.counters.snapshot()["requests"] == 1
+    assert tls_server.counters.snapshot()["handshakes"] == 0
+    assert not [m for m in messages if m["type"] == "tls_info"]
+
+
+def test_a_closed_tls_port_stops_the_run_before_the_plain_arm_is_measured(engine, plain_server):
+    dead = f"https://127.0.0.1:{closed_port()}/1k"
+    error, _ = _stopped(engine, _config(("plain", plain_server.url()), ("tls", dead)))
+    assert error["arm"] == "tls" and error["url"] == dead
+    assert error["error"].startswith(f"preflight of {dead} failed: target unreachable (connection_refused: ")
+    assert plain_server.counters.snapshot()["requests"] == 1
+
+
+def test_an_answer_outside_the_expected_set_shows_its_status_and_first_body_bytes_escaped(engine):
+    token = "s3cret-t0ken-value"
+    # Quotes, a line break, a right-to-left override and an echo of the credentials, then far more
+    # than is shown.
+    body = f'<h1>Not "here"</h1>\r\n\u202e{token} and Bearer {token}.'.encode() + b"x" * 5000
+
+    def refusing(request):
+        if request.path == "/1k":
+            return 200, {"Content-Type": "text/html"}, b"page"
+        return 404, {"Content-Type": "text/html"}, body
+
+    server = LocalServer(app=refusing).start()
+    try:
+        config = _config(
+            ("plain", server.url()),
+            ("plain_new", server.url("/missing")),
+            headers={"Authorization": f"Bearer {token}"},
+            headers_over_http=True,
+        )
+        error, _ = _stopped(engine, config)
+    finally:
+        server.stop()
+    reason = error["error"]
+    assert error["arm"] == "plain_new"
+    assert reason.startswith(
+        f"preflight of {server.url('/missing')} failed: it answered 404, outside the expected set (2xx); "
+        f'body ({len(body):,} bytes) begins "<h1>Not \\"here\\"</h1>\\r\\n\\u202e[credentials] and '
+        "[credentials].xxx"
+    )
+    assert token not in reason and "\u202e" not in reason and "\n" not in reason
+    shown = json.loads(reason[reason.index(" begins ") + 8 : -1])
+    assert len(shown) == BODY_SHOWN_BYTES and reason.endswith('xxx"…')
+
+
+@pytest.mark.parametrize("arm", ["plain", "plain_new"])
+def test_a_chunked_answer_shows_its_data_not_its_framing(arm):
+    """``preflight`` itself on this thread (no engine): keep-alive and new-connection policies."""
+
+    def chunked(request):
+        if request.path == "/1k":
+            return 200, {"Content-Type": "text/html"}, b"page"
+        body = b"5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\n\r\n"
+        return 503, {"Transfer-Encoding": "chunked"}, body
+
+    server = LocalServer(app=chunked).start()
+    paths = [PathSpec("/1k"), PathSpec("/busy")]  # the second answer, on a kept-alive connection for plain
+    config = EngineConfig(arms=[ArmSpec(arm, server.url())], paths=paths, timeout_s=5)
+    try:
+        with pytest.raises(PreflightFailed) as failed:
+            preflight(config, config.arms[0], {})
+    finally:
+        server.stop()
+    assert failed.value.url == server.url("/busy")
+    assert (
+        str(failed.value) == 'it answered 503, outside the expected set (2xx); body (11 bytes): "hello world"'
+    )
+
+
+def test_credentials_that_are_missing_or_rejected_are_named(engine):
+    server = LocalServer(app=AuthPages("Bearer right-token")).start()
+    try:
+        missing, _ = _stopped(engine, _config(("plain", server.url())))
+        rejected, _ = _stopped(
+            engine,
+            _config(
+                ("plain", server.url()), headers={"Authorization": "Bearer wrong"}, headers_over_http=True
+            ),
+        )
+    finally:
+        server.stop()
+    none = "it answered 401 (it asks for credentials; none are configured), outside the expected set"
+    assert none in missing["error"]
+    assert "it answered 401 (the credentials sent were rejected), outside" in rejected["error"]
+    assert rejected["error"].endswith('body (2 bytes): "no"')
+
+
+def test_a_path_of_a_mixed_path_run_that_is_missing_stops_the_run(engine, plain_server):
+    paths = [{"path": "/1k", "weight": 3}, {"path": "/nowhere?q=1", "weight": 1}]
+    error, _ = _stopped(engine, _config(("plain", plain_server.url()), paths=paths))
+    assert error["error"] == (
+        f"preflight of {plain_server.url('/nowhere?q=1')} failed: it answered 404, outside the expected "
+        'set (2xx); body (9 bytes): "not found"'
+    )
+    assert plain_server.counters.snapshot()["requests"] == 2  # one per path
+
+
+def test_a_redirect_not_followed_says_where_it_points(engine):
+    server = LocalServer(app=redirecting_pages).start()
+    try:
+        error, _ = _stopped(engine, _config(("plain", server.url("/old")), follow_redirects=False))
+    finally:
+        server.stop()
+    said = 'answered 301 (a redirect to "/1k", not followed), outside the expected set (2xx); empty body'
+    assert said in error["error"]
+
+
+def test_an_expected_status_passes_the_preflight_and_is_measured(engine, plain_server):
+    config = _config(("plain", plain_server.url("/gone")), expected_status=[404], duration_s=0.5)
+    config["warmup_s"] = 0.2
+    messages, code, stderr = engine(config)
+    assert code == 0, stderr
+    arm = next(m for m in messages if m["type"] == "arm")
+    assert set(arm["result"]["status_codes"]) == {"404"} and arm["result"]["failures"] == 0
+
+
+def test_a_distributed_run_stops_in_the_preflight_before_its_workers_start(engine, plain_server):
+    dead = f"https://127.0.0.1:{closed_port()}/1k"
+    error, _ = _stopped(engine, _config(("plain", plain_server.url()), ("tls", dead), generators=2))
+    assert error["arm"] == "tls" and "connection_refused" in error["error"]
+    assert plain_server.counters.snapshot()["requests"] == 1
