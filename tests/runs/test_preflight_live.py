@@ -157,7 +157,8 @@ def test_the_cli_exits_1_with_the_reason_on_stderr(owner, plain_server, tls_serv
     assert run.preflight_failed and not run.arms.exists()
     said = err.getvalue().splitlines()
     # Why it failed comes right after the status, before anything else.
-    status = next(i for i, line in enumerate(said) if line.startswith(f"run {run.code} failed: Arm tls: "))
+    first = f"run {run.code} failed: arm tls: preflight"
+    status = next(i for i, line in enumerate(said) if line.startswith(first))
     assert said[status + 1].startswith(f"error: Arm tls: preflight of {tls_server.url()} failed: TLS cert")
     assert said[status + 1] == f"error: {run.error}" and "--insecure" in run.error
     assert not [line for line in said if "checks" in line]
