@@ -7,6 +7,7 @@ import json
 from django import template
 
 from portal.lib import metrics, verdicts
+from portal.targets import naming
 
 register = template.Library()
 
@@ -90,6 +91,13 @@ def verdict_words(cost: dict) -> dict:
     """How a cost's verdict reads and is coloured, with its direction (``verdicts.verdict_words``):
     templates/runs/_verdict.html."""
     return verdicts.verdict_words(cost)
+
+
+@register.filter
+def run_title(run, label: str | None = None) -> str:
+    """``{{ run|run_title:target_label }}``: the run's target label, with its paths when it was given
+    its own (``portal.targets.naming.run_title``)."""
+    return naming.run_title(run, label)
 
 
 @register.filter
