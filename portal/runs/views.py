@@ -87,6 +87,9 @@ def runs_list(request: HttpRequest) -> HttpResponse:
         "errors": errors,
         "query": query.urlencode(),
         "cost_labels": COST_LABELS,
+        # One column per cost: a new TLS connection (tls_new − plain) is not the handshake alone
+        # (tls_new − plain_new).
+        "list_costs": LIST_COSTS,
         "target_labels": labels_of(targets),
     }
     return render(request, "runs/list.html", ctx)
@@ -238,6 +241,7 @@ def _default_initial() -> dict:
 
 MAX_COMPARE = 10
 COST_LABELS = pages.COST_LABELS
+LIST_COSTS = ("keepalive_tls", "new_connection_tls", "handshake")
 
 
 @login_required

@@ -1,13 +1,19 @@
 """Pages a person can use, in Chromium: a refused form says so where the eye is (a summary at the
-top, focused, each error a link to its field). Screenshots go to tests/artifacts/."""
+top, focused, each error a link to its field), the runs list fits a 1280-pixel screen with one
+column per cost. Screenshots go to tests/artifacts/."""
 
 from __future__ import annotations
 
-import pytest
+from datetime import timedelta
 
+import pytest
+from django.utils import timezone
+
+from portal.runs.models import Run
 from tests.e2e.conftest import ARTIFACTS
 from tests.e2e.test_csp import WATCH
 from tests.e2e.test_report_pages import login
+from tests.runs.factories import make_run
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -52,3 +58,53 @@ def test_a_form_error_below_the_fold_is_summarised_at_the_top_and_focused(
     assert page.evaluate("document.getElementById('capacity').open")
     assert page.evaluate("document.activeElement.id") == "id_saturation_stage_s"
     assert page.evaluate("window.__csp || []") == [] and page.console_errors == []
+
+
+FIVE = {
+    "plain": [300 + i % 50 for i in range(300)],
+    "tls": [380 + i % 60 for i in range(300)],
+    "plain_new": [900 + i % 100 for i in range(300)],
+    "tls_new": [4000 + i % 400 for i in range(300)],
+    "tls_resumed": [1500 + i % 200 for i in range(300)],
+}
+THREE = {name: FIVE[name] for name in ("plain", "tls", "tls_new")}
+MIXED = [{"path": p, "weight": 1} for p in ("/1k", "/2k", "/4k", "/logo.png")]
+
+
+def test_the_runs_list_fits_1280_pixels_with_one_column_per_cost(page, live_server, django_user_model):
+    user = login(page, live_server, django_user_model)
+    names = ("checkout-api.internal.example.com:8443/api/v2/cart", "shop", "images.cdn.example.org/logo.png")
+    now = timezone.now()
+    for i in range(25):  # a full page of the list
+        status = Run.Status.FAILED if i % 7 == 3 else Run.Status.SUCCEEDED
+        arms = FIVE if i % 2 else THREE
+        run = make_run(
+            user,
+            arms=arms,
+            seconds=5,
+            summarize=True,
+            status=status,
+            target_name=names[i % 3],
+            created=now - timedelta(hours=i),
+        )
+        if i % 3 == 1:
+            Run.objects.filter(pk=run.pk).update(config={**run.config, "paths": MIXED})
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(f"{live_server.url}/runs/")
+    assert page.locator("#runs-table tbody tr").count() == 25
+    page.screenshot(path=str(ARTIFACTS / "runs-list.png"), full_page=True)
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+    wrap = page.evaluate("(w => [w.scrollWidth, w.clientWidth])(document.querySelector('.table-wrap'))")
+    assert wrap[0] <= wrap[1], wrap  # no scrolling inside the table's box either
+    heads = page.locator("#runs-table thead th").all_inner_texts()
+    assert [h.split("\n")[0] for h in heads[5:8]] == ["Keep-alive TLS", "New TLS connection", "Handshake"]
+    # Two costs, two columns: a run with plain_new has both; one without has the handshake unmeasured.
+    five = page.locator("#runs-table tbody tr").nth(1)
+    # tls_new − plain (4150 − 325 µs) and tls_new − plain_new (4150 − 950 µs): medians of the arms above.
+    assert five.locator("td[data-cost=new_connection_tls]").inner_text().startswith("+3.8")
+    assert five.locator("td[data-cost=handshake]").inner_text().startswith("+3.20 ms")
+    three = page.locator("#runs-table tbody tr").nth(0)
+    assert three.locator("td[data-cost=handshake]").inner_text() == "—"
+    # A mixed-path run is titled by its paths.
+    assert "shop · /1k, /2k, /4k, /logo.png" in page.locator("#runs-table tbody tr").nth(1).inner_text()
+    assert page.console_errors == []

@@ -101,13 +101,6 @@ def run_title(run, label: str | None = None) -> str:
 
 
 @register.filter
-def first_cost(costs, names: str):
-    """The first of the space-separated cost ``names`` present in a list of costs, or None."""
-    by_name = {c.get("name"): c for c in costs or []}
-    return next((by_name[name] for name in names.split() if name in by_name), None)
-
-
-@register.filter
 def ms3(value_us) -> str:
     """ms with µs precision."""
     if value_us is None or value_us == "":
