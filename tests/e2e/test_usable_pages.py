@@ -1,6 +1,7 @@
 """Pages a person can use, in Chromium: a refused form says so where the eye is (a summary at the
 top, focused, each error a link to its field), the runs list fits a 1280-pixel screen with one
-column per cost. Screenshots go to tests/artifacts/."""
+column per cost, the trend's interval band is a tint, not a block. Screenshots go to
+tests/artifacts/."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from portal.runs.models import Run
 from tests.e2e.conftest import ARTIFACTS
 from tests.e2e.test_csp import WATCH
 from tests.e2e.test_report_pages import login
+from tests.e2e.test_run_flow import CANVAS_INK
 from tests.runs.factories import make_run
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -107,4 +109,61 @@ def test_the_runs_list_fits_1280_pixels_with_one_column_per_cost(page, live_serv
     assert three.locator("td[data-cost=handshake]").inner_text() == "—"
     # A mixed-path run is titled by its paths.
     assert "shop · /1k, /2k, /4k, /logo.png" in page.locator("#runs-table tbody tr").nth(1).inner_text()
+    assert page.console_errors == []
+
+
+BAND = """() => {
+  const chart = Chart.getChart('chart-trend');
+  const probe = document.createElement('canvas').getContext('2d');
+  return chart.data.datasets.filter(d => d.label.indexOf('95%') >= 0).map(d => {
+    probe.fillStyle = '#010203';  // kept when the colour is not a valid one
+    probe.fillStyle = d.backgroundColor;
+    const m = probe.fillStyle.match(/rgba\\(.*,\\s*([0-9.]+)\\)/);
+    return [d.label, probe.fillStyle, m ? Number(m[1]) : 1];
+  });
+}"""
+DARK = """() => {
+  const canvas = document.getElementById('chart-trend');
+  const data = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
+  let dark = 0;
+  for (let i = 0; i < data.length; i += 4) {
+    if (data[i + 3] > 200 && Math.max(data[i], data[i + 1], data[i + 2]) < 60) dark++;
+  }
+  return dark / (data.length / 4);
+}"""
+
+
+def test_the_trend_band_is_a_tint_not_a_black_block(page, live_server, django_user_model):
+    user = login(page, live_server, django_user_model)
+    runs = []
+    for i in range(4):
+        run = make_run(
+            user,
+            arms=FIVE,
+            seconds=8,
+            summarize=True,
+            target_name="shop",
+            created=timezone.now() - timedelta(days=4 - i),
+        )
+        # Intervals as wide as a noisy network gives (the factory's steady series gives hairlines):
+        # the band must show, and a band painted black would cover much of the chart.
+        costs = [
+            {
+                **c,
+                "delta": c["delta"] * (1 + 0.1 * i),
+                "ci95": [c["delta"] * (0.6 + 0.1 * i), c["delta"] * (1.4 + 0.1 * i)],
+            }
+            for c in run.summary["costs"]
+        ]
+        Run.objects.filter(pk=run.pk).update(summary={**run.summary, "costs": costs})
+        runs.append(run)
+    page.goto(f"{live_server.url}/runs/trend/{runs[0].target.code}/")
+    page.wait_for_function(f"() => ({CANVAS_INK})('chart-trend') > 300", timeout=10_000)
+    bands = page.evaluate(BAND)
+    # Low and high edge of each cost's interval: keep-alive, new connection, handshake, resumption.
+    assert len(bands) == 8, bands
+    for label, colour, alpha in bands:
+        assert colour != "#010203" and 0 < alpha <= 0.3, (label, colour)
+    assert page.evaluate(DARK) < 0.002  # axis text is grey; a black block would be tens of percent
+    page.locator("#chart-trend").screenshot(path=str(ARTIFACTS / "trend-band.png"))
     assert page.console_errors == []
