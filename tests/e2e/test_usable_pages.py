@@ -1,6 +1,7 @@
 """Pages a person can use, in Chromium: a refused form says so where the eye is (a summary at the
 top, focused, each error a link to its field), the runs list fits a 1280-pixel screen with one
-column per cost, the trend's interval band is a tint, not a block. Screenshots go to
+column per cost, the trend's interval band is a tint, not a block, and the run form says whether a
+run joins a target or makes one (the target's own page corrects a URL). Screenshots go to
 tests/artifacts/."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import pytest
 from django.utils import timezone
 
 from portal.runs.models import Run
+from portal.targets.models import Target
 from tests.e2e.conftest import ARTIFACTS
 from tests.e2e.test_csp import WATCH
 from tests.e2e.test_report_pages import login
@@ -167,3 +169,38 @@ def test_the_trend_band_is_a_tint_not_a_black_block(page, live_server, django_us
     assert page.evaluate(DARK) < 0.002  # axis text is grey; a black block would be tens of percent
     page.locator("#chart-trend").screenshot(path=str(ARTIFACTS / "trend-band.png"))
     assert page.console_errors == []
+
+
+def test_the_run_form_says_which_target_a_run_joins_and_a_typo_is_fixed_on_the_target(
+    page, live_server, django_user_model
+):
+    page.add_init_script(WATCH)
+    user = login(page, live_server, django_user_model)
+    run = make_run(user, target_name="shop")
+    target = run.target
+    page.goto(f"{live_server.url}/runs/new/")
+    note = page.locator("#target-note")
+    page.fill("#id_plain_url", target.plain_url)
+    page.fill("#id_tls_url", target.tls_url)
+    assert "the target shop: the run joins it" in note.inner_text()
+    page.fill("#id_tls_url", target.tls_url + "x")  # a typo
+    assert "starting makes a new target" in note.inner_text()
+    page.screenshot(
+        path=str(ARTIFACTS / "run-form-target-note.png"),
+        clip={"x": 0, "y": 300, "width": 1280, "height": 500},
+    )
+    note.locator("a", has_text="shop").click()  # the target to correct instead
+    page.wait_for_selector("#target-edit")
+    page.fill("#id_tls_url", "https://127.0.0.1:2/shop-v2")
+    page.screenshot(path=str(ARTIFACTS / "target-edit.png"))
+    page.click("#target-edit button[type=submit]")
+    page.wait_for_load_state()
+    assert "its runs keep the URLs they measured" in page.inner_text(".messages")
+    target.refresh_from_db()
+    assert target.tls_url == "https://127.0.0.1:2/shop-v2" and target.runs.count() == 1
+    assert Target.objects.count() == 1
+    page.goto(f"{live_server.url}/runs/new/")
+    page.fill("#id_plain_url", target.plain_url)
+    page.fill("#id_tls_url", "https://127.0.0.1:2/shop-v2")
+    assert "the target shop: the run joins it" in note.inner_text()
+    assert page.evaluate("window.__csp || []") == [] and page.console_errors == []
