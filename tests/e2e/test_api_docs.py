@@ -30,7 +30,7 @@ def test_the_docs_page_renders_the_schema_and_stays_on_the_portal(page, live_ser
     page.wait_for_selector(".swagger-ui .opblock")
     page.wait_for_load_state("networkidle")
     summaries = page.locator(".opblock-summary-path").all_inner_texts()
-    assert {"/api/v1/runs", "/api/v1/runs/{code}/cancel", "/api/v1/targets"} <= {
+    assert {"/api/v1/runs", "/api/v1/runs/{id}/cancel", "/api/v1/targets"} <= {
         s.replace("\u200b", "") for s in summaries
     }
     assert page.locator(".opblock").count() == 8
