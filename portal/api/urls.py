@@ -6,11 +6,11 @@ from portal.api.docs import api_docs
 
 urlpatterns = [
     path("runs", views.Runs.as_view(), name="api-runs"),
-    path("runs/<uuid:code>", views.RunDetail.as_view(), name="api-run"),
-    path("runs/<uuid:code>/report", views.RunReport.as_view(), name="api-run-report"),
-    path("runs/<uuid:code>/cancel", views.RunCancel.as_view(), name="api-run-cancel"),
-    path("runs/<uuid:code>/shares", views.RunShares.as_view(), name="api-run-shares"),
-    path("runs/<uuid:code>/baseline", views.RunBaseline.as_view(), name="api-run-baseline"),
+    path("runs/<uuid:id>", views.RunDetail.as_view(), name="api-run"),
+    path("runs/<uuid:id>/report", views.RunReport.as_view(), name="api-run-report"),
+    path("runs/<uuid:id>/cancel", views.RunCancel.as_view(), name="api-run-cancel"),
+    path("runs/<uuid:id>/shares", views.RunShares.as_view(), name="api-run-shares"),
+    path("runs/<uuid:id>/baseline", views.RunBaseline.as_view(), name="api-run-baseline"),
     path("targets", views.Targets.as_view(), name="api-targets"),
     path("scenarios", views.Scenarios.as_view(), name="api-scenarios"),
     path("schema", SpectacularJSONAPIView.as_view(), name="api-schema"),

@@ -48,7 +48,8 @@ def errors(*codes: int, conflict: str = "The run has already ended") -> dict:
     return out
 
 
-RUN_ID = OpenApiParameter("code", OpenApiTypes.UUID, OpenApiParameter.PATH, description="The run's id")
+# Named as the run's JSON names it ("id"), and as docs/api.md writes the paths (tests/api/test_docs.py).
+RUN_ID = OpenApiParameter("id", OpenApiTypes.UUID, OpenApiParameter.PATH, description="The run's id")
 
 
 def project_runs(request: Request) -> QuerySet[Run]:
@@ -137,8 +138,8 @@ class RunDetail(APIView):
     @extend_schema(
         operation_id="runs_retrieve", parameters=[RUN_ID], responses={200: s.RunOut, **errors(403, 404)}
     )
-    def get(self, request: Request, code) -> Response:
-        return run_response(get_run(request, code), request)
+    def get(self, request: Request, id) -> Response:
+        return run_response(get_run(request, id), request)
 
 
 class RunReport(APIView):
@@ -148,8 +149,8 @@ class RunReport(APIView):
         parameters=[RUN_ID],
         responses={200: OpenApiTypes.OBJECT, **errors(403, 404)},
     )
-    def get(self, request: Request, code) -> Response:
-        return Response(reporting.export_report(get_run(request, code), request))
+    def get(self, request: Request, id) -> Response:
+        return Response(reporting.export_report(get_run(request, id), request))
 
 
 class RunCancel(APIView):
@@ -160,8 +161,8 @@ class RunCancel(APIView):
         request=None,
         responses={200: s.RunOut, 202: s.RunOut, **errors(403, 404, 409)},
     )
-    def post(self, request: Request, code) -> Response:
-        run = get_run(request, code)
+    def post(self, request: Request, id) -> Response:
+        run = get_run(request, id)
         # As the web cancel (portal.runs.views.runs_cancel): conditional updates, so a run that ends
         # meanwhile is reported as ended, never cancelled after the fact.
         outcome = services.cancel(run)
@@ -187,8 +188,8 @@ class RunBaseline(APIView):
             **errors(403, 404, 409, conflict="The run cannot be a baseline: detail says why"),
         },
     )
-    def post(self, request: Request, code) -> Response:
-        run = get_run(request, code)
+    def post(self, request: Request, id) -> Response:
+        run = get_run(request, id)
         try:
             services.pin_baseline(run)  # the same check as the run page's button
         except services.NotABaseline as exc:
@@ -202,8 +203,8 @@ class RunBaseline(APIView):
         request=None,
         responses={200: s.RunOut, **errors(403, 404)},
     )
-    def delete(self, request: Request, code) -> Response:
-        run = get_run(request, code)
+    def delete(self, request: Request, id) -> Response:
+        run = get_run(request, id)
         services.unpin_baseline(run)
         return run_response(run, request)
 
@@ -216,8 +217,8 @@ class RunShares(APIView):
         request=s.ShareIn,
         responses={201: s.ShareOut, **errors(400, 403, 404)},
     )
-    def post(self, request: Request, code) -> Response:
-        run = get_run(request, code)
+    def post(self, request: Request, id) -> Response:
+        run = get_run(request, id)
         form = s.ShareIn(data=request.data if isinstance(request.data, dict) else {"days": "not an object"})
         form.is_valid(raise_exception=True)
         try:

@@ -23,6 +23,7 @@ class AuditEvent(models.Model):
         CREDENTIAL_SAVED = "credential_saved", "Credential saved"
         CREDENTIAL_FORGOTTEN = "credential_forgotten", "Credential forgotten"
         TARGET_VERIFIED = "target_verified", "Target verified"
+        TARGET_CHANGED = "target_changed", "Target changed"
         QUOTA_REFUSED = "quota_refused", "Refused by a quota"
         SCENARIO_CHANGED = "scenario_changed", "Scenario changed"
 

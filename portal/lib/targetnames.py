@@ -26,9 +26,9 @@ def _port(parts) -> int | None:
         return None
 
 
-def default_name(plain_url: str | None, tls_url: str | None) -> str:
+def default_name(plain_url: str | None, tls_url: str | None, *, path: bool = True) -> str:
     """The host of the TLS URL (else the plain one), with its port unless it is the scheme's
-    default and its path unless it is ``/``."""
+    default and (``path``) its path unless it is ``/``."""
     url = tls_url or plain_url or ""
     parts = urlsplit(url)
     if not parts.hostname:
@@ -37,9 +37,36 @@ def default_name(plain_url: str | None, tls_url: str | None) -> str:
     name = _host(parts)
     if port and port != DEFAULT_PORTS.get(parts.scheme):
         name += f":{port}"
-    if parts.path not in ("", "/"):
+    if path and parts.path not in ("", "/"):
         name += parts.path
     return name
+
+
+MAX_TITLE_PATHS = 4
+
+
+def paths_title(paths: list) -> str:
+    """A run's request paths as its title names them: up to four, all of them
+    (``/1k, /2k, /4k, /logo.png``); more, how many and the first three (``6 paths: /1k, /2k, /4k, …``)."""
+    names = [str(p["path"]) if isinstance(p, dict) else str(p) for p in paths]
+    if len(names) <= MAX_TITLE_PATHS:
+        return ", ".join(names)
+    return f"{len(names)} paths: {', '.join(names[: MAX_TITLE_PATHS - 1])}, …"
+
+
+def run_title(label: str, name: str, arm_urls: list[str], paths: list | None) -> str:
+    """What a run is called where it is shown: its target's ``label`` (its ``name``, told apart from
+    others of that name). A run given its own paths (sent to every arm's host in place of the URLs'
+    path) is titled by them, and a target named by default after its URL then loses the URL's path,
+    which the run did not request: ``127.0.0.1:8443 · /1k, /2k, /4k, /logo.png``, not ``…/1k``."""
+    if not paths:
+        return label
+    plain = next((u for u in arm_urls if u and u.startswith("http:")), None)
+    tls = next((u for u in arm_urls if u and u.startswith("https:")), None)
+    base = label
+    if name == default_name(plain, tls) and label.startswith(name):
+        base = default_name(plain, tls, path=False) + label[len(name) :]
+    return f"{base} · {paths_title(paths)}"
 
 
 def _where(url: str | None, with_path: bool) -> str:

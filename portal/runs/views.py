@@ -37,6 +37,7 @@ from portal.runs.scenarios import (
     find_scenario,
     secret_origins,
 )
+from portal.targets import editing
 from portal.targets.naming import labels_of, target_labels
 
 SORTS = {
@@ -87,6 +88,9 @@ def runs_list(request: HttpRequest) -> HttpResponse:
         "errors": errors,
         "query": query.urlencode(),
         "cost_labels": COST_LABELS,
+        # One column per cost: a new TLS connection (tls_new − plain) is not the handshake alone
+        # (tls_new − plain_new).
+        "list_costs": LIST_COSTS,
         "target_labels": labels_of(targets),
     }
     return render(request, "runs/list.html", ctx)
@@ -216,8 +220,11 @@ def runs_new(request: HttpRequest) -> HttpResponse:
                 raise Http404("no such scenario")
             initial = {key: value for key, value in base.config.items() if key not in SCENARIO_ONLY_KEYS}
         form = RunForm(initial=initial or _default_initial(), project=project)
+    known = editing.known_targets(project)
     ctx = {
         "form": form,
+        "known_targets": known,
+        "target_note": editing.target_note(known, *_typed_urls(form)),
         "too_short": form.too_short_for_intervals(),
         "scenarios": scenarios,
         "base": base,
@@ -225,6 +232,16 @@ def runs_new(request: HttpRequest) -> HttpResponse:
         "base_secret_origins": secret_origins(base),
     }
     return render(request, "runs/new.html", ctx)
+
+
+def _typed_urls(form: RunForm) -> tuple[str, str]:
+    """The plain and TLS URLs as the form would store them (cleaned when they are valid), else as
+    typed or pre-filled."""
+    cleaned = getattr(form, "cleaned_data", {})
+    source = form.data if form.is_bound else form.initial
+    return tuple(
+        cleaned[name] if name in cleaned else str(source.get(name) or "") for name in ("plain_url", "tls_url")
+    )
 
 
 def _default_initial() -> dict:
@@ -238,6 +255,7 @@ def _default_initial() -> dict:
 
 MAX_COMPARE = 10
 COST_LABELS = pages.COST_LABELS
+LIST_COSTS = ("keepalive_tls", "new_connection_tls", "handshake")
 
 
 @login_required

@@ -3,7 +3,7 @@ Errors are ``CommandError`` with one line (exit 1).
 
     tollgate share create --run ID [--days N] [--note T] [--user U] [--json]   → {"url", "expires_at", "id"}
     tollgate share revoke URL_OR_ID [--user U]
-    tollgate share list [--run ID] [--json]
+    tollgate share list [--run ID] [--json]   → each link, and under it the run or compare it shows
 
 ``--user`` acts as that user, with their role in the run's project (member or owner creates; the
 creator or an owner revokes); without it a link is created in the name of the run's owner and
@@ -21,6 +21,7 @@ from portal.projects.cli import user_named
 from portal.runs.models import Run
 from portal.sharing import services
 from portal.sharing.models import ShareLink
+from portal.targets.naming import run_title
 
 ACTIONS: tuple[str, ...] = ("share",)
 
@@ -76,11 +77,30 @@ def _create(options: dict) -> dict:
     return {"url": services.share_url(token), "expires_at": link.expires_at.isoformat(), "id": str(link.code)}
 
 
-def _row(link: ShareLink) -> dict:
+def _shown(links: list[ShareLink]) -> dict[str, Run]:
+    """The runs the links show, by id (a run link's own run; a compare link's runs, in one query)."""
+    runs = {str(link.run.code): link.run for link in links if link.run}
+    codes = {code for link in links if not link.run for code in link.run_codes}
+    if codes:
+        runs |= {str(run.code): run for run in Run.objects.filter(code__in=codes).select_related("target")}
+    return runs
+
+
+def _row(link: ShareLink, runs: dict[str, Run]) -> dict:
+    codes = [str(link.run.code)] if link.run else link.run_codes
     return {
         "id": str(link.code),
         "kind": link.kind,
-        "runs": [str(link.run.code)] if link.run else link.run_codes,
+        "runs": codes,
+        # What the link shows: each run's title and start (a run deleted since: title null).
+        "shows": [
+            {
+                "id": code,
+                "title": run_title(runs[code]) if code in runs else None,
+                "created": runs[code].created.isoformat() if code in runs else None,
+            }
+            for code in codes
+        ],
         "note": link.note,
         "created_by": link.created_by.get_username() if link.created_by else None,
         "created": link.created.isoformat(),
@@ -90,6 +110,20 @@ def _row(link: ShareLink) -> dict:
         "views": link.view_count,
         "last_viewed_at": link.last_viewed_at.isoformat() if link.last_viewed_at else None,
     }
+
+
+def _shows_line(row: dict) -> str:
+    """``shows the run shop · /1k, /2k, 2026-11-25 21:29 UTC (run ID)``, or a compare's runs in order."""
+
+    def run(item: dict) -> str:
+        if item["title"] is None:
+            return f"a deleted run ({item['id']})"
+        return f"{item['title']}, {item['created'][:16].replace('T', ' ')} UTC (run {item['id']})"
+
+    if row["kind"] == ShareLink.Kind.RUN:
+        return f"shows the run {run(row['shows'][0])}"
+    listed = "; ".join(f"{i}. {run(item)}" for i, item in enumerate(row["shows"], 1))
+    return f"shows a compare of {len(row['shows'])} runs: {listed}"
 
 
 def handle(command: BaseCommand, options: dict) -> None:
@@ -111,10 +145,12 @@ def handle(command: BaseCommand, options: dict) -> None:
         state = "revoked" if done else f"was already revoked on {link.revoked_at:%Y-%m-%d %H:%M} UTC"
         command.stdout.write(f"share link {link.code} {state}")
     else:
-        links = ShareLink.objects.select_related("run", "created_by").order_by("-created", "-pk")
+        links = ShareLink.objects.select_related("run__target", "created_by").order_by("-created", "-pk")
         if options["run"]:
             links = links.filter(run=_run(options["run"]))
-        rows = [_row(link) for link in links]
+        links = list(links)
+        runs = _shown(links)
+        rows = [_row(link, runs) for link in links]
         if options["json"]:
             command.stdout.write(json.dumps(rows, indent=2))
             return
@@ -123,3 +159,4 @@ def handle(command: BaseCommand, options: dict) -> None:
                 f"{r['id']}  {r['state']:<7}  {r['kind']:<7}  expires {r['expires_at'][:16]}  "
                 f"views {r['views']}  last {(r['last_viewed_at'] or 'never')[:16]}  {r['note']}"
             )
+            command.stdout.write(f"    {_shows_line(r)}")

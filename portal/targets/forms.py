@@ -4,7 +4,10 @@ from django import forms
 
 from portal import outbound
 from portal.lib.names import PROCESS_NAME_MAX
+from portal.lib.protocol import ARM_SCHEMES
 from portal.lib.sshkeys import KeyFormatError, key_from_known_hosts, known_hosts_name, load_private_key
+from portal.targets import editing
+from portal.targets.models import Target
 from portal.targets.validators import (
     check_outbound,
     check_url,
@@ -116,4 +119,33 @@ class TargetForm(forms.Form):
         data = super().clean()
         if not data.get("plain_url") and not data.get("tls_url") and not self.errors:
             raise forms.ValidationError("Give a plain URL, a TLS URL or both.")
+        return data
+
+
+class TargetEditForm(TargetForm):
+    """A target's name and URLs corrected in place (``portal.targets.editing``): never onto the URLs
+    of another target of the project, never leaving a saved scenario without the URL its arms need."""
+
+    def __init__(self, *args, target: Target, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.target = target
+
+    def clean(self) -> dict:
+        data = super().clean()
+        if self.errors:
+            return data
+        plain_url, tls_url = data.get("plain_url") or "", data.get("tls_url") or ""
+        other = (
+            Target.objects.filter(project_id=self.target.project_id, plain_url=plain_url, tls_url=tls_url)
+            .exclude(pk=self.target.pk)
+            .first()
+        )
+        if other is not None:
+            raise forms.ValidationError(
+                f"Target {other.name} already has these URLs (runs with them join it): edit that target, "
+                "or ask an owner to delete one of the two."
+            )
+        for name, arms in editing.scenarios_needing(self.target, plain_url, tls_url):
+            field = "tls_url" if any(ARM_SCHEMES[arm] == "https" for arm in arms) else "plain_url"
+            self.add_error(field, f"The scenario {name} runs the arm(s) {', '.join(arms)}: it needs a URL.")
         return data

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 from django.db.models import QuerySet
 
+from portal.lib import targetnames
 from portal.lib.targetnames import display_names
 from portal.targets.models import Target
 
@@ -21,3 +22,12 @@ def target_labels(scope: QuerySet[Target], names: Iterable[str] | None = None) -
     ``names``: what may collide with them. One query."""
     targets = scope if names is None else scope.filter(name__in=set(names))
     return display_names(targets.values_list("code", "name", "plain_url", "tls_url"))
+
+
+def run_title(run, label: str | None = None) -> str:
+    """A run's title (``portal.lib.targetnames.run_title``): its target's ``label`` (default: the
+    target's name), with the paths the run requested when it was given its own."""
+    config = run.config or {}
+    urls = [arm.get("url") for arm in config.get("arms", [])]
+    name = run.target.name
+    return targetnames.run_title(label or name, name, urls, config.get("paths"))

@@ -5,6 +5,7 @@ from portal.targets import views
 
 urlpatterns = [
     path("", views.targets_list, name="targets-list"),
+    path("<uuid:code>/edit/", views.target_edit, name="targets-edit"),
     path("<uuid:code>/ssh/", views.ssh_settings, name="target-ssh"),
     path("<uuid:code>/verification/", views.target_verification, name="target-verification"),
     path("<uuid:code>/delete/", deletion.targets_delete, name="targets-delete"),

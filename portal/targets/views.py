@@ -9,13 +9,14 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from portal.audit import log as audit
 from portal.audit.models import AuditEvent
+from portal.lib.targetnames import default_name
 from portal.lib.verification import HEADER, WELL_KNOWN_PATH
 from portal.lib.verification import origin as lib_origin
 from portal.projects.models import Role
 from portal.runs import services
 from portal.runs.access import current_project, get_target_for_user, require_role, targets_for
-from portal.targets import verification
-from portal.targets.forms import SshAccessForm, TargetForm
+from portal.targets import editing, verification
+from portal.targets.forms import SshAccessForm, TargetEditForm, TargetForm
 from portal.targets.models import SshAccess
 from portal.targets.naming import labels_of
 from portal.targets.sshaccess import save_ssh_access
@@ -87,6 +88,62 @@ def target_verification(request: HttpRequest, code) -> HttpResponse:
         "header": HEADER,
     }
     return render(request, "targets/verification.html", ctx)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def target_edit(request: HttpRequest, code) -> HttpResponse:
+    """Correct a target's name and URLs in place (members and owners, as adding one): runs keep what
+    they measured, scenarios follow, a new origin is verified again (``portal.targets.editing``)."""
+    target, role = get_target_for_user(request, code)
+    require_role(role, Role.MEMBER)
+    if request.method == "POST":
+        form = TargetEditForm(request.POST, target=target)
+        if form.is_valid():
+            before = {"name": target.name, "plain_url": target.plain_url, "tls_url": target.tls_url}
+            edit = editing.edit_target(target, **form.cleaned_data)
+            if not edit.changed:
+                messages.info(request, "Nothing changed.")
+                return redirect("targets-list")
+            audit.record(
+                request,
+                Kind.TARGET_CHANGED,
+                target=str(target.code),
+                before=before,
+                after={**form.cleaned_data, "name": edit.name},
+                scenarios=edit.scenarios,
+                verification_reset=edit.reverify,
+                project_id=target.project_id,
+            )
+            _edit_messages(request, edit)
+            if edit.reverify:
+                return redirect("target-verification", code=target.code)
+            return redirect("targets-list")
+    else:
+        initial = {"name": target.name, "plain_url": target.plain_url, "tls_url": target.tls_url}
+        form = TargetEditForm(initial=initial, target=target)
+    ctx = {
+        "target": target,
+        "form": form,
+        "scenarios": list(target.scenarios.order_by("name").values_list("name", flat=True)),
+        "run_count": target.runs.count(),
+        "named_after_url": target.name == default_name(target.plain_url, target.tls_url),
+    }
+    return render(request, "targets/edit.html", ctx)
+
+
+def _edit_messages(request: HttpRequest, edit: editing.Edit) -> None:
+    said = [f"Target {edit.name} is saved; its runs keep the URLs they measured."]
+    if edit.scenarios:
+        said.append(f"Its scenarios use the new URLs from their new version: {', '.join(edit.scenarios)}.")
+    if edit.secrets_left_behind:
+        said.append(
+            "Their saved headers and credentials belong to the old address and are not sent to the new "
+            f"one: type them again on the next run of {', '.join(edit.secrets_left_behind)}."
+        )
+    if edit.reverify:
+        said.append(f"New address {', '.join(edit.reverify)}: verify the target again before its next run.")
+    messages.info(request, " ".join(said))
 
 
 @login_required

@@ -1,7 +1,17 @@
 // Trend page: each cost's Δ median TTLB per run over time, with its 95% interval as a band.
 (function () {
   "use strict";
-  var COLORS = { keepalive_tls: "#d62728", handshake: "#ff7f0e", resumption_saving: "#2ca02c" };
+  var COLORS = {
+    keepalive_tls: "#d62728", new_connection_tls: "#9467bd", handshake: "#ff7f0e", resumption_saving: "#2ca02c"
+  };
+  var BAND_ALPHA = 0.15;  // the 95% interval: a tint behind the line, never a block
+
+  // "#rrggbb" with an alpha, as rgba(): appending hex digits to a short or unknown colour made an
+  // invalid colour, which the canvas painted black.
+  function rgba(hex, alpha) {
+    var n = parseInt(hex.slice(1), 16);
+    return "rgba(" + (n >> 16 & 255) + ", " + (n >> 8 & 255) + ", " + (n & 255) + ", " + alpha + ")";
+  }
 
   document.addEventListener("DOMContentLoaded", function () {
     var el = document.getElementById("trend-data");
@@ -10,13 +20,13 @@
     var points = JSON.parse(el.textContent);
     var datasets = [];
     Object.keys(points).forEach(function (name) {
-      var color = COLORS[name] || "#333";
+      var color = COLORS[name] || "#555555";
       var rows = points[name];
-      function xy(value) { return function (p) { return { x: p.t.slice(0, 16).replace("T", " "), y: value(p) }; }; }
+      function xy(value) { return function (p) { return { x: p.t.slice(0, 19).replace("T", " "), y: value(p) }; }; }
       datasets.push({ label: name + " 95% low", data: rows.map(xy(function (p) { return p.ci95 ? p.ci95[0] / 1000 : null; })),
-        borderColor: color + "00", backgroundColor: color + "22", pointRadius: 0, fill: false });
+        borderColor: rgba(color, 0), backgroundColor: rgba(color, BAND_ALPHA), pointRadius: 0, fill: false });
       datasets.push({ label: name + " 95% high", data: rows.map(xy(function (p) { return p.ci95 ? p.ci95[1] / 1000 : null; })),
-        borderColor: color + "00", backgroundColor: color + "22", pointRadius: 0, fill: "-1" });
+        borderColor: rgba(color, 0), backgroundColor: rgba(color, BAND_ALPHA), pointRadius: 0, fill: "-1" });
       datasets.push({ label: name, data: rows.map(xy(function (p) { return p.delta / 1000; })),
         borderColor: color, backgroundColor: color, pointRadius: 3, borderWidth: 2 });
     });

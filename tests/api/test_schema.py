@@ -42,12 +42,12 @@ CHECKS = [
 OPERATIONS = {
     ("GET", "/api/v1/runs"),
     ("POST", "/api/v1/runs"),
-    ("GET", "/api/v1/runs/{code}"),
-    ("GET", "/api/v1/runs/{code}/report"),
-    ("POST", "/api/v1/runs/{code}/cancel"),
-    ("POST", "/api/v1/runs/{code}/shares"),
-    ("POST", "/api/v1/runs/{code}/baseline"),
-    ("DELETE", "/api/v1/runs/{code}/baseline"),
+    ("GET", "/api/v1/runs/{id}"),
+    ("GET", "/api/v1/runs/{id}/report"),
+    ("POST", "/api/v1/runs/{id}/cancel"),
+    ("POST", "/api/v1/runs/{id}/shares"),
+    ("POST", "/api/v1/runs/{id}/baseline"),
+    ("DELETE", "/api/v1/runs/{id}/baseline"),
     ("GET", "/api/v1/targets"),
     ("GET", "/api/v1/scenarios"),
 }
@@ -119,8 +119,8 @@ def test_every_operation_answers_as_its_schema_says(schema, world, bearer):
         seen.add((operation.method.upper(), operation.path))
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
             _fuzz(operation, headers, mode)
-            if "{code}" in operation.path:  # and on a real run of the project, not only random ids
-                _fuzz(operation, headers, mode, path_parameters={"code": str(a.runs[0].code)})
+            if "{id}" in operation.path:  # and on a real run of the project, not only random ids
+                _fuzz(operation, headers, mode, path_parameters={"id": str(a.runs[0].code)})
     assert seen == OPERATIONS
     assert Run.objects.filter(project=a.project).count() == 2  # a read token changed nothing
 
@@ -141,23 +141,23 @@ def test_what_a_run_token_does_matches_the_schema_too(schema, world, bearer):
     from_scenario = call("POST", "/api/v1/runs", 201, body={"scenario": str(a.scenario.code)})
     assert from_scenario["scenario"]["version"] == 1
     call("POST", "/api/v1/runs", 400, body=inline(users=10**9))
-    call("POST", "/api/v1/runs/{code}/cancel", 200, path_parameters={"code": created["id"]})
-    call("POST", "/api/v1/runs/{code}/cancel", 409, path_parameters={"code": created["id"]})
+    call("POST", "/api/v1/runs/{id}/cancel", 200, path_parameters={"id": created["id"]})
+    call("POST", "/api/v1/runs/{id}/cancel", 409, path_parameters={"id": created["id"]})
     Run.objects.filter(code=from_scenario["id"]).update(status=Run.Status.RUNNING)
-    call("POST", "/api/v1/runs/{code}/cancel", 202, path_parameters={"code": from_scenario["id"]})
+    call("POST", "/api/v1/runs/{id}/cancel", 202, path_parameters={"id": from_scenario["id"]})
     listed = call("GET", "/api/v1/runs", 200, query={"status": "cancelled"})
     assert [r["id"] for r in listed["results"]] == [created["id"]]
     # A baseline: a cancelled run is refused (409), a succeeded one pinned and unpinned.
-    call("POST", "/api/v1/runs/{code}/baseline", 409, path_parameters={"code": created["id"]})
-    pinned = call("POST", "/api/v1/runs/{code}/baseline", 200, path_parameters={"code": str(a.runs[0].code)})
+    call("POST", "/api/v1/runs/{id}/baseline", 409, path_parameters={"id": created["id"]})
+    pinned = call("POST", "/api/v1/runs/{id}/baseline", 200, path_parameters={"id": str(a.runs[0].code)})
     assert pinned["baseline"] is True
-    call("DELETE", "/api/v1/runs/{code}/baseline", 200, path_parameters={"code": str(a.runs[0].code)})
+    call("DELETE", "/api/v1/runs/{id}/baseline", 200, path_parameters={"id": str(a.runs[0].code)})
     # And generated bodies through the whole creation path (form, quotas, policy): never a 500.
     for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
         _fuzz(schema["/api/v1/runs"]["POST"], headers, mode)
         _fuzz(
-            schema["/api/v1/runs/{code}/cancel"]["POST"],
+            schema["/api/v1/runs/{id}/cancel"]["POST"],
             headers,
             mode,
-            path_parameters={"code": created["id"]},
+            path_parameters={"id": created["id"]},
         )

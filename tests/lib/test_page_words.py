@@ -66,6 +66,39 @@ def test_colliding_names_get_the_shortest_part_of_the_url_that_tells_them_apart(
     assert len(set(labels.values())) == len(labels)
 
 
+URLS = ["http://127.0.0.1:8081/1k", "https://127.0.0.1:8443/1k"]
+FOUR = [{"path": p, "weight": 1} for p in ("/1k", "/2k", "/4k", "/logo.png")]
+
+
+@pytest.mark.parametrize(
+    ("label", "name", "paths", "title"),
+    [
+        # A run on the URLs' own path: its target's label, as before.
+        ("127.0.0.1:8443/1k", "127.0.0.1:8443/1k", [], "127.0.0.1:8443/1k"),
+        # Its own paths: all of them, and a name made from the URL loses the path it did not request.
+        ("127.0.0.1:8443/1k", "127.0.0.1:8443/1k", FOUR, "127.0.0.1:8443 · /1k, /2k, /4k, /logo.png"),
+        ("127.0.0.1:8443/1k", "127.0.0.1:8443/1k", FOUR[1:2], "127.0.0.1:8443 · /2k"),
+        # More than four: how many, and the first three.
+        (
+            "shop",
+            "shop",
+            FOUR + [{"path": "/a", "weight": 2}, {"path": "/b", "weight": 1}],
+            "shop · 6 paths: /1k, /2k, /4k, …",
+        ),
+        # A name the user typed is kept, with what tells it apart from another of that name.
+        ("shop (127.0.0.1:8443)", "shop", FOUR, "shop (127.0.0.1:8443) · /1k, /2k, /4k, /logo.png"),
+        (
+            "127.0.0.1:8443/1k (127.0.0.1:8443)",
+            "127.0.0.1:8443/1k",
+            FOUR[:2],
+            "127.0.0.1:8443 (127.0.0.1:8443) · /1k, /2k",
+        ),
+    ],
+)
+def test_a_mixed_path_run_is_titled_by_its_paths_not_the_first_one(label, name, paths, title):
+    assert targetnames.run_title(label, name, URLS, paths) == title
+
+
 def test_projection_uses_the_local_process_when_no_server_probe_sampled_the_arms():
     local = {"plain": 0.02, "tls": 0.03, "plain_new": 0.05, "tls_new": 0.65}
     probes = {

@@ -125,6 +125,12 @@ MATRIX = {
         lambda a: reverse("targets-delete", args=[a.target.code]),
         row((OK, FORBIDDEN, FORBIDDEN, MISSING), (OK, FORBIDDEN, FORBIDDEN, MISSING)),
     ),
+    # Members and owners correct a target, as they may add one; POST without fields: the form with its
+    # errors, nothing saved (tests/targets/test_edit.py edits for real).
+    "targets-edit": (
+        lambda a: reverse("targets-edit", args=[a.target.code]),
+        row((OK, OK, FORBIDDEN, MISSING), (OK, OK, FORBIDDEN, MISSING)),
+    ),
     "scenarios-delete": (
         lambda a: reverse("scenarios-delete", args=[a.scenario.code]),
         row((OK, OK, FORBIDDEN, MISSING), (OK, OK, FORBIDDEN, MISSING)),

@@ -83,9 +83,10 @@ def test_list_filters_sorts_and_shows_the_headline_cost(client, owner):
     url = reverse("runs-list")
     body = client.get(url).content.decode()
     # Newest first; the keep-alive TLS cost of each succeeded run: 500 − 400 µs = +0.10 ms (+25.0%),
-    # and without plain_new the new-connection cost (tls_new − plain) in the handshake column.
+    # the new-connection cost (tls_new − plain) in its own column, and without plain_new no handshake.
     assert body.index(str(failed.code)) < body.index(str(new.code)) < body.index(str(old.code))
-    assert "+0.10 ms (+25.0%)" in body and "new connection:</span> +2.60 ms" in body
+    assert "+0.10 ms (+25.0%)" in body and '<td class="cost" data-cost="new_connection_tls">+2.60 ms' in body
+    assert '<td class="cost" data-cost="handshake">—' in body
     only_beta = client.get(url, {"target": str(new.target.code)}).content.decode()
     assert str(new.code) in only_beta and str(old.code) not in only_beta
     only_failed = client.get(url, {"status": "failed"}).content.decode()

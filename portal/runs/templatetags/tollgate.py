@@ -7,6 +7,7 @@ import json
 from django import template
 
 from portal.lib import metrics, verdicts
+from portal.targets import naming
 
 register = template.Library()
 
@@ -93,10 +94,10 @@ def verdict_words(cost: dict) -> dict:
 
 
 @register.filter
-def first_cost(costs, names: str):
-    """The first of the space-separated cost ``names`` present in a list of costs, or None."""
-    by_name = {c.get("name"): c for c in costs or []}
-    return next((by_name[name] for name in names.split() if name in by_name), None)
+def run_title(run, label: str | None = None) -> str:
+    """``{{ run|run_title:target_label }}``: the run's target label, with its paths when it was given
+    its own (``portal.targets.naming.run_title``)."""
+    return naming.run_title(run, label)
 
 
 @register.filter
@@ -167,3 +168,20 @@ def metric_ci(ci95, metric: str) -> str:
 def ci_method(method: str) -> str:
     """What a 95% interval was bootstrapped over, in words: ``per_second`` → ``seconds``."""
     return metrics.CI_METHODS.get(method, method)
+
+
+@register.inclusion_tag("_error_summary.html")
+def error_summary(*forms) -> dict:
+    """The errors of ``forms`` at the top of the page, each field's error a link to its field (by the
+    id Django gives it, e.g. ``#id_users``); ``static/js/error_summary.js`` moves the focus there."""
+    items = []
+    for form in forms:
+        if form is None or not form.is_bound or not form.errors:
+            continue
+        items += [{"text": error} for error in form.non_field_errors()]
+        for field in form:
+            # Hidden fields have nothing to type into: their errors read as the form's own.
+            href = "" if field.is_hidden or not field.auto_id else f"#{field.auto_id}"
+            label = "" if field.is_hidden else field.label
+            items += [{"text": error, "label": label, "href": href} for error in field.errors]
+    return {"items": items}
