@@ -21,6 +21,7 @@ from portal.hooks import services as hooks_services
 from portal.lib import budgets as budgetlib
 from portal.lib import evidence
 from portal.projects import cli as project_cli
+from portal.projects import user_cli
 from portal.runs import reporting, services, tuning
 from portal.runs.demo import DemoError, run_demo, start_demo_target, stop_processes
 from portal.runs.forms import RunForm
@@ -43,7 +44,7 @@ EXIT_RUN_FAILED = 1
 # A budget (--budget, docs/budgets.md) failed: the run itself succeeded.
 EXIT_BUDGET_FAILED = 3
 # Apps that add sub-commands: each has ACTIONS, add_arguments(sub) and handle(command, options).
-APP_CLIS = (scenarios_cli, signing_cli, sharing_cli, api_cli, hooks_cli, baseline_cli)
+APP_CLIS = (scenarios_cli, signing_cli, sharing_cli, api_cli, hooks_cli, baseline_cli, user_cli)
 
 
 class Command(BaseCommand):
