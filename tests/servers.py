@@ -402,26 +402,6 @@ def answering(status: int) -> Handler:
     return handler
 
 
-class FailingAfter:
-    """Answers its first ``ok`` requests with the pages, every later one with ``status``: a target
-    that passes any preflight and then breaks (``failed``: the error answers, counted by the server)."""
-
-    def __init__(self, ok: int = 5, status: int = 500) -> None:
-        self.ok, self.status = ok, status
-        self.lock = threading.Lock()
-        self.answered = 0
-        self.failed = 0
-
-    def __call__(self, request: BaseHTTPRequestHandler) -> tuple[int, dict[str, str], bytes]:
-        with self.lock:
-            self.answered += 1
-            broken = self.answered > self.ok
-            self.failed += broken
-        if broken:
-            return self.status, {"Content-Type": "text/plain"}, b"broken"
-        return pages_handler(request)
-
-
 class PassesPreflight:
     """Answers its first ``good`` requests with a 1 KB page, whatever the path (the engine's
     preflight: one request per arm and path on this server), then hands every later one to ``then``:
@@ -440,6 +420,21 @@ class PassesPreflight:
         if first:
             return 200, {"Content-Type": "text/html"}, sized_page(1024)
         return self.then(request)
+
+
+class FailingAfter(PassesPreflight):
+    """Answers its first ``ok`` requests with a 1 KB page, every later one with ``status``: a target
+    that passes any preflight and then breaks (``failed``: the error answers, counted by the server)."""
+
+    def __init__(self, ok: int = 5, status: int = 500) -> None:
+        super().__init__(self._broken, good=ok)
+        self.status = status
+        self.failed = 0
+
+    def _broken(self, request: BaseHTTPRequestHandler) -> tuple[int, dict[str, str], bytes]:
+        with self.lock:
+            self.failed += 1
+        return self.status, {"Content-Type": "text/plain"}, b"broken"
 
 
 class ResettingServer(_RawServer):
