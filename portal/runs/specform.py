@@ -18,7 +18,7 @@ def as_text(value, separator: str = ",") -> str:
     """A typed value as the form's text: paths one per line with their weight, numbers comma-separated."""
     if isinstance(value, list):
         items = [
-            f"{item.get('path', '')} {item.get('weight', 1):g}" if isinstance(item, dict) else f"{item}"
+            f"{item.get('path', '')} {item.get('weight', 1):g}" if isinstance(item, dict) else as_text(item)
             for item in value
         ]
         return separator.join(items)
