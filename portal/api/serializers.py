@@ -1,16 +1,18 @@
 """What the API answers (output serializers) and what it accepts (input serializers, which also
 document the request bodies in the OpenAPI schema). Runs are validated by the run form through
-``portal.runs.starting``; the inline run serializer only describes the keys it takes."""
+``portal.runs.starting``; the inline run serializer describes the keys it takes, made from
+``portal.lib.runspec.RunSpec`` like the form's fields."""
 
 from __future__ import annotations
+
+from typing import Literal, get_args, get_origin
 
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from portal.lib import evidence
-from portal.lib.protocol import ARMS
+from portal.lib import evidence, runspec
 from portal.runs.configs import public_config
 from portal.runs.models import Run
 from portal.runs.reporting import report_url
@@ -140,66 +142,56 @@ class ScenarioRunIn(serializers.Serializer):
     scenario = serializers.UUIDField(help_text="The id of a saved scenario of the token's project.")
     overrides = serializers.DictField(
         required=False,
-        help_text="Keys to change for this run: arms, users, spawn_rate, warmup_s, duration_s, rounds, "
-        "think_time_s, arrival_rate, expected_status, paths, follow_redirects, verify_tls, tls_matrix, "
-        "wan_rtt_ms, generators, saturation; and budgets "
+        help_text=f"Keys to change for this run: {', '.join(runspec.OVERRIDABLE)}; and budgets "
         "(budget name → limit), which replace the scenario's for this run ({} for none).",
     )
 
 
-class InlineRunIn(serializers.Serializer):
-    """The keys of a report's ``run.config``, plus the URLs (limits and the address policy apply as
-    in the run form)."""
+def _api_field(annotation, bounds: dict, **common) -> serializers.Field:
+    """The DRF field documenting one ``RunSpec`` type (the run form validates it: ``starting``)."""
+    args = [arg for arg in get_args(annotation) if arg is not type(None)]
+    nullable = type(None) in get_args(annotation)
+    origin = get_origin(annotation)
+    limits = {"min_value": bounds.get("ge"), "max_value": bounds.get("le")}
+    if annotation is bool:
+        return serializers.BooleanField(**common)
+    if annotation is str:
+        return serializers.CharField(allow_blank=True, max_length=bounds.get("max_length"), **common)
+    if annotation is int or (nullable and args == [int]):
+        return serializers.IntegerField(allow_null=nullable, **limits, **common)
+    if annotation is float or (nullable and args == [float]):
+        return serializers.FloatField(allow_null=nullable, **limits, **common)
+    if origin is Literal:
+        return serializers.ChoiceField(choices=list(get_args(annotation)), **common)
+    if origin is list:
+        item, item_bounds = runspec.item_type(args[0])
+        return serializers.ListField(child=_api_field(item, item_bounds), **common)
+    if origin is dict and args == [str, str]:
+        return serializers.DictField(child=serializers.CharField(), **common)
+    if annotation is dict or (nullable and args == [dict]):
+        return serializers.DictField(allow_null=nullable, **common)
+    return serializers.JSONField(**common)  # a number or a word (generators), an object (a path)
 
-    plain_url = serializers.CharField(required=False, allow_blank=True, help_text="http:// URL")
-    tls_url = serializers.CharField(required=False, allow_blank=True, help_text="https:// URL")
-    target_name = serializers.CharField(required=False, allow_blank=True)
-    arms = serializers.ListField(child=serializers.ChoiceField(choices=ARMS), required=False)
-    users = serializers.IntegerField(required=False)
-    spawn_rate = serializers.FloatField(required=False)
-    warmup_s = serializers.FloatField(required=False)
-    duration_s = serializers.FloatField(required=False)
-    rounds = serializers.IntegerField(required=False)
-    think_time_s = serializers.FloatField(required=False)
-    arrival_rate = serializers.FloatField(required=False, allow_null=True, help_text="null: closed loop")
-    verify_tls = serializers.BooleanField(required=False)
-    follow_redirects = serializers.BooleanField(required=False)
-    headers_over_http = serializers.BooleanField(required=False)
-    paths = serializers.ListField(child=serializers.JSONField(), required=False)
-    expected_status = serializers.ListField(child=serializers.IntegerField(), required=False)
-    headers = serializers.DictField(child=serializers.CharField(), required=False)
-    auth = serializers.DictField(required=False, help_text='{"type": "basic"|"bearer", "user", "secret"}')
-    probes = serializers.DictField(required=False)
-    tls_matrix = serializers.ListField(
-        child=serializers.ChoiceField(choices=["protocol", "group", "cert", "resumption"]),
-        required=False,
-        help_text="TLS configuration matrix: repeat tls_new (which arms must name) under each variant of "
-        'these dimensions, e.g. ["protocol", "cert"] (or "protocol,cert"); docs/report-schema.md, matrix.',
-    )
-    wan_rtt_ms = serializers.ListField(
-        child=serializers.FloatField(min_value=0, max_value=2000),
-        required=False,
-        help_text="RTTs (ms) of the report's WAN projection, at most 8, e.g. [2, 20, 80, 200] (the default); "
-        'or "2,20,80,200".',
-    )
-    generators = serializers.JSONField(
-        required=False,
-        help_text="Locust worker processes per generator host: 1 (the default), up to the operator limit, "
-        'or "auto" (one per core of each generator host; 0 in run.config). docs/scaling.md.',
-    )
-    saturation = serializers.DictField(
-        required=False,
-        allow_null=True,
-        help_text='Saturation search after the arms: {"arms": ["plain", "tls_new"], "mode": "users"|"rate", '
-        '"start", "max", "stage_s"} (arms must be among the run\'s; or a list of arms; null: none). '
-        "docs/report-schema.md, capacity.",
-    )
-    budgets = serializers.DictField(
+
+def inline_run_fields(spec=runspec.RunSpec) -> dict[str, serializers.Field]:
+    """``InlineRunIn``'s fields: every ``RunSpec`` option, typed and bounded as the spec says, plus
+    ``budgets``."""
+    fields = {
+        name: _api_field(opt.annotation, opt.bounds, required=False, help_text=opt.description or None)
+        for name, opt in runspec.options(spec).items()
+    }
+    fields["budgets"] = serializers.DictField(
         child=serializers.FloatField(),
         required=False,
         help_text="Budget name → limit, judged when the run ends (docs/budgets.md), e.g. "
         '{"keepalive_tls_p50_ms": 2, "failed_checks": 0}; the verdicts appear under the run\'s budgets.',
     )
+    return fields
+
+
+# The keys of a report's ``run.config``, plus the URLs (limits and the address policy apply as in
+# the run form).
+InlineRunIn = type("InlineRunIn", (serializers.Serializer,), inline_run_fields())
 
 
 class ShareIn(serializers.Serializer):

@@ -35,8 +35,9 @@ from urllib.parse import urlsplit
 
 from portal.lib import matrix
 from portal.lib import saturation as saturation_plan
+from portal.lib.runspec import ARM_NAMES, MAX_GENERATORS, parse_generators  # noqa: F401 (re-exported)
 
-ARMS = ("plain", "tls", "plain_new", "tls_new", "tls_resumed")
+ARMS = ARM_NAMES
 ARM_SCHEMES = {
     "plain": "http",
     "plain_new": "http",
@@ -47,7 +48,6 @@ ARM_SCHEMES = {
 EXIT_OK = 0
 EXIT_ARM_ERROR = 3
 EXIT_BAD_CONFIG = 2
-MAX_GENERATORS = 64  # Locust worker processes per generator host
 
 
 @dataclass
@@ -163,21 +163,6 @@ class EngineConfig:
         config = cls(**data)
         config.validate()
         return config
-
-
-def parse_generators(value: object) -> int:
-    """``generators`` from a form, CLI or API value: a number of processes, or "auto" (0: one per core
-    of each generator host)."""
-    text = str(value).strip().lower()
-    if text == "auto":
-        return 0
-    try:
-        number = int(text)
-    except ValueError:
-        raise ValueError(f"generators must be a number or 'auto', got {value!r}") from None
-    if not 1 <= number <= MAX_GENERATORS:
-        raise ValueError(f"generators must be 1..{MAX_GENERATORS} or 'auto'")
-    return number
 
 
 def pin_key(url: str) -> str:

@@ -8,32 +8,39 @@ from django.conf import settings
 from portal.lib import evidence, quotas, targetnames
 from portal.lib.names import PROCESS_NAME_MAX
 from portal.lib.protocol import ARM_SCHEMES, ARMS
-from portal.runs import defaults
-from portal.runs.inputs import MAX_HEADERS_FIELD, MAX_PATHS_FIELD, parse_headers, parse_paths, parse_status
+from portal.lib.runspec import ENGINE_KEYS, OPTIONS
+from portal.runs.inputs import MAX_HEADERS_FIELD, parse_headers, parse_paths, parse_status
 from portal.runs.quotas import count_problems, limits_for
 from portal.runs.scenarios import SavedSecrets, arm_origins, http_arms
-from portal.runs.tuning import TuningFields
+from portal.runs.specform import SpecFields
+from portal.runs.tuning import SATURATION_FIELDS, TuningFields
 from portal.targets import verification
 from portal.targets.models import Target
 from portal.targets.validators import check_url, non_ascii, validate_process_name, validate_text
 
-ARM_LABELS = {
-    "plain": "plain — HTTP, keep-alive (baseline)",
-    "tls": "tls — HTTPS, keep-alive (one handshake per user)",
-    "plain_new": "plain_new — HTTP, new TCP connection per request (control for tls_new)",
-    "tls_new": "tls_new — HTTPS, new connection and full handshake per request",
-    "tls_resumed": "tls_resumed — HTTPS, new connection per request, session resumption",
+# The form fields behind a spec option that has no field of its own (portal.lib.runspec: custom).
+CUSTOM_FIELDS = {
+    "auth": ("auth_type", "auth_user", "auth_secret"),
+    "probes": ("probe_server", "openssl_speed", "cryptsetup", "local_process"),
+    "saturation": SATURATION_FIELDS,
 }
 # Fields that decide where the headers and credentials go: checked once these are clean.
 SECRET_INPUTS = ("arms", "plain_url", "tls_url", "headers", "auth_secret")
 
 
-class RunForm(TuningFields):
+class RunForm(TuningFields, SpecFields):
+    """The run's options: the fields of ``portal.lib.runspec.RunSpec`` (``portal.runs.specform``) and
+    the hand-written ones behind its custom options (URLs, headers, credentials, probes, saturation)."""
+
+    field_order = [
+        *(name for key, opt in OPTIONS.items() for name in CUSTOM_FIELDS.get(key, (opt.form_name,))),
+        "save_as",
+    ]
     target_name = forms.CharField(
-        max_length=200,
+        max_length=OPTIONS["target_name"].bounds["max_length"],
         required=False,
         validators=[validate_text],
-        help_text="Optional; defaults to the host, with the port and path when not the defaults.",
+        help_text=OPTIONS["target_name"].help,
     )
     plain_url = forms.URLField(
         label="Plain URL",
@@ -49,45 +56,15 @@ class RunForm(TuningFields):
         assume_scheme="https",
         help_text="https:// URL for the TLS arms; may differ in host or port.",
     )
-    arms = forms.MultipleChoiceField(
-        choices=[(arm, ARM_LABELS[arm]) for arm in ARMS],
-        widget=forms.CheckboxSelectMultiple,
-        initial=list(defaults.ARMS),
-    )
-    users = forms.IntegerField(label="Virtual users", min_value=1, initial=defaults.USERS)
-    spawn_rate = forms.FloatField(
-        label="Spawn rate (users/s)", min_value=0.1, max_value=1000, initial=defaults.SPAWN_RATE
-    )
-    warmup_s = forms.FloatField(
-        label="Warm-up (s)",
-        min_value=0,
-        initial=defaults.WARMUP_S,
-        help_text="Excluded from every statistic.",
-    )
-    duration_s = forms.FloatField(
-        label="Measured duration per arm (s)",
-        min_value=1,
-        initial=defaults.DURATION_S,
-        help_text=defaults.DURATION_HELP,
-    )
-    paths = forms.CharField(
-        label="Paths and weights",
-        required=False,
-        max_length=MAX_PATHS_FIELD,
-        widget=forms.Textarea(attrs={"rows": 4, "placeholder": "/1k 1\n/2k 2\n/4k 1\n/logo.png 1"}),
-        help_text="Optional. One request target per line with an optional weight; sent to each arm's host. "
-        "Empty: the path of the URLs above.",
-    )
     headers = forms.CharField(
-        label="Request headers",
+        label=OPTIONS["headers"].label,
         required=False,
         max_length=MAX_HEADERS_FIELD,
         widget=forms.Textarea(attrs={"rows": 2, "placeholder": "Accept-Language: en\nX-Client: 100"}),
-        help_text="Optional, 'Name: value' per line, ASCII values of at most 8 KiB. Stored encrypted; "
-        "never shown again.",
+        help_text=OPTIONS["headers"].help,
     )
     auth_type = forms.ChoiceField(
-        label="Authentication",
+        label=OPTIONS["auth"].label,
         required=False,
         choices=[("none", "none"), ("basic", "Basic (user + password)"), ("bearer", "Bearer token")],
         initial="none",
@@ -102,46 +79,6 @@ class RunForm(TuningFields):
         validators=[validate_text],
         widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
         help_text="Stored encrypted; never shown again.",
-    )
-    send_credentials_over_http = forms.BooleanField(
-        label="Send the headers and credentials over plain HTTP too",
-        required=False,
-        help_text="Off: the plain arms (plain, plain_new) cannot run with headers or credentials, which "
-        "would travel unencrypted. Tick it only for a test server whose credentials may leak.",
-    )
-    expected_status = forms.CharField(
-        label="Expected status",
-        max_length=200,
-        required=False,
-        help_text="e.g. 200, 204 or 2xx. Empty: any 2xx. Anything else fails the status check.",
-    )
-    think_time_s = forms.FloatField(
-        label="Think time (s)",
-        required=False,
-        min_value=0,
-        max_value=600,
-        initial=defaults.THINK_TIME_S,
-        help_text="Closed loop only (clear the arrival rate): pause after each request.",
-    )
-    arrival_rate = forms.FloatField(
-        label="Fixed arrival rate (req/s)",
-        required=False,
-        min_value=0.1,
-        initial=defaults.ARRIVAL_RATE,
-        help_text=defaults.ARRIVAL_RATE_HELP,
-    )
-    rounds = forms.IntegerField(
-        label="Rounds",
-        required=False,
-        min_value=1,
-        initial=defaults.ROUNDS,
-        help_text="Arms run interleaved (A B C A B C …); 3 or more give confidence intervals over rounds.",
-    )
-    follow_redirects = forms.BooleanField(
-        label="Resolve redirects before measuring",
-        required=False,
-        initial=True,
-        help_text="The final URL is measured and the report says so.",
     )
     probe_server = forms.BooleanField(
         label="Probe the server over SSH",
@@ -160,12 +97,6 @@ class RunForm(TuningFields):
         widget=forms.TextInput(attrs={"maxlength": PROCESS_NAME_MAX}),
         help_text="Optional: a process on the generator's own host to sample like the server (no SSH), "
         "e.g. tollgate-demo, the demo target's workers (15 characters at most, as pgrep -x sees them).",
-    )
-    verify_tls = forms.BooleanField(
-        label="Verify TLS certificate",
-        required=False,
-        initial=True,
-        help_text="Untick for self-signed certificates (the demo target).",
     )
     save_as = forms.CharField(
         label="Save as scenario",
@@ -211,13 +142,13 @@ class RunForm(TuningFields):
         return check_url(value, "https") if value else value
 
     def clean_paths(self) -> list[dict]:
-        return parse_paths(self.cleaned_data["paths"])
+        return parse_paths(self.cleaned_data["paths"] or "")
 
     def clean_headers(self) -> dict[str, str]:
         return parse_headers(self.cleaned_data["headers"])
 
     def clean_expected_status(self) -> list[int]:
-        return parse_status(self.cleaned_data["expected_status"])
+        return parse_status(self.cleaned_data["expected_status"] or "")
 
     def clean(self) -> dict:
         data = super().clean()
@@ -331,23 +262,12 @@ class RunForm(TuningFields):
     def engine_config(self) -> dict:
         """The engine config (portal.lib.protocol.EngineConfig) for the cleaned values."""
         data = self.cleaned_data
-        return {
-            "arms": self._arms(data),
-            "users": data["users"],
-            "spawn_rate": data["spawn_rate"],
-            "warmup_s": data["warmup_s"],
-            "duration_s": data["duration_s"],
-            "verify_tls": data["verify_tls"],
-            "paths": data.get("paths") or [],
-            "expected_status": data.get("expected_status") or [],
-            "think_time_s": data.get("think_time_s") or 0.0,
-            "arrival_rate": data.get("arrival_rate"),
-            "rounds": data.get("rounds") or 1,
-            "follow_redirects": bool(data.get("follow_redirects")),
-            "headers_over_http": bool(data.get("send_credentials_over_http")),
-            **self.tuning_config(),
-            **self.probe_config(),
-        }
+        config = {"arms": self._arms(data)}
+        for key in ENGINE_KEYS:  # the spec's options as cleaned; a blank optional one: its default
+            value = data.get(OPTIONS[key].form_name)
+            config[key] = OPTIONS[key].default if value is None or value == "" else value
+        config["arrival_rate"] = data.get("arrival_rate")  # blank: a closed loop, not the default
+        return {**config, **self.tuning_config(), **self.probe_config()}
 
     def probe_config(self) -> dict:
         data = self.cleaned_data

@@ -10,6 +10,7 @@ import re
 
 from django import forms
 
+from portal.lib.runspec import MAX_HEADERS_FIELD  # noqa: F401 (the run form's headers field)
 from portal.targets.validators import non_ascii
 
 # The client owns these: they define connection handling and framing, which the arms control.
@@ -20,20 +21,41 @@ STATUS_ITEM = re.compile(r"^([1-5])xx$|^([1-5][0-9][0-9])$")
 # should hold; a megabyte header is a mistake, not a scenario.
 MAX_PATH_CHARS = 4096
 MAX_PATHS = 50
-MAX_PATHS_FIELD = 64 * 1024
 MAX_HEADER_VALUE_BYTES = 8 * 1024
 MAX_HEADERS = 50
-MAX_HEADERS_FIELD = 32 * 1024
 
 
-def parse_paths(text: str) -> list[dict]:
-    """``/path [weight]`` per line → [{"path", "weight"}]; blank lines and ``#`` comments skipped."""
-    out = []
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
+def _typed(value, what: str = "a list or a string"):
+    """The form's text or the API's list, refused as a whole when it is neither."""
+    if not isinstance(value, str | list):
+        raise forms.ValidationError(f"Expected {what}.")
+    return value
+
+
+def _path_lines(value: str | list):
+    """(line number, path, weight or its text) per path: the form's lines, or the API's list items
+    (``{"path", "weight"}`` or ``"/path weight"``), numbered from 1 alike."""
+    for number, item in enumerate(value.splitlines() if isinstance(value, str) else value, 1):
+        if isinstance(item, dict):
+            path, weight = item.get("path"), item.get("weight", 1)
+            if not isinstance(path, str) or isinstance(weight, bool) or not isinstance(weight, int | float):
+                raise forms.ValidationError("Malformed entries.")
+            yield number, path.strip(), weight
+            continue
+        if not isinstance(item, str):
+            item = str(item)
+        line = item.strip()
         if not line or line.startswith("#"):
             continue
         path, _, weight_text = line.partition(" ")
+        yield number, path, weight_text.strip()
+
+
+def parse_paths(value: str | list) -> list[dict]:
+    """``/path [weight]`` per line (or the API's list of them) → [{"path", "weight"}]; blank lines and
+    ``#`` comments skipped."""
+    out = []
+    for number, path, weight_text in _path_lines(_typed(value)):
         if not path.startswith("/"):
             raise forms.ValidationError(f"Line {number}: a path must start with / (got {path!r}).")
         bad = non_ascii(path)
@@ -46,9 +68,8 @@ def parse_paths(text: str) -> list[dict]:
             raise forms.ValidationError(f"Line {number}: a # starts a fragment, never sent; remove it.")
         if len(path) > MAX_PATH_CHARS:
             raise forms.ValidationError(f"Line {number}: a path of at most {MAX_PATH_CHARS} characters.")
-        weight_text = weight_text.strip()
         try:
-            weight = float(weight_text) if weight_text else 1.0
+            weight = float(weight_text) if weight_text != "" else 1.0
         except ValueError:
             message = f"Line {number}: the weight {weight_text!r} is not a number."
             raise forms.ValidationError(message) from None
@@ -99,10 +120,12 @@ def check_header_value(number: int, name: str, value: str) -> str:
     return value
 
 
-def parse_status(text: str) -> list[int]:
-    """``200, 204, 3xx`` → sorted codes; empty → [] (meaning any 2xx)."""
+def parse_status(value: str | list) -> list[int]:
+    """``200, 204, 3xx`` (or the API's list of them) → sorted codes; empty → [] (meaning any 2xx)."""
     codes: set[int] = set()
-    for item in re.split(r"[,\s]+", text.strip()):
+    value = _typed(value)
+    items = re.split(r"[,\s]+", value.strip()) if isinstance(value, str) else [str(i).strip() for i in value]
+    for item in items:
         if not item:
             continue
         match = STATUS_ITEM.match(item.lower())

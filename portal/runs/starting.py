@@ -16,78 +16,25 @@ from django.db import transaction
 from django.db.models import F
 
 from portal.lib import budgets as budgetlib
-from portal.runs import defaults, dispatch, services
-from portal.runs.forms import RunForm
+from portal.lib import runspec
+from portal.runs import dispatch, services
+from portal.runs.forms import CUSTOM_FIELDS, RunForm
 from portal.runs.models import Run
 from portal.runs.scenarios import SCENARIO_ONLY_KEYS, SavedSecrets, scenario_config
 from portal.targets.models import Scenario
 from portal.targets.validators import check_callback_url
 
-# JSON key -> the form field it fills (when the names differ).
-FORM_NAMES = {
-    "headers_over_http": "send_credentials_over_http",
-}
-PLAIN_KEYS = (
-    "target_name",
-    "plain_url",
-    "tls_url",
-    "users",
-    "spawn_rate",
-    "warmup_s",
-    "duration_s",
-    "rounds",
-    "think_time_s",
-    "arrival_rate",
-    "verify_tls",
-    "follow_redirects",
-    "headers_over_http",
-)
-STRUCTURED_KEYS = (
-    "arms",
-    "paths",
-    "expected_status",
-    "headers",
-    "auth",
-    "probes",
-    "tls_matrix",
-    "wan_rtt_ms",
-    "generators",
-    "saturation",
-)
-KEYS = (*PLAIN_KEYS, *STRUCTURED_KEYS)
-# A webhook or an API call on a saved scenario may change how it loads the target, never what it
-# targets or which secrets it sends.
-OVERRIDABLE = (
-    "arms",
-    "users",
-    "spawn_rate",
-    "warmup_s",
-    "duration_s",
-    "rounds",
-    "think_time_s",
-    "arrival_rate",
-    "expected_status",
-    "paths",
-    "follow_redirects",
-    "verify_tls",
-    "tls_matrix",
-    "wan_rtt_ms",
-    "generators",
-    "saturation",
-)
+# The JSON keys (portal.lib.runspec.RunSpec); a spec option without a custom form field goes to its
+# form field as the JSON gives it (the form's fields take typed values), the others are unpacked here.
+KEYS = runspec.KEYS
+OVERRIDABLE = runspec.OVERRIDABLE
 # Form field -> JSON key, for error messages.
 JSON_NAMES = {
-    "send_credentials_over_http": "headers_over_http",
-    "auth_type": "auth",
-    "auth_user": "auth",
-    "auth_secret": "auth",
-    "probe_server": "probes",
-    "openssl_speed": "probes",
-    "cryptsetup": "probes",
-    "local_process": "probes",
-    **{f"saturation_{key}": "saturation" for key in ("arms", "mode", "start", "max", "stage_s")},
+    **{opt.form_name: key for key, opt in runspec.OPTIONS.items() if opt.form_name != key},
+    **{field: key for key, fields in CUSTOM_FIELDS.items() for field in fields},
     "__all__": "non_field_errors",
 }
+UNPACKED = ("headers", "auth", "saturation", "probes")  # by _structured, into several form fields
 PROBE_FIELDS = {"ssh": "probe_server", "openssl_speed": "openssl_speed", "cryptsetup": "cryptsetup"}
 
 
@@ -104,18 +51,8 @@ class RunRefused(Exception):
 def default_form_data() -> dict:
     """The form's defaults for keys a JSON body leaves out (booleans included: a missing checkbox
     would otherwise read as unticked)."""
-    return {
-        "arms": list(defaults.ARMS),
-        "users": defaults.USERS,
-        "spawn_rate": defaults.SPAWN_RATE,
-        "warmup_s": defaults.WARMUP_S,
-        "duration_s": defaults.DURATION_S,
-        "arrival_rate": defaults.ARRIVAL_RATE,
-        "rounds": defaults.ROUNDS,
-        "verify_tls": True,
-        "follow_redirects": True,
-        "auth_type": "none",
-    }
+    values = {opt.form_name: opt.default for opt in runspec.OPTIONS.values() if opt.kind != "custom"}
+    return {**values, "auth_type": "none"}
 
 
 def _lines(value, what: str, render) -> str:
@@ -130,25 +67,8 @@ def _lines(value, what: str, render) -> str:
 
 
 def _structured(data: dict) -> dict:
-    """Form values for the structured JSON keys present in ``data``."""
+    """Form values for the custom JSON keys present in ``data`` (headers, auth, saturation, probes)."""
     out: dict = {}
-    if "arms" in data:
-        arms = data["arms"]
-        if not isinstance(arms, list) or not all(isinstance(a, str | dict) for a in arms):
-            raise RunRefused({"arms": ['A list of arm names, e.g. ["plain", "tls", "tls_new"].']})
-        out["arms"] = [a.get("name") if isinstance(a, dict) else a for a in arms]
-    if "paths" in data:
-        out["paths"] = _lines(
-            data["paths"],
-            "paths",
-            lambda items: (
-                f"{p['path']} {p.get('weight', 1)}" if isinstance(p, dict) else str(p) for p in items
-            ),
-        )
-    if "expected_status" in data:
-        out["expected_status"] = _lines(
-            data["expected_status"], "expected_status", lambda items: [", ".join(map(str, items))]
-        )
     if "headers" in data:
         out["headers"] = _lines(
             data["headers"], "headers", lambda items: (f"{k}: {v}" for k, v in items.items())
@@ -162,19 +82,8 @@ def _structured(data: dict) -> dict:
             auth_user=auth.get("user") or "",
             auth_secret=auth.get("secret") or "",
         )
-    if "tls_matrix" in data:  # ["protocol", "cert"] or "protocol,cert"
-        value = data["tls_matrix"] or []
-        if isinstance(value, str):  # "protocol, cert" as the CLI takes it: spaces and empty items dropped
-            value = [item.strip() for item in value.split(",") if item.strip()]
-        out["tls_matrix"] = value
-    if "generators" in data:  # 4, "4" or "auto" (stored as 0)
-        out["generators"] = "auto" if data["generators"] in (0, "0") else str(data["generators"] or 1)
     if "saturation" in data:
         out.update(_saturation_fields(data["saturation"]))
-    if "wan_rtt_ms" in data:  # [2, 20, 80, 200] or "2,20,80,200"
-        out["wan_rtt_ms"] = _lines(
-            data["wan_rtt_ms"] or [], "wan_rtt_ms", lambda items: [",".join(map(str, items))]
-        )
     if "probes" in data:
         probes = data["probes"] or {}
         if not isinstance(probes, dict):
@@ -207,6 +116,19 @@ def _saturation_fields(value) -> dict:
     return fields
 
 
+def _names(key: str, value) -> list:
+    """A list of names (``arms``, ``tls_matrix``): a JSON list, or a comma-separated string as the CLI
+    takes it; an arm may be given as its ``run.config`` object (``{"name", "url"}``)."""
+    if isinstance(value, str) and key != "arms":
+        return [item.strip() for item in value.split(",") if item.strip()]
+    if value is None and key != "arms":
+        return []
+    if not isinstance(value, list) or not all(isinstance(item, str | dict) for item in value):
+        example = '["plain", "tls", "tls_new"]' if key == "arms" else '["protocol", "cert"]'
+        raise RunRefused({key: [f"A list of {runspec.OPTIONS[key].extra['item']} names, e.g. {example}."]})
+    return [item.get("name") if isinstance(item, dict) else item for item in value]
+
+
 def form_data(data: dict, base: dict | None = None) -> dict:
     """The run form's data for a JSON body, over ``base`` (the defaults, or a saved scenario's values)."""
     if not isinstance(data, dict):
@@ -216,12 +138,15 @@ def form_data(data: dict, base: dict | None = None) -> dict:
         known = ", ".join((*KEYS, "budgets"))  # budgets_of took them out before this check
         raise RunRefused({key: [f"Unknown field; known: {known}."] for key in unknown})
     out = dict(base if base is not None else default_form_data())
-    for key in PLAIN_KEYS:
-        if key in data:
-            value = data[key]
-            if isinstance(value, list | dict):
-                raise RunRefused({key: ["Expected a single value."]})
-            out[FORM_NAMES.get(key, key)] = "" if value is None else value
+    for key, value in data.items():
+        opt = runspec.OPTIONS[key]
+        if key in UNPACKED:
+            continue
+        if isinstance(value, list | dict) and opt.kind not in ("choices", "text", "lines"):
+            raise RunRefused({key: ["Expected a single value."]})
+        if opt.kind == "choices":
+            value = _names(key, value)
+        out[opt.form_name] = "" if value is None else value
     out.update(_structured(data))
     return out
 

@@ -1,4 +1,6 @@
-"""The run form's TLS matrix, WAN projection and saturation search fields, kept beside ``RunForm``.
+"""The run form's TLS matrix, WAN projection and saturation search: their checks, and the saturation
+search's fields, kept beside ``RunForm`` (``tls_matrix``, ``wan_rtt_ms`` and ``generators`` are fields
+of ``portal.lib.runspec.RunSpec``, made by ``portal.runs.specform``).
 
 ``tls_matrix`` goes to the engine (``EngineConfig.tls_matrix``: which dimensions ``tls_new`` is
 repeated under, ``portal.lib.matrix``); ``wan_rtt_ms`` is portal-only (``portal.runs.configs``): the
@@ -10,15 +12,9 @@ from __future__ import annotations
 
 from django import forms
 
-from portal.lib import capacity, matrix, protocol, saturation, wan
+from portal.lib import capacity, matrix, runspec, saturation, wan
 from portal.lib.protocol import ARMS
 
-DIMENSION_LABELS = {
-    "protocol": "protocol — TLS 1.2 vs 1.3",
-    "group": "group — key exchange X25519 vs P-256 vs X25519MLKEM768 (post-quantum hybrid)",
-    "cert": "cert — RSA vs ECDSA certificate (when the server holds both; chosen in TLS 1.2)",
-    "resumption": "resumption — none vs session ticket vs session ID",
-}
 SATURATION_FIELDS = (
     "saturation_arms",
     "saturation_mode",
@@ -26,39 +22,9 @@ SATURATION_FIELDS = (
     "saturation_max",
     "saturation_stage_s",
 )
-TUNING_FIELDS = ("tls_matrix", "wan_rtt_ms", "generators", *SATURATION_FIELDS)
-PLACE_BEFORE = "save_as"
 
 
 class TuningFields(forms.Form):
-    tls_matrix = forms.MultipleChoiceField(
-        label="TLS configuration matrix",
-        required=False,
-        choices=[(dim, DIMENSION_LABELS[dim]) for dim in matrix.DIMENSIONS],
-        widget=forms.CheckboxSelectMultiple,
-        help_text="Repeats tls_new under every combination of the ticked dimensions (and the keep-alive "
-        "tls arm, when it runs, for the protocol), each a sub-arm with its own histograms, CPU and "
-        "costs. Each variant is probed with one handshake first: one the server or the generator "
-        "refuses is listed as refused, not measured. Each adds warm-up + duration per round (all "
-        "four: up to 36 sub-arms).",
-    )
-    wan_rtt_ms = forms.CharField(
-        label="WAN projection RTTs (ms)",
-        required=False,
-        max_length=100,
-        initial=",".join(f"{rtt:g}" for rtt in wan.DEFAULT_RTTS_MS),
-        help_text="Round-trip times the report projects each arm's time to last byte at, e.g. 2,20,80,200.",
-    )
-
-    generators = forms.CharField(
-        label="Generator processes",
-        required=False,
-        max_length=8,
-        initial="1",
-        help_text="Locust worker processes per generator host: a number, or auto (one per core of each "
-        "generator host). Above 1 the run's engine is a Locust master whose workers' histograms are "
-        "merged exactly; see docs/scaling.md. The TLS matrix runs with 1.",
-    )
     saturation_arms = forms.MultipleChoiceField(
         label="Saturation search",
         required=False,
@@ -96,24 +62,22 @@ class TuningFields(forms.Form):
         f"blank: {saturation.DEFAULTS['stage_s']:g}.",
     )
 
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        # Shown just before "Save as scenario", not first (base form fields come first).
-        names = [name for name in self.fields if name not in TUNING_FIELDS]
-        at = names.index(PLACE_BEFORE) if PLACE_BEFORE in names else len(names)
-        order = names[:at] + [name for name in TUNING_FIELDS if name in self.fields] + names[at:]
-        self.fields = {name: self.fields[name] for name in order}
-
     def clean_wan_rtt_ms(self) -> list[float]:
+        value = self.cleaned_data.get("wan_rtt_ms") or ""
+        if not isinstance(value, str | list):
+            raise forms.ValidationError("Expected a list or a string.")
         try:
-            return wan.parse_rtts(self.cleaned_data.get("wan_rtt_ms") or "")
+            return wan.parse_rtts(value)
         except ValueError as exc:
             raise forms.ValidationError(str(exc)) from None
 
     def clean_generators(self) -> int:
         """A number of processes, or "auto" (stored as 0: one per core of each generator host)."""
         try:
-            return protocol.parse_generators(self.cleaned_data.get("generators") or "1")
+            value = self.cleaned_data.get("generators")
+            if isinstance(value, int):  # typed (the API, a saved scenario): 0 is auto as stored
+                return value if value == 0 else runspec.parse_generators(value)
+            return runspec.parse_generators(value or "1")
         except ValueError as exc:
             raise forms.ValidationError(str(exc)) from None
 

@@ -74,32 +74,19 @@ def _owner(username: str):
 def scenario_data(options: dict) -> dict:
     """The JSON keys of ``save_scenario`` for the options of ``scenario create``."""
     auth = cli_options.auth_from_env(options)
-    data = {
-        "target_name": options["target_name"],
-        "plain_url": options["plain_url"],
-        "tls_url": options["tls_url"],
-        "arms": [arm.strip() for arm in options["arms"].split(",") if arm.strip()],
-        "users": options["users"],
-        "spawn_rate": options["spawn_rate"],
-        "warmup_s": options["warmup"],
-        "duration_s": options["duration"],
-        "rounds": options["rounds"],
-        "think_time_s": options["think_time"],
-        "arrival_rate": None if options["closed_loop"] else options["arrival_rate"],
-        "verify_tls": not options["insecure"],
-        "follow_redirects": not options["no_follow_redirects"],
-        "headers_over_http": options["send_credentials_over_http"],
-        "paths": list(options["path"]),
-        "headers": "\n".join(options["header"]),
-        "expected_status": options["expect"],
-        "callback_url": options["callback_url"],
-        "tls_matrix": options["tls_matrix"],
-        "wan_rtt_ms": options["wan_rtt"],
-        "generators": options.get("generators", "1"),
-        "saturation": cli_options.saturation_json(
-            options, [a.strip() for a in options["arms"].split(",") if a.strip()]
-        ),
-    }
+    values = cli_options.spec_values(options)  # the options of portal.lib.runspec, as JSON keys
+    data = {key: values[opt.form_name] for key, opt in cli_options.SPEC_OPTIONS.items()}
+    if options["closed_loop"]:
+        data["arrival_rate"] = None
+    data.update(
+        target_name=options["target_name"],
+        plain_url=options["plain_url"],
+        tls_url=options["tls_url"],
+        paths=list(options["path"]),
+        headers="\n".join(options["header"]),
+        callback_url=options["callback_url"],
+        saturation=cli_options.saturation_json(options, data["arms"]),
+    )
     # The whole scenario: no auth option means no credentials, no --budget no budgets.
     data["auth"] = {
         "type": auth["auth_type"],

@@ -41,8 +41,9 @@ def test_form_data_turns_report_config_keys_into_form_values():
         }
     )
     assert data["arms"] == ["plain", "tls"]
-    assert data["paths"] == "/1k 2\n/2k 1"
-    assert data["expected_status"] == "200, 204"
+    # The JSON lists go to the form as they are (portal.lib.runspec), never written out as text.
+    assert data["paths"] == [{"path": "/1k", "weight": 2}, {"path": "/2k"}]
+    assert data["expected_status"] == [200, 204]
     assert data["headers"] == "X-Client: ci"
     assert (data["auth_type"], data["auth_secret"]) == ("bearer", "t0ken")
     assert (data["probe_server"], data["openssl_speed"], data["cryptsetup"]) == (True, True, False)

@@ -6,26 +6,22 @@ import os
 
 from django.core.management.base import CommandError, CommandParser
 
-from portal.runs import defaults
+from portal.lib import runspec
 
+# The options made from portal.lib.runspec (those with a ``cli`` and no hand-written form field);
+# --path, the URLs, credentials, probes and the saturation search are written below by hand.
+SPEC_OPTIONS = {key: opt for key, opt in runspec.OPTIONS.items() if opt.cli and opt.kind != "custom"}
+TUNING = ("tls_matrix", "wan_rtt_ms", "generators")  # the "TLS configuration matrix, WAN" group
 # Form fields → the options that fill them, so an error names what the user typed.
 RUN_OPTIONS = {
+    **{opt.form_name: opt.cli for opt in SPEC_OPTIONS.values()},
     "target_name": "--name",
-    "warmup_s": "--warmup",
-    "duration_s": "--duration",
-    "verify_tls": "--insecure",
     "paths": "--path",
     "headers": "--header",
     "auth_type": "--basic-auth-env/--bearer-env",
     "auth_user": "--basic-auth-env",
     "auth_secret": "--basic-auth-env/--bearer-env",
-    "expected_status": "--expect",
-    "think_time_s": "--think-time",
-    "follow_redirects": "--no-follow-redirects",
     "probe_server": "--ssh-host",
-    "tls_matrix": "--tls-matrix",
-    "wan_rtt_ms": "--wan-rtt",
-    "generators": "--generators",
     "saturation_arms": "--saturation",
     "saturation_mode": "--saturation-mode",
     "saturation_start": "--saturation-start",
@@ -52,18 +48,55 @@ def problems(form, names: dict[str, str]) -> str:
     )
 
 
+def _default_text(value) -> str:
+    """A list default as the CLI takes it: comma-separated."""
+    if isinstance(value, list):
+        return ",".join(f"{item:g}" if isinstance(item, float) else str(item) for item in value)
+    return "" if value is None else str(value)
+
+
+def add_spec_argument(parser, opt: runspec.Option) -> None:
+    """One option of ``portal.lib.runspec``: its flag, type, default and help."""
+    if opt.extra.get("cli_flag"):
+        parser.add_argument(opt.cli, action="store_true", help=opt.extra.get("cli_help"))
+        return
+    kind = {"int": int, "float": float}.get(opt.kind)
+    default = opt.default if kind else _default_text(opt.default)
+    parser.add_argument(opt.cli, type=kind or str, default=default, help=opt.extra.get("cli_help"))
+
+
+def spec_values(options: dict) -> dict:
+    """The form values of the spec's options (form names) from the parsed options; a flag flips its
+    field's default, ``--closed-loop`` clears the arrival rate."""
+    values = {}
+    for key, opt in SPEC_OPTIONS.items():
+        value = options.get(opt.cli.removeprefix("--").replace("-", "_"))
+        if opt.extra.get("cli_flag"):
+            value = (not opt.default) if value else opt.default
+        elif opt.kind == "choices":
+            value = [item.strip() for item in (value or "").split(",") if item.strip()]
+        if value is None and key in TUNING:  # scenario create may lack the tuning group
+            value = opt.default
+        values[opt.form_name] = value
+    if options.get("closed_loop"):
+        values["arrival_rate"] = ""
+    return values
+
+
 def add_run_arguments(run: CommandParser) -> None:
     run.add_argument("--plain-url", default="")
     run.add_argument("--tls-url", default="")
-    # The defaults are the run form's (portal/runs/defaults.py): a paced open loop.
-    run.add_argument("--arms", default=",".join(defaults.ARMS), help="comma-separated arm names")
-    run.add_argument("--users", type=int, default=defaults.USERS)
-    run.add_argument("--spawn-rate", type=float, default=defaults.SPAWN_RATE)
-    run.add_argument(
-        "--warmup", type=float, default=defaults.WARMUP_S, help="warm-up seconds per arm (not measured)"
+    # The defaults are the run form's (portal/lib/runspec.py): a paced open loop.
+    loop = run.add_mutually_exclusive_group()
+    for key, opt in SPEC_OPTIONS.items():
+        if key not in TUNING:
+            add_spec_argument(loop if key == "arrival_rate" else run, opt)
+    loop.add_argument(
+        "--closed-loop",
+        action="store_true",
+        help="each user sends as fast as it can (plus --think-time): finds throughput limits, but often "
+        "saturates the generator",
     )
-    run.add_argument("--duration", type=float, default=defaults.DURATION_S, help="measured seconds per arm")
-    run.add_argument("--insecure", action="store_true", help="do not verify the TLS certificate")
     run.add_argument(
         "--path",
         action="append",
@@ -78,13 +111,6 @@ def add_run_arguments(run: CommandParser) -> None:
         help="environment variable holding USER:PASSWORD for pre-emptive Basic auth (kept out of argv)",
     )
     run.add_argument("--bearer-env", metavar="VAR", help="environment variable holding a bearer token")
-    run.add_argument(
-        "--send-credentials-over-http",
-        action="store_true",
-        help="also send the headers and credentials on the plain (http) arms, unencrypted",
-    )
-    _add_load_arguments(run)
-    run.add_argument("--no-follow-redirects", action="store_true", help="measure redirects as answered")
     run.add_argument("--owner", default="", help="username starting the run (default: first superuser)")
     run.add_argument("--project", default="", help="project of the run (default: the user's personal one)")
     run.add_argument(
@@ -99,33 +125,6 @@ def add_run_arguments(run: CommandParser) -> None:
         "exit code 3 when one fails",
     )
     run.add_argument("--json", action="store_true", help="print the report JSON on stdout")
-
-
-def _add_load_arguments(run: CommandParser) -> None:
-    run.add_argument("--expect", default="", help="expected status codes, e.g. 200,204 or 2xx (default 2xx)")
-    run.add_argument(
-        "--think-time",
-        type=float,
-        default=defaults.THINK_TIME_S,
-        help="closed loop only (--closed-loop): seconds each user pauses per request",
-    )
-    loop = run.add_mutually_exclusive_group()
-    loop.add_argument(
-        "--arrival-rate",
-        type=float,
-        default=defaults.ARRIVAL_RATE,
-        help=f"open loop: total requests/s on a fixed schedule (default {defaults.ARRIVAL_RATE:g}, paced "
-        "well under what one generator process sustains)",
-    )
-    loop.add_argument(
-        "--closed-loop",
-        action="store_true",
-        help="each user sends as fast as it can (plus --think-time): finds throughput limits, but often "
-        "saturates the generator",
-    )
-    run.add_argument(
-        "--rounds", type=int, default=defaults.ROUNDS, help="interleaved rounds of all arms (A B C A B C …)"
-    )
 
 
 def add_probe_arguments(probe) -> None:
@@ -160,24 +159,9 @@ def auth_from_env(options: dict) -> dict:
 
 
 def add_tuning_arguments(run: CommandParser) -> None:
-    """``tollgate run`` only: the TLS configuration matrix and the WAN projection's RTTs (issue 14)."""
-    run.add_argument(
-        "--tls-matrix",
-        default="",
-        help="repeat tls_new under each client-side TLS variant of these dimensions, comma-separated: "
-        "protocol,group,cert,resumption (refused variants are listed, not measured)",
-    )
-    run.add_argument(
-        "--wan-rtt",
-        default="",
-        help="RTTs in ms for the report's WAN projection, comma-separated (default 2,20,80,200)",
-    )
-    run.add_argument(
-        "--generators",
-        default="1",
-        help="Locust worker processes per generator host: N, or auto (one per core); above 1 the engine "
-        "runs Locust's master/worker mode and merges the workers' histograms exactly (docs/scaling.md)",
-    )
+    """The TLS configuration matrix, the WAN projection's RTTs and the generator processes."""
+    for key in TUNING:
+        add_spec_argument(run, SPEC_OPTIONS[key])
 
 
 def add_saturation_arguments(parser) -> None:

@@ -166,35 +166,20 @@ class Command(BaseCommand):
 
     def _run_form(self, options: dict, project) -> RunForm:
         """The same form as the web page validates the CLI's values (and the project's quota)."""
-        arrival = None if options["closed_loop"] else options["arrival_rate"]
-        arms = [arm.strip() for arm in options["arms"].split(",") if arm.strip()]
+        values = cli_options.spec_values(options)  # the options of portal.lib.runspec
         form = RunForm(
             data={
+                **values,
                 "target_name": options["name"],
                 "plain_url": options["plain_url"],
                 "tls_url": options["tls_url"],
-                "arms": arms,
-                "users": options["users"],
-                "spawn_rate": options["spawn_rate"],
-                "warmup_s": options["warmup"],
-                "duration_s": options["duration"],
-                "verify_tls": not options["insecure"],
                 "paths": "\n".join(options["path"]),
                 "headers": "\n".join(options["header"]),
-                "expected_status": options["expect"],
-                "think_time_s": options["think_time"],
-                "arrival_rate": arrival if arrival is not None else "",
-                "rounds": options["rounds"],
-                "follow_redirects": not options["no_follow_redirects"],
                 "probe_server": bool(options.get("ssh_host")),
                 "openssl_speed": options.get("openssl_speed", False),
                 "cryptsetup": options.get("cryptsetup", False),
                 "local_process": options.get("local_process") or "",
-                "send_credentials_over_http": options["send_credentials_over_http"],
-                "tls_matrix": [dim.strip() for dim in options["tls_matrix"].split(",") if dim.strip()],
-                "wan_rtt_ms": options["wan_rtt"],
-                "generators": options["generators"],
-                **cli_options.saturation_fields(options, arms),
+                **cli_options.saturation_fields(options, values["arms"]),
                 **cli_options.auth_from_env(options),
             },
             project=project,

@@ -1,0 +1,142 @@
+"""One definition of a run (portal/lib/runspec.py): every field of ``RunSpec`` is offered by each
+surface — the run form, the API's schema and its validation, the CLI, a scenario's overrides and
+the engine config — with the spec's bounds, default and error wording; and a field added to a copy
+of the spec appears on every surface without another file changing."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+import pytest
+from django import forms
+from django.core.management import CommandError, call_command
+from pydantic import create_model
+
+from portal.api import tokens
+from portal.api.serializers import InlineRunIn, inline_run_fields
+from portal.lib import protocol, runspec
+from portal.projects.models import personal_project
+from portal.runs import starting
+from portal.runs.forms import CUSTOM_FIELDS, RunForm
+from portal.runs.management import cli_options
+from portal.runs.models import Run
+from portal.runs.specform import form_fields
+
+OPTIONS = runspec.OPTIONS
+NUMBERS = [key for key, opt in OPTIONS.items() if opt.kind in ("int", "float")]
+PLAIN = "http://127.0.0.1:8081/1k"
+TLS = "https://127.0.0.1:8443/1k"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser()
+    cli_options.add_run_arguments(parser)
+    cli_options.add_tuning_arguments(parser)
+    return parser
+
+
+def test_every_field_is_offered_by_every_surface():
+    form = RunForm()
+    api = InlineRunIn().fields
+    cli = {action.option_strings[0]: action for action in _parser()._actions if action.option_strings}
+    engine = {field.name for field in dataclasses.fields(protocol.EngineConfig)}
+    for key, opt in OPTIONS.items():
+        assert opt.label and (opt.help or opt.description), key
+        assert key in api and key in starting.KEYS, key
+        assert all(name in form.fields for name in CUSTOM_FIELDS.get(key, (opt.form_name,))), key
+        if opt.cli and opt.kind != "custom":
+            assert opt.cli in cli, key
+            assert cli_options.RUN_OPTIONS[opt.form_name] == opt.cli
+        assert (key in starting.OVERRIDABLE) == opt.overridable, key
+        if opt.engine:
+            assert key in engine, f"{key} is no field of EngineConfig"
+
+
+@pytest.mark.parametrize("key", NUMBERS)
+def test_numbers_have_the_same_bounds_and_default_everywhere(key):
+    opt = OPTIONS[key]
+    field = RunForm().fields[opt.form_name]
+    api = InlineRunIn().fields[key]
+    cli = {a.option_strings[0]: a for a in _parser()._actions if a.option_strings}[opt.cli]
+    assert (field.min_value, field.max_value) == (opt.bounds.get("ge"), opt.bounds.get("le"))
+    assert (api.min_value, api.max_value) == (opt.bounds.get("ge"), opt.bounds.get("le"))
+    assert field.initial == opt.default == cli.default == starting.default_form_data()[opt.form_name]
+    schema = runspec.RunSpec.model_json_schema()["properties"][key]
+    assert schema.get("default") == opt.default
+    assert schema.get(
+        "minimum", next((s.get("minimum") for s in schema.get("anyOf", [])), None)
+    ) == opt.bounds.get("ge")
+
+
+def _below(opt) -> float:
+    return opt.bounds["ge"] - (1 if opt.kind == "int" else opt.bounds["ge"] / 2 or 1)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("key", [key for key in NUMBERS if "ge" in OPTIONS[key].bounds])
+def test_a_value_below_the_bound_gets_the_same_words_on_every_surface(key, client, django_user_model):
+    """The form's field error, the API's JSON error (400, under the JSON key), a scenario override
+    and the CLI's message carry the same sentence."""
+    opt = OPTIONS[key]
+    bad = _below(opt)
+    words = f"Ensure this value is greater than or equal to {opt.bounds['ge']}."
+    form = RunForm({**starting.default_form_data(), "plain_url": PLAIN, "tls_url": TLS, opt.form_name: bad})
+    assert words in form.errors[opt.form_name]
+
+    owner = django_user_model.objects.create_user("spec", password="x" * 20)
+    project = personal_project(owner)
+    _, secret = tokens.issue(owner, project, scope="run", name="ci")
+    answer = client.post(
+        "/api/v1/runs",
+        {"plain_url": PLAIN, "tls_url": TLS, key: bad},
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {secret}",
+    )
+    assert answer.status_code == 400 and words in answer.json()["errors"][key]
+
+    scenario = starting.save_scenario(project, "spec", {"plain_url": PLAIN, "tls_url": TLS})
+    if opt.overridable:
+        with pytest.raises(starting.RunRefused) as refused:
+            starting.check(project, {key: bad}, scenario=scenario)
+        assert words in refused.value.errors[key]
+
+    flag = f"{opt.cli}={bad}"
+    with pytest.raises(CommandError) as failed:
+        call_command("tollgate", "run", f"--plain-url={PLAIN}", f"--tls-url={TLS}", flag, "--owner=spec")
+    assert f"{opt.cli}: {words}" in str(failed.value)
+    assert Run.objects.count() == 0
+
+
+def test_a_field_added_to_the_spec_appears_on_every_surface():
+    """What a new option costs: its field in RunSpec; the form, the API schema, the CLI, the
+    override list and the JSON keys follow (the engine reads it from its config)."""
+    extra = runspec._field(
+        4,
+        ge=1,
+        le=100,
+        label="Streams per connection",
+        help="HTTP/2 streams each connection carries.",
+        cli="--streams",
+        cli_help="HTTP/2 streams per connection",
+        overridable=True,
+        engine=True,
+    )
+    spec = create_model("WiderSpec", __base__=runspec.RunSpec, streams=(int, extra))
+    opt = runspec.options(spec)["streams"]
+    assert (opt.kind, opt.default, opt.bounds, opt.overridable) == ("int", 4, {"ge": 1, "le": 100}, True)
+
+    field = form_fields(spec)["streams"]
+    assert isinstance(field, forms.IntegerField)
+    assert (field.min_value, field.max_value, field.initial, field.label) == (1, 100, 4, opt.label)
+    with pytest.raises(forms.ValidationError) as error:
+        field.clean("101")
+    assert "Ensure this value is less than or equal to 100." in error.value.messages
+
+    api = inline_run_fields(spec)["streams"]
+    assert (api.min_value, api.max_value, api.help_text) == (1, 100, opt.description)
+
+    parser = argparse.ArgumentParser()
+    cli_options.add_spec_argument(parser, opt)
+    assert parser.parse_args([]).streams == 4 and parser.parse_args(["--streams", "8"]).streams == 8
+    assert runspec.defaults(spec)["streams"] == 4
