@@ -103,6 +103,14 @@ def edit_target(target: Target, *, name: str, plain_url: str, tls_url: str) -> E
     return edit
 
 
+def get_or_create_target(project, name: str, plain_url: str, tls_url: str) -> Target:
+    """The project's target for this URL pair (made on first use), so runs group by target."""
+    target, _ = Target.objects.get_or_create(
+        project=project, plain_url=plain_url or "", tls_url=tls_url or "", defaults={"name": name}
+    )
+    return target
+
+
 def joining(project, plain_url: str, tls_url: str) -> Target | None:
     """The target of ``project`` a run with these URLs joins (``portal.runs.services``), or None:
     the run would make a new one."""

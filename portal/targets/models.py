@@ -1,7 +1,7 @@
 """What is measured: a Target (the service, reachable over plain HTTP and/or TLS) and saved
 Scenarios (how to measure it).
 
-Both belong to a project (``portal.projects``); who may see them is decided in ``portal.runs.access``.
+Both belong to a project (``portal.projects``); who may see them is decided by ``portal.projects.access``.
 """
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from portal.audit.models import AuditEvent
+from portal.projects.access import SESSION_KEY
 from portal.projects.models import Membership, Project, Role
-from portal.runs.access import SESSION_KEY
 from portal.runs.forms import RunForm
 from portal.runs.models import Run
 from portal.runs.scenarios import SavedSecrets, origin
