@@ -15,7 +15,7 @@ from portal.hooks.models import WebhookDelivery, WebhookTrigger
 from portal.projects.access import can, role_in
 from portal.projects.cli import user_named
 from portal.projects.models import Role
-from portal.targets.models import Scenario
+from portal.scenarios.models import Scenario
 
 ACTIONS: tuple[str, ...] = ("webhook",)
 

@@ -17,9 +17,10 @@ from django.http import Http404, HttpRequest
 from portal.projects.access import can, visible_to
 from portal.projects.models import Membership, Role
 from portal.runs.models import Run
+from portal.scenarios.models import Scenario
 from portal.sharing.models import ShareLink
 from portal.signing.models import FrozenReport
-from portal.targets.models import Scenario, Target
+from portal.targets.models import Target
 
 # The run page's columns of the run (the first of each of run_page_rows' rows); a share link's follow.
 RUN_PAGE_COLUMNS = 18

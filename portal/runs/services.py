@@ -8,8 +8,9 @@ from django.utils import timezone
 from portal.lib.protocol import EngineConfig
 from portal.runs.configs import engine_dict, seal_into
 from portal.runs.models import Run
+from portal.scenarios.models import Scenario
 from portal.targets.editing import get_or_create_target  # noqa: F401 - the run paths' door to targets
-from portal.targets.models import Scenario, Target
+from portal.targets.models import Target
 
 
 def create_run(

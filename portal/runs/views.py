@@ -23,13 +23,13 @@ from portal.runs.forms import RunForm
 from portal.runs.live import progress_data
 from portal.runs.models import Run
 from portal.runs.queueing import queue_note
-from portal.runs.scenarios import (
+from portal.scenarios.access import scenarios_for
+from portal.scenarios.secrets import (
     SCENARIO_ONLY_KEYS,
     SavedSecrets,
     find_scenario,
     secret_origins,
 )
-from portal.scenarios.access import scenarios_for
 from portal.targets import editing
 from portal.targets.access import targets_for
 from portal.targets.naming import labels_of, target_labels

@@ -6,7 +6,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from portal.projects.access import get_for_user, visible_to
-from portal.targets.models import Scenario
+from portal.scenarios.models import Scenario
 
 
 def scenarios_for(user) -> QuerySet[Scenario]:

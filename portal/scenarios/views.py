@@ -20,10 +20,10 @@ from portal.projects.models import Role
 from portal.runs import starting
 from portal.runs.forms import RunForm
 from portal.runs.models import Run
-from portal.runs.scenarios import SavedSecrets, secret_origins
 from portal.scenarios import queries
 from portal.scenarios.access import get_scenario_for_user, scenarios_for
 from portal.scenarios.forms import ScenarioForm
+from portal.scenarios.secrets import SavedSecrets, secret_origins
 
 MAX_RUNS_SHOWN = 200
 
