@@ -5,7 +5,7 @@ from django.views.generic.base import RedirectView
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="runs-list", permanent=False)),
     path("accounts/", include("allauth.urls")),
-    path("audit/", include("portal.audit.urls")),
+    path("audit/", include("portal.projects.audit_urls")),
     path("runs/", include("portal.runs.urls")),
     path("targets/", include("portal.targets.urls")),
     path("projects/", include("portal.projects.urls")),

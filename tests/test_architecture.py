@@ -1,5 +1,8 @@
-"""The layout of docs/architecture.md, checked: one direction between portal and workers, a
-Django-free portal/lib, small modules and functions, no private helpers borrowed across apps."""
+"""The layout of docs/architecture.md, checked: one direction between portal and workers and between
+the portal's apps (the doc's picture is this file's scan), a Django-free portal/lib, small modules
+and functions, no private helpers borrowed across apps.
+
+``python tests/test_architecture.py`` prints the picture of the apps for the doc."""
 
 from __future__ import annotations
 
@@ -24,6 +27,25 @@ PORTAL_TO_WORKERS = {
     "portal/runs/dispatch.py": {"workers.celery_app"},
     "portal/runs/management/commands/tollgate.py": {"workers"},
 }
+
+
+# The portal's entry points: they assemble every app (URLs, the tollgate CLI) and no app imports
+# them, so they are no app's edges.
+ENTRY_POINTS = {"portal/urls.py", "portal/wsgi.py", "portal/runs/management/commands/tollgate.py"}
+# Pairs of apps that import each other, each named and justified in docs/architecture.md; any other
+# pair fails test_apps_import_each_other_one_way.
+BOTH_WAYS = {
+    frozenset({"runs", "scenarios"}),
+    frozenset({"hooks", "scenarios"}),
+    # The run page's one prepared query (runs/access.run_page_rows, runs/runpage.py) reads share links
+    # and frozen reports: gone with the run page from the frozen report (issue 23 item 3).
+    frozenset({"runs", "sharing"}),
+    frozenset({"runs", "signing"}),
+}
+# What the engine (its own process, no Django) takes from the portal: these portal/lib modules.
+ENGINE_LIB = {"portal.lib.protocol", "portal.lib.capacity", "portal.lib.saturation", "portal.lib.generators"}
+ENGINE_LIB |= {"portal.lib.matrix", "portal.lib"}  # ``from portal.lib import capacity``
+DIAGRAM_HEADING = "## The apps and their arrows"
 
 
 def _sources(*tops: str) -> list[Path]:
@@ -126,3 +148,83 @@ def test_modules_and_functions_stay_small():
                 if length > MAX_FUNCTION_LINES:
                     too_long.append(f"{rel}:{node.lineno} {node.name}(): {length} lines")
     assert too_long == []
+
+
+def test_the_engine_takes_only_its_lib_modules_from_the_portal():
+    for path in _sources("workers/engine"):
+        for module, node, _ in _imports(path):
+            where = f"{path.relative_to(ROOT)}:{node.lineno}"
+            assert module.split(".")[0] != "portal" or module in ENGINE_LIB, f"{where} imports {module}"
+            assert not module.startswith("django"), f"{where} imports {module}"
+
+
+def _app(module: str) -> str | None:
+    """The portal app a module belongs to (``portal.runs.views`` → ``runs``); None for portal/lib,
+    the portal's shared modules (``portal/outbound.py``, ``validators.py``, …) and the rest."""
+    parts = module.split(".")
+    if parts[0] != "portal" or len(parts) < 2 or parts[1] == "lib":
+        return None
+    return parts[1] if (ROOT / "portal" / parts[1]).is_dir() else None
+
+
+def app_edges() -> dict[str, set[str]]:
+    """Every portal app and the apps its modules import (entry points and migrations aside)."""
+    edges: dict[str, set[str]] = {}
+    for path in _sources("portal"):
+        rel = path.relative_to(ROOT)
+        app = _app(".".join(rel.with_suffix("").parts))
+        if app is None or str(rel) in ENTRY_POINTS:
+            continue
+        reached = edges.setdefault(app, set())
+        for module, _, _ in _imports(path):
+            other = _app(module)
+            if other and other != app:
+                reached.add(other)
+    return edges
+
+
+def diagram() -> str:
+    """The apps, lowest first (fewest apps below them), each with the apps it imports: ``→`` one way,
+    ``⇄`` a pair of BOTH_WAYS."""
+    edges = app_edges()
+
+    def below(app: str, seen: frozenset = frozenset()) -> set[str]:
+        found = set()
+        for other in edges[app] - seen:
+            found |= {other} | below(other, seen | {app})
+        return found
+
+    order = sorted(edges, key=lambda app: (len(below(app)), app))
+    width = max(map(len, order))
+    lines = []
+    for app in order:
+        arrows = [
+            f"⇄ {o}" if app in edges.get(o, ()) else f"→ {o}" for o in sorted(edges[app], key=order.index)
+        ]
+        lines.append(f"{app:<{width}}  {'  '.join(arrows) or '(imports no other app)'}".rstrip())
+    return "\n".join(lines)
+
+
+def test_apps_import_each_other_one_way():
+    edges = app_edges()
+    both = {frozenset({a, b}) for a in edges for b in edges[a] if a in edges.get(b, ())}
+    new = sorted(sorted(pair) for pair in both - BOTH_WAYS)
+    assert not new, f"these apps import each other (make it one way, or justify it in the doc): {new}"
+    assert both == BOTH_WAYS, (
+        f"no longer both ways, drop from BOTH_WAYS: {sorted(map(sorted, BOTH_WAYS - both))}"
+    )
+
+
+def test_the_docs_picture_of_the_apps_is_the_scan():
+    doc = (ROOT / "docs/architecture.md").read_text()
+    after = doc.split(DIAGRAM_HEADING, 1)[1]
+    drawn = after.split("```text\n", 1)[1].split("```", 1)[0].rstrip("\n")
+    assert drawn == diagram(), (
+        "docs/architecture.md's picture differs: python tests/test_architecture.py prints it"
+    )
+    for pair in BOTH_WAYS:
+        assert all(f"`portal/{app}`" in after for app in pair), f"the doc does not justify {sorted(pair)}"
+
+
+if __name__ == "__main__":
+    print(diagram())

@@ -28,7 +28,7 @@ from portal.hooks import services as hooks
 from portal.hooks.models import CallbackDelivery, WebhookDelivery
 from portal.lib import webhooks
 from portal.runs.models import Run
-from portal.targets.models import Scenario
+from portal.scenarios.models import Scenario
 from workers.celery_app import app
 
 log = logging.getLogger(__name__)

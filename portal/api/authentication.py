@@ -13,8 +13,8 @@ from rest_framework import authentication, exceptions, permissions
 
 from portal.api import tokens
 from portal.api.models import ApiToken
+from portal.projects.access import can, role_in
 from portal.projects.models import Role
-from portal.runs.access import can, role_in
 
 SCHEME = "Bearer"
 

@@ -10,9 +10,9 @@ from django.core.management.base import BaseCommand, CommandError
 
 from portal.api import tokens
 from portal.api.models import ApiToken
+from portal.projects.access import can, role_in
 from portal.projects.cli import project_named, user_named
 from portal.projects.models import Role
-from portal.runs.access import can, role_in
 
 ACTIONS: tuple[str, ...] = ("token",)
 

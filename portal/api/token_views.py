@@ -13,8 +13,8 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from portal.api import tokens
 from portal.api.models import ApiToken
+from portal.projects.access import can, projects_for, role_in
 from portal.projects.models import Role
-from portal.runs.access import can, projects_for, role_in
 
 
 class TokenForm(forms.Form):

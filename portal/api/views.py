@@ -22,8 +22,9 @@ from portal.api.errors import Conflict, Refused
 from portal.runs import quotas, reporting, services
 from portal.runs.models import Run
 from portal.runs.starting import RunRefused, start_run
+from portal.scenarios.models import Scenario
 from portal.sharing import services as sharing
-from portal.targets.models import Scenario, Target
+from portal.targets.models import Target
 
 
 class Page(PageNumberPagination):

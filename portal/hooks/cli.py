@@ -12,10 +12,10 @@ from portal.audit import log as audit
 from portal.audit.models import AuditEvent
 from portal.hooks import services
 from portal.hooks.models import WebhookDelivery, WebhookTrigger
+from portal.projects.access import can, role_in
 from portal.projects.cli import user_named
 from portal.projects.models import Role
-from portal.runs.access import can, role_in
-from portal.targets.models import Scenario
+from portal.scenarios.models import Scenario
 
 ACTIONS: tuple[str, ...] = ("webhook",)
 

@@ -22,7 +22,7 @@ class WebhookTrigger(models.Model):
         TOLLGATE = "tollgate", "Tollgate (X-Tollgate-Timestamp + X-Tollgate-Signature)"
         GITHUB = "github", "GitHub (X-Hub-Signature-256 + X-GitHub-Delivery)"
 
-    scenario = models.OneToOneField("targets.Scenario", models.CASCADE, related_name="webhook")
+    scenario = models.OneToOneField("scenarios.Scenario", models.CASCADE, related_name="webhook")
     public_id = models.CharField(max_length=64, unique=True, default=new_public_id, editable=False)
     secret_enc = models.TextField()
     previous_secret_enc = models.TextField(blank=True)

@@ -28,9 +28,9 @@ from portal.audit.log import client_network
 from portal.hooks import services
 from portal.hooks.models import WebhookDelivery, WebhookTrigger
 from portal.lib import webhooks
+from portal.projects.access import can, role_in
 from portal.projects.models import Role
 from portal.runs import starting
-from portal.runs.access import can, role_in
 
 log = logging.getLogger(__name__)
 BODY_KEYS = ("overrides", "idempotency_key")

@@ -15,8 +15,9 @@ from portal.audit import log as audit
 from portal.audit.models import AuditEvent
 from portal.hooks import services
 from portal.hooks.models import CallbackDelivery, WebhookDelivery, WebhookTrigger
+from portal.projects.access import require_role
 from portal.projects.models import Role
-from portal.runs.access import get_scenario_for_user, require_role
+from portal.scenarios.access import get_scenario_for_user
 
 LOG_ROWS = 50
 ACTIONS = ("create", "rotate", "settings", "disable", "enable")

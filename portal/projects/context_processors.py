@@ -6,7 +6,7 @@ from django.http import HttpRequest
 from django.utils.functional import SimpleLazyObject
 
 from portal.projects import switcher
-from portal.runs.access import SESSION_KEY
+from portal.projects.access import SESSION_KEY
 
 
 def projects(request: HttpRequest) -> dict:

@@ -1,7 +1,7 @@
 """Projects (tenants): every target, run, scenario and SSH credential belongs to one; users see a
 project's objects through a Membership whose role says what they may do there.
 
-Who may see or do what is decided in one place, ``portal.runs.access``.
+Who may see or do what is decided by the rules of ``portal.projects.access``.
 """
 
 from __future__ import annotations

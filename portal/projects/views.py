@@ -15,8 +15,8 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from portal.audit import log as audit
 from portal.audit.models import AuditEvent
+from portal.projects.access import SESSION_KEY, current_project, get_project_for_user, require_role
 from portal.projects.models import Invitation, Membership, Project, Role
-from portal.runs.access import SESSION_KEY, current_project, get_project_for_user, require_role
 
 
 class ProjectForm(forms.Form):

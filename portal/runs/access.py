@@ -1,12 +1,5 @@
-"""Who may see and do what: the one place that scopes objects to a requester.
-
-Everything (targets, scenarios, runs, SSH access through its target) belongs to a project; a user
-sees the objects of the projects they are a member of. Roles, in rising order: *viewer* (read only),
-*member* (create targets, scenarios and runs, cancel, pin baselines, delete the runs they started and
-scenarios), *owner* (manage members and SSH credentials, delete anything of the project). Views ask
-here: an object of a project the user is not in is a 404 (never a hint it exists); an action above
-the user's role is a 403.
-"""
+"""Runs scoped to a requester, by the project rules (``portal.projects.access``): who sees a run,
+who deletes it, and the run page's one prepared query."""
 
 from __future__ import annotations
 
@@ -16,79 +9,25 @@ import sys
 import psycopg
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 from django.db import connection
-from django.db.models import F, OuterRef, QuerySet, Subquery
+from django.db.models import F, QuerySet
 from django.http import Http404, HttpRequest
 
-from portal.projects.models import RANK, Membership, Project, Role, personal_project
+from portal.projects.access import can, visible_to
+from portal.projects.models import Membership, Role
 from portal.runs.models import Run
+from portal.scenarios.models import Scenario
 from portal.sharing.models import ShareLink
 from portal.signing.models import FrozenReport
-from portal.targets.models import Scenario, Target
+from portal.targets.models import Target
 
-SESSION_KEY = "project"
 # The run page's columns of the run (the first of each of run_page_rows' rows); a share link's follow.
 RUN_PAGE_COLUMNS = 18
 
 
-def projects_for(user) -> QuerySet[Project]:
-    return Project.objects.filter(memberships__user=user)
-
-
 def runs_for(user) -> QuerySet[Run]:
-    return Run.objects.filter(project__memberships__user=user)
-
-
-def targets_for(user) -> QuerySet[Target]:
-    return Target.objects.filter(project__memberships__user=user)
-
-
-def scenarios_for(user) -> QuerySet[Scenario]:
-    return Scenario.objects.filter(project__memberships__user=user)
-
-
-def role_in(user, project: Project | int) -> str | None:
-    """The user's role in the project, or None when they are not a member."""
-    project_id = project.pk if isinstance(project, Project) else project
-    return Membership.objects.filter(project_id=project_id, user=user).values_list("role", flat=True).first()
-
-
-def can(role: str | None, needed: str) -> bool:
-    return role is not None and RANK[Role(role)] >= RANK[Role(needed)]
-
-
-def require_role(role: str | None, needed: str) -> None:
-    """403 for an action above the user's role (callers have already 404ed outsiders)."""
-    if not can(role, needed):
-        raise PermissionDenied(f"this needs the {needed} role")
-
-
-def current_project(request: HttpRequest) -> tuple[Project, str]:
-    """The project chosen with the switcher (kept in the session) and the user's role in it; the
-    user's personal project when none was chosen or the membership is gone."""
-    code = request.session.get(SESSION_KEY)
-    memberships = Membership.objects.filter(user=request.user).select_related("project")
-    try:
-        found = memberships.filter(project__code=code).first() if code else None
-    except ValidationError:  # a session value that is no UUID: the personal project
-        found = None
-    if found is None:
-        found = memberships.filter(project__personal_of=request.user).first()
-    if found is None:
-        return personal_project(request.user), Role.OWNER
-    return found.project, found.role
-
-
-def get_project_for_user(request: HttpRequest, code) -> tuple[Project, str]:
-    memberships = Membership.objects.filter(user=request.user).select_related("project")
-    try:
-        found = memberships.filter(project__code=code).first()
-    except ValidationError:  # not a UUID: no such project either
-        found = None
-    if found is None:
-        raise Http404("No such project")
-    return found.project, found.role
+    return visible_to(user, Run)
 
 
 def get_run_for_user(request: HttpRequest, code, *, related=(), deferred=()) -> tuple[Run, str]:
@@ -107,27 +46,6 @@ def get_run_for_user(request: HttpRequest, code, *, related=(), deferred=()) -> 
     except (Run.DoesNotExist, ValidationError):
         raise Http404("No such run") from None
     return run, run.role
-
-
-def _role_of(user) -> Subquery:
-    """The user's role in the row's project, in the same query."""
-    return Subquery(Membership.objects.filter(project=OuterRef("project"), user=user).values("role")[:1])
-
-
-def get_target_for_user(request: HttpRequest, code) -> tuple[Target, str]:
-    try:
-        target = targets_for(request.user).annotate(role=_role_of(request.user)).get(code=code)
-    except (Target.DoesNotExist, ValidationError):
-        raise Http404("No such target") from None
-    return target, target.role
-
-
-def get_scenario_for_user(request: HttpRequest, code) -> tuple[Scenario, str]:
-    try:
-        scenario = scenarios_for(request.user).annotate(role=_role_of(request.user)).get(code=code)
-    except (Scenario.DoesNotExist, ValidationError):
-        raise Http404("No such scenario") from None
-    return scenario, scenario.role
 
 
 def may_delete_run(user, run: Run, role: str | None) -> bool:

@@ -11,12 +11,12 @@ from portal.lib.protocol import ARM_SCHEMES, ARMS
 from portal.lib.runspec import ENGINE_KEYS, OPTIONS
 from portal.runs.inputs import MAX_HEADERS_FIELD, parse_headers, parse_paths, parse_status
 from portal.runs.quotas import count_problems, limits_for
-from portal.runs.scenarios import SavedSecrets, arm_origins, http_arms
 from portal.runs.specform import SpecFields
 from portal.runs.tuning import SATURATION_FIELDS, TuningFields
+from portal.scenarios.secrets import SavedSecrets, arm_origins, http_arms
 from portal.targets import verification
 from portal.targets.models import Target
-from portal.targets.validators import check_url, non_ascii, validate_process_name, validate_text
+from portal.validators import check_url, non_ascii, validate_process_name, validate_text
 
 # The form fields behind a spec option that has no field of its own (portal.lib.runspec: custom).
 CUSTOM_FIELDS = {

@@ -9,7 +9,8 @@ from django.db import models
 from django.db.models import Q
 
 from portal.lib import evidence
-from portal.targets.models import Scenario, Target
+from portal.scenarios.models import Scenario
+from portal.targets.models import Target
 
 
 class Run(models.Model):

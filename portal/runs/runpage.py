@@ -43,10 +43,12 @@ from django.utils.safestring import mark_safe
 
 from portal.lib.kept import Kept
 from portal.projects import switcher
+from portal.projects.access import SESSION_KEY
 from portal.runs import reporting
-from portal.runs.access import RUN_PAGE_COLUMNS, SESSION_KEY, run_page_rows, targets_for
+from portal.runs.access import RUN_PAGE_COLUMNS, run_page_rows
 from portal.runs.models import Run
 from portal.sharing import panel
+from portal.targets.access import targets_for
 from portal.targets.naming import target_labels
 
 TEMPLATE = "runs/detail.html"

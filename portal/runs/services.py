@@ -8,15 +8,9 @@ from django.utils import timezone
 from portal.lib.protocol import EngineConfig
 from portal.runs.configs import engine_dict, seal_into
 from portal.runs.models import Run
-from portal.targets.models import Scenario, Target
-
-
-def get_or_create_target(project, name: str, plain_url: str, tls_url: str) -> Target:
-    """The project's target for this URL pair (made on first use), so runs group by target."""
-    target, _ = Target.objects.get_or_create(
-        project=project, plain_url=plain_url or "", tls_url=tls_url or "", defaults={"name": name}
-    )
-    return target
+from portal.scenarios.models import Scenario
+from portal.targets.editing import get_or_create_target  # noqa: F401 - the run paths' door to targets
+from portal.targets.models import Target
 
 
 def create_run(

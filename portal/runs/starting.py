@@ -20,9 +20,9 @@ from portal.lib import runspec
 from portal.runs import dispatch, services
 from portal.runs.forms import CUSTOM_FIELDS, RunForm
 from portal.runs.models import Run
-from portal.runs.scenarios import SCENARIO_ONLY_KEYS, SavedSecrets, scenario_config
-from portal.targets.models import Scenario
-from portal.targets.validators import check_callback_url
+from portal.scenarios.models import Scenario
+from portal.scenarios.secrets import SCENARIO_ONLY_KEYS, SavedSecrets, scenario_config
+from portal.validators import check_callback_url
 
 # The JSON keys (portal.lib.runspec.RunSpec); a spec option without a custom form field goes to its
 # form field as the JSON gives it (the form's fields take typed values), the others are unpacked here.

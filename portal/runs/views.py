@@ -15,29 +15,23 @@ from django.utils.dateparse import parse_date
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from portal.lib import evidence
+from portal.projects.access import can, current_project, require_role
 from portal.projects.models import Role
 from portal.runs import exports, fragments, pages, quotas, reporting, runpage, services, starting
-from portal.runs.access import (
-    can,
-    current_project,
-    get_run_for_user,
-    may_delete_run,
-    require_role,
-    runs_for,
-    scenarios_for,
-    targets_for,
-)
+from portal.runs.access import get_run_for_user, may_delete_run, runs_for
 from portal.runs.forms import RunForm
 from portal.runs.live import progress_data
 from portal.runs.models import Run
 from portal.runs.queueing import queue_note
-from portal.runs.scenarios import (
+from portal.scenarios.access import scenarios_for
+from portal.scenarios.secrets import (
     SCENARIO_ONLY_KEYS,
     SavedSecrets,
     find_scenario,
     secret_origins,
 )
 from portal.targets import editing
+from portal.targets.access import targets_for
 from portal.targets.naming import labels_of, target_labels
 
 SORTS = {

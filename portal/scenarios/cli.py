@@ -23,7 +23,7 @@ from portal.projects import cli as project_cli
 from portal.runs import starting
 from portal.runs.management import cli_options
 from portal.scenarios import queries
-from portal.targets.models import Scenario
+from portal.scenarios.models import Scenario
 
 ACTIONS: tuple[str, ...] = ("scenario",)
 # JSON keys of save_scenario → the options that filled them, so an error names what the user typed.

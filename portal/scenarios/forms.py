@@ -6,8 +6,8 @@ from django import forms
 from django.core.exceptions import ValidationError
 
 from portal.lib import budgets
-from portal.targets.models import Scenario
-from portal.targets.validators import check_callback_url, validate_text
+from portal.scenarios.models import Scenario
+from portal.validators import check_callback_url, validate_text
 
 PREFIX = "budget_"
 

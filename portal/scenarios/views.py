@@ -1,6 +1,6 @@
 """Saved scenarios: the current project's list, one scenario with its versions' runs, and its edit
 page (the run form's fields pre-filled, plus name, budgets and callback URL; every save a new
-version). Viewers read, members edit; who may delete is ``portal.runs.deletion``."""
+version). Viewers read, members edit and delete."""
 
 from __future__ import annotations
 
@@ -8,19 +8,22 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
 from portal.audit import log as audit
 from portal.audit.models import AuditEvent
 from portal.lib import budgets
+from portal.projects.access import can, current_project, require_role
+from portal.projects.deleting import confirm_then_delete
 from portal.projects.models import Role
 from portal.runs import starting
-from portal.runs.access import can, current_project, get_scenario_for_user, require_role, scenarios_for
 from portal.runs.forms import RunForm
 from portal.runs.models import Run
-from portal.runs.scenarios import SavedSecrets, secret_origins
 from portal.scenarios import queries
+from portal.scenarios.access import get_scenario_for_user, scenarios_for
 from portal.scenarios.forms import ScenarioForm
+from portal.scenarios.secrets import SavedSecrets, secret_origins
 
 MAX_RUNS_SHOWN = 200
 
@@ -128,3 +131,19 @@ def scenarios_edit(request: HttpRequest, code) -> HttpResponse:
         "secret_origins": secret_origins(scenario),
     }
     return render(request, "scenarios/edit.html", ctx)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def scenarios_delete(request: HttpRequest, code) -> HttpResponse:
+    scenario, role = get_scenario_for_user(request, code)
+    require_role(role, Role.MEMBER)
+    return confirm_then_delete(
+        request,
+        what=f"the saved scenario {scenario.name}",
+        consequences=["Runs started from it are kept; its sealed headers and credentials are deleted."],
+        back=reverse("scenarios-detail", args=[scenario.code]),
+        delete=scenario.delete,
+        done=f"Scenario {scenario.name} deleted.",
+        then="scenarios-list",
+    )

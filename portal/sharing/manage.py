@@ -1,6 +1,6 @@
 """The owner's side of share links (``/shares/…``, login required): create one for a run or a compare
 view (members and owners), list the current project's links with their views, revoke (the link's
-creator or a project owner). Scoping through portal.runs.access."""
+creator or a project owner). Scoping through portal.runs.access and portal.projects.access."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from portal.projects.access import current_project, require_role, role_in
 from portal.projects.models import Membership, Role
-from portal.runs.access import current_project, get_run_for_user, require_role, role_in, runs_for
+from portal.runs.access import get_run_for_user, runs_for
 from portal.sharing import services
 from portal.sharing.forms import ShareForm
 from portal.sharing.models import ShareLink

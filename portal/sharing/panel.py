@@ -18,8 +18,8 @@ from datetime import datetime
 from django.template.loader import render_to_string
 
 from portal.lib.kept import Kept
+from portal.projects.access import can
 from portal.projects.models import Role
-from portal.runs.access import can
 from portal.sharing import services
 from portal.sharing.forms import ShareForm
 from portal.sharing.models import ShareLink

@@ -20,8 +20,8 @@ from django.utils import timezone
 
 from portal.audit import log as audit
 from portal.audit.models import AuditEvent
+from portal.projects.access import can, role_in
 from portal.projects.models import Role
-from portal.runs.access import can, role_in
 from portal.sharing.models import NOTE_MAX, USER_AGENT_MAX, ShareLink, ShareView
 
 DEFAULT_DAYS = 30

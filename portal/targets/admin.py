@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from portal.targets.models import Scenario, SshAccess, Target
+from portal.targets.models import SshAccess, Target
 
 
 @admin.register(Target)
@@ -8,15 +8,6 @@ class TargetAdmin(admin.ModelAdmin):
     list_display = ("name", "project", "plain_url", "tls_url", "created")
     search_fields = ("name", "plain_url", "tls_url")
     readonly_fields = ("code", "created")
-
-
-@admin.register(Scenario)
-class ScenarioAdmin(admin.ModelAdmin):
-    list_display = ("name", "created", "updated")
-    search_fields = ("name",)
-    # The config holds sealed secrets (headers, credentials): never shown, never edited here.
-    exclude = ("config",)
-    readonly_fields = ("code", "created", "updated")
 
 
 @admin.register(SshAccess)

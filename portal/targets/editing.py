@@ -7,7 +7,7 @@ What an edit changes and keeps:
   baseline and SSH access stay;
 - the target's saved scenarios take the new URLs, each as a new version (a run records the version
   it ran); their sealed headers and credentials stay bound to the origins they were saved for, so a
-  scenario whose origin changed asks for them again (``portal.runs.scenarios``);
+  scenario whose origin changed asks for them again (``portal.scenarios.secrets``);
 - an origin (scheme, host, port) the target did not have before has never been verified: the
   target's verification is reset, and no run starts before it is verified again (DESIGN.md §11).
 """
@@ -22,9 +22,10 @@ from django.urls import reverse
 from portal.lib.protocol import ARM_SCHEMES
 from portal.lib.targetnames import default_name
 from portal.lib.verification import origin_or_none
-from portal.runs.scenarios import origin as secret_origin
-from portal.runs.scenarios import secret_origins
-from portal.targets.models import Scenario, Target
+from portal.scenarios.models import Scenario
+from portal.scenarios.secrets import origin as secret_origin
+from portal.scenarios.secrets import secret_origins
+from portal.targets.models import Target
 
 
 def origins(plain_url: str, tls_url: str) -> set[str]:
@@ -101,6 +102,14 @@ def edit_target(target: Target, *, name: str, plain_url: str, tls_url: str) -> E
                 scenario.save(update_fields=["config", "version", "updated"])
                 edit.scenarios.append(scenario.name)
     return edit
+
+
+def get_or_create_target(project, name: str, plain_url: str, tls_url: str) -> Target:
+    """The project's target for this URL pair (made on first use), so runs group by target."""
+    target, _ = Target.objects.get_or_create(
+        project=project, plain_url=plain_url or "", tls_url=tls_url or "", defaults={"name": name}
+    )
+    return target
 
 
 def joining(project, plain_url: str, tls_url: str) -> Target | None:

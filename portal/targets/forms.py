@@ -8,7 +8,7 @@ from portal.lib.protocol import ARM_SCHEMES
 from portal.lib.sshkeys import KeyFormatError, key_from_known_hosts, known_hosts_name, load_private_key
 from portal.targets import editing
 from portal.targets.models import Target
-from portal.targets.validators import (
+from portal.validators import (
     check_outbound,
     check_url,
     non_ascii,

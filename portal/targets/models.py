@@ -1,7 +1,8 @@
-"""What is measured: a Target (the service, reachable over plain HTTP and/or TLS) and saved
-Scenarios (how to measure it).
+"""What is measured: a Target (the service, reachable over plain HTTP and/or TLS) and how Tollgate
+reaches its server for probes (SshAccess). Its saved scenarios are ``portal.scenarios.models``.
 
-Both belong to a project (``portal.projects``); who may see them is decided in ``portal.runs.access``.
+A target belongs to a project (``portal.projects``); who may see it is decided by
+``portal.projects.access``.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from uuid import uuid4
 from django.db import models
 
 from portal.lib.verification import new_token
-from portal.targets.validators import validate_process_name
+from portal.validators import validate_process_name
 
 
 class Target(models.Model):
@@ -39,33 +40,6 @@ class Target(models.Model):
                 fields=["project", "plain_url", "tls_url"], name="target_project_urls_uniq"
             ),
         ]
-
-    def __str__(self) -> str:
-        return self.name
-
-
-class Scenario(models.Model):
-    """A saved, reusable measurement recipe. ``config`` holds the form's cleaned values."""
-
-    code = models.UUIDField(default=uuid4, unique=True, editable=False)
-    project = models.ForeignKey("projects.Project", models.CASCADE, related_name="scenarios")
-    target = models.ForeignKey(Target, models.CASCADE, related_name="scenarios")
-    name = models.CharField(max_length=200)
-    config = models.JSONField(default=dict)
-    # Goes up with every edit; a run records the version it ran (Run.scenario_version).
-    version = models.PositiveIntegerField(default=1)
-    # {budget name: limit} (portal.lib.budgets): judged on every run of the scenario.
-    budgets = models.JSONField(default=dict, blank=True)
-    # POSTed (signed like a webhook) when a run of the scenario ends; empty: no callback.
-    callback_url = models.URLField(max_length=500, blank=True)
-    created = models.DateTimeField(auto_now_add=True)
-    updated = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["project", "name"], name="scenario_project_name_uniq"),
-        ]
-        ordering = ["name"]
 
     def __str__(self) -> str:
         return self.name

@@ -1,7 +1,7 @@
 from django.urls import path
 
-from portal.runs import deletion
-from portal.targets import views
+from portal.scenarios import views as scenarios
+from portal.targets import deletion, views
 
 urlpatterns = [
     path("", views.targets_list, name="targets-list"),
@@ -10,6 +10,6 @@ urlpatterns = [
     path("<uuid:code>/verification/", views.target_verification, name="target-verification"),
     path("<uuid:code>/delete/", deletion.targets_delete, name="targets-delete"),
     path("<uuid:code>/ssh/delete/", deletion.ssh_delete, name="target-ssh-delete"),
-    path("scenarios/<uuid:code>/delete/", deletion.scenarios_delete, name="scenarios-delete"),
+    path("scenarios/<uuid:code>/delete/", scenarios.scenarios_delete, name="scenarios-delete"),
     path("<uuid:code>/ssh/forget-host-key/", views.ssh_forget_host_key, name="target-ssh-forget"),
 ]

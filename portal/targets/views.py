@@ -12,10 +12,10 @@ from portal.audit.models import AuditEvent
 from portal.lib.targetnames import default_name
 from portal.lib.verification import HEADER, WELL_KNOWN_PATH
 from portal.lib.verification import origin as lib_origin
+from portal.projects.access import current_project, require_role
 from portal.projects.models import Role
-from portal.runs import services
-from portal.runs.access import current_project, get_target_for_user, require_role, targets_for
 from portal.targets import editing, verification
+from portal.targets.access import get_target_for_user, targets_for
 from portal.targets.forms import SshAccessForm, TargetEditForm, TargetForm
 from portal.targets.models import SshAccess
 from portal.targets.naming import labels_of
@@ -179,7 +179,7 @@ def targets_list(request: HttpRequest) -> HttpResponse:
         form = TargetForm(request.POST)
         if form.is_valid():
             data = form.cleaned_data
-            target = services.get_or_create_target(project, data["name"], data["plain_url"], data["tls_url"])
+            target = editing.get_or_create_target(project, data["name"], data["plain_url"], data["tls_url"])
             if verification.status(target) in (verification.UNVERIFIED, verification.EXPIRED):
                 messages.info(request, f"Target {target.name} is added; verify it before the first run.")
                 return redirect("target-verification", code=target.code)

@@ -6,7 +6,7 @@ import pytest
 from django.utils import timezone
 
 from portal.runs.models import Run
-from portal.targets.models import Scenario
+from portal.scenarios.models import Scenario
 from tests.e2e.test_report_pages import ARMS, login
 from tests.runs.factories import make_run
 

@@ -20,9 +20,9 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from portal.lib import protocol, wan
+from portal.projects.access import SESSION_KEY
 from portal.projects.models import Membership, Project, ProjectQuota, Role
 from portal.runs import inputs, starting
-from portal.runs.access import SESSION_KEY
 from portal.runs.forms import RunForm
 from portal.runs.models import Run
 from tests.fuzz.budget import count, fuzz

@@ -17,7 +17,7 @@ from portal.hooks import services
 from portal.hooks.models import CallbackDelivery
 from portal.lib import webhooks
 from portal.runs.models import Run
-from portal.targets.models import Scenario
+from portal.scenarios.models import Scenario
 from tests.runs.factories import make_run
 from tests.servers import closed_port
 from workers import callbacks, runner

@@ -18,7 +18,7 @@ from portal.lib import webhooks
 from portal.projects.models import personal_project
 from portal.runs import starting
 from portal.runs.models import Run
-from portal.targets.models import Scenario
+from portal.scenarios.models import Scenario
 from tests.conftest import ROOT
 from tests.hooks.conftest import send, signed
 from tests.servers import closed_port

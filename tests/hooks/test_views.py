@@ -15,7 +15,7 @@ from portal.audit.models import AuditEvent
 from portal.hooks import services
 from portal.hooks.models import CallbackDelivery, WebhookDelivery, WebhookTrigger
 from portal.projects.models import Membership, Role, personal_project
-from portal.targets.models import Scenario
+from portal.scenarios.models import Scenario
 from tests.runs.factories import make_run
 
 pytestmark = pytest.mark.django_db

@@ -9,7 +9,8 @@ import pytest
 
 from portal import vault
 from portal.projects.models import Membership, Project, Role
-from portal.targets.models import Scenario, SshAccess
+from portal.scenarios.models import Scenario
+from portal.targets.models import SshAccess
 from tests.runs.factories import make_run
 
 

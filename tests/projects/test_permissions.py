@@ -8,8 +8,8 @@ import pytest
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from portal.api import tokens
+from portal.projects.access import SESSION_KEY
 from portal.projects.models import Invitation
-from portal.runs.access import SESSION_KEY
 from portal.sharing.models import ShareLink
 from portal.sharing.services import create_share
 

@@ -12,7 +12,8 @@ from django.urls import reverse
 from portal.projects.cli import project_for_run
 from portal.projects.models import Invitation, Membership, Project, Role, personal_project
 from portal.runs.models import Run
-from portal.targets.models import Scenario, SshAccess, Target
+from portal.scenarios.models import Scenario
+from portal.targets.models import SshAccess, Target
 from tests.runs.factories import make_run
 
 pytestmark = pytest.mark.django_db

@@ -16,7 +16,8 @@ from django.test import Client
 
 from portal.lib.sshkeys import generate_key
 from portal.runs.models import Run
-from portal.targets.models import Scenario, SshAccess, Target
+from portal.scenarios.models import Scenario
+from portal.targets.models import SshAccess, Target
 from tests.conftest import ROOT, database_url_for_children
 from tests.runs.factories import VALID_FORM, make_run
 

@@ -133,7 +133,7 @@ def test_run_form_page_has_the_capacity_fieldset(owner, client):
 def test_scenario_cli_saves_the_search_and_its_runs_carry_it(owner):
     from portal.projects.models import Membership, Project, Role
     from portal.runs.starting import check
-    from portal.targets.models import Scenario
+    from portal.scenarios.models import Scenario
 
     team = Project.objects.create(name="team")
     Membership.objects.create(project=team, user=owner, role=Role.OWNER)

@@ -100,7 +100,8 @@ def test_cli_rejects_bad_options(admin):
 def test_rotate_secrets_re_encrypts_runs_scenarios_and_ssh_keys(owner, settings):
     from portal import vault
     from portal.runs import services
-    from portal.targets.models import Scenario, Target
+    from portal.scenarios.models import Scenario
+    from portal.targets.models import Target
 
     old, new = vault.generate_key(), vault.generate_key()
     settings.TOLLGATE_SECRET_KEYS = [old]

@@ -11,7 +11,8 @@ from portal.projects.models import personal_project
 from portal.runs import services
 from portal.runs.forms import RunForm
 from portal.runs.models import Run
-from portal.targets.models import Scenario, Target
+from portal.scenarios.models import Scenario
+from portal.targets.models import Target
 from tests.servers import HeaderLog, LocalServer
 from workers import runner
 

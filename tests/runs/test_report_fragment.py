@@ -16,9 +16,10 @@ from django.urls import reverse
 from portal.projects.models import Membership, Role, personal_project
 from portal.runs import fragments, pages, reporting
 from portal.runs.models import Run
+from portal.scenarios.models import Scenario
 from portal.sharing import services as sharing
 from portal.signing.services import freeze
-from portal.targets.models import Scenario, Target
+from portal.targets.models import Target
 from tests.runs.factories import make_run
 
 pytestmark = pytest.mark.django_db

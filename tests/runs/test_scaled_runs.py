@@ -14,9 +14,9 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from portal.lib import capacity
+from portal.projects.access import SESSION_KEY
 from portal.projects.models import Membership, Project, Role
 from portal.runs import reporting
-from portal.runs.access import SESSION_KEY
 from portal.runs.models import Run
 from tests.servers import LocalServer, RateCapped
 

@@ -8,7 +8,8 @@ import pytest
 from portal.projects.models import personal_project
 from portal.runs import starting
 from portal.runs.models import Run
-from portal.targets.models import Scenario, Target
+from portal.scenarios.models import Scenario
+from portal.targets.models import Target
 
 pytestmark = pytest.mark.django_db
 

@@ -15,7 +15,7 @@ from portal import vault
 from portal.lib import webhooks
 from portal.projects.models import Membership, Project, Role
 from portal.runs.models import Run
-from portal.targets.models import Scenario
+from portal.scenarios.models import Scenario
 
 
 def tollgate(*args: str) -> tuple[str, str]:

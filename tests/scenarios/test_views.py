@@ -11,7 +11,7 @@ from portal.projects.models import Membership, Role, personal_project
 from portal.runs import starting
 from portal.runs.configs import engine_dict
 from portal.runs.models import Run
-from portal.targets.models import Scenario
+from portal.scenarios.models import Scenario
 from tests.runs.factories import make_run
 from tests.scenarios.conftest import SECRET_HEADER, SECRET_TOKEN
 

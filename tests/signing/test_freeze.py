@@ -200,7 +200,7 @@ def test_a_run_cancelled_before_it_started_is_frozen_when_its_task_arrives(clien
 def test_the_signed_report_names_the_scenario_version_it_ran(owner, client):
     """An auditor reads which saved recipe (and which version of it) a report measured, under the
     signature; an ad hoc run says null."""
-    from portal.targets.models import Scenario
+    from portal.scenarios.models import Scenario
 
     run = make_run(owner)
     scenario = Scenario.objects.create(project=run.project, target=run.target, name="nightly", version=4)

@@ -12,13 +12,14 @@ from django.urls import reverse
 from django.utils import timezone
 
 from portal.audit.models import AuditEvent
+from portal.projects.access import SESSION_KEY
 from portal.projects.models import Membership, Project, Role
-from portal.runs.access import SESSION_KEY
 from portal.runs.forms import RunForm
 from portal.runs.models import Run
-from portal.runs.scenarios import SavedSecrets, origin
 from portal.runs.starting import save_scenario, scenario_form_data
-from portal.targets.models import Scenario, Target
+from portal.scenarios.models import Scenario
+from portal.scenarios.secrets import SavedSecrets, origin
+from portal.targets.models import Target
 from tests.runs.factories import make_run
 
 pytestmark = pytest.mark.django_db

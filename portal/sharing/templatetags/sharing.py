@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from django import template
 
+from portal.projects.access import can, role_in
 from portal.projects.models import Role
-from portal.runs.access import can, role_in
 from portal.sharing.forms import ShareForm
 
 register = template.Library()

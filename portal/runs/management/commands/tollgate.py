@@ -28,13 +28,14 @@ from portal.runs.forms import RunForm
 from portal.runs.management import baseline_cli, cli_options, interrupt
 from portal.runs.models import Run
 from portal.scenarios import cli as scenarios_cli
+from portal.scenarios.models import Scenario
 from portal.sharing import cli as sharing_cli
 from portal.signing import cli as signing_cli
 from portal.signing import services as signing_services
 from portal.targets.forms import SshAccessForm
-from portal.targets.models import Scenario, SshAccess
+from portal.targets.models import SshAccess
 from portal.targets.sshaccess import save_ssh_access
-from portal.targets.validators import validate_text
+from portal.validators import validate_text
 
 # The CLI is an entry point like the Celery worker: `tollgate run` executes the run in this process
 # (Ctrl-C cancels it), so it imports the worker side; the web process never does.

@@ -1,5 +1,6 @@
-"""Checks of what users type about a target, shared by every form (runs, targets), the models and
-the CLI (which fills the same forms)."""
+"""Checks of what users type (URLs, process names, free text, callback URLs), shared by every app's
+forms (runs, targets, scenarios), the models and the CLI (which fills the same forms); like
+``portal/outbound.py``, a module of the portal every app may import."""
 
 from __future__ import annotations
 

@@ -1,3 +1,6 @@
+"""The audit log page: operators see every event, owners their projects' (the log itself is
+``portal.audit``, which every app writes to; the page reads memberships, so it lives here)."""
+
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required

@@ -17,7 +17,7 @@ from django.db.models import QuerySet
 
 from portal import vault
 from portal.lib.protocol import ARM_SCHEMES
-from portal.targets.models import Scenario
+from portal.scenarios.models import Scenario
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 # Kept as typed by the user (the parsed forms are for the engine).

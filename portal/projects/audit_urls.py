@@ -1,6 +1,6 @@
 from django.urls import path
 
-from portal.audit import views
+from portal.projects import audit_views as views
 
 urlpatterns = [
     path("", views.audit_list, name="audit-list"),
