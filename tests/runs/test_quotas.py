@@ -158,7 +158,7 @@ def test_a_full_generator_keeps_the_next_run_waiting_then_runs_it(owner, plain_s
     runner.finish(Run.objects.get(pk=first.pk), Run.Status.SUCCEEDED)
     assert tasks.run_benchmark(second.pk) == "succeeded"
     second.refresh_from_db()
-    assert second.generator_host == host and second.waiting == "" and second.arms.get().requests > 0
+    assert second.attempts.get().host == host and second.waiting == "" and second.arms.get().requests > 0
     assert client.get(reverse("runs-progress", args=[second.code])).json()["waiting"] is None
 
 
