@@ -142,6 +142,18 @@ def clear_partial(run: Run) -> list[dict]:
     return partial
 
 
+def open_of_running():
+    """The open attempts of running runs, with their runs."""
+    return RunAttempt.objects.filter(ended__isnull=True, run__status=Run.Status.RUNNING).select_related("run")
+
+
+def stale(open_attempts, silence_s: float, now):
+    """The open attempts (of the queryset) whose executor counts as lost: its heartbeat silent for
+    ``silence_s``, or past its deadline."""
+    silent = models.Q(heartbeat__lt=now - timedelta(seconds=silence_s))
+    return open_attempts.filter(silent | models.Q(deadline__lt=now))
+
+
 def requeue(attempt: RunAttempt, outcome: str, reason: str) -> bool:
     """Put a running run back in the queue for another attempt (its finished arms kept), and send its
     task again. False when ``attempt`` had ended already (someone else acted first)."""

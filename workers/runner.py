@@ -34,7 +34,7 @@ from portal.runs.reporting import measured_nothing, store_summary
 from portal.signing.services import freeze_after_end
 from portal.targets import verification
 from portal.vault import SecretError
-from workers import attempts, callbacks, storage
+from workers import attempts, callbacks, slots, storage
 from workers.arms import kept_arms
 from workers.driver import EngineProcess, Heartbeat
 from workers.probes import session as probing
@@ -43,16 +43,7 @@ log = logging.getLogger(__name__)
 
 # A claimed attempt must end within its run limit plus this (RunAttempt.deadline); past it, the reaper acts.
 DEADLINE_MARGIN_S = 60.0
-# A run waiting for a generator (or its project) is tried again after this, doubling up to
-# WAIT_RETRY_MAX_S, for at most TOLLGATE_GENERATOR_WAIT_S; then it fails and says who held the slot.
-WAIT_RETRY_S = 10
-WAIT_RETRY_MAX_S = 60
 CLAIMED, WAITING, GONE = "claimed", "waiting", "gone"
-
-
-def wait_retry_s(tries: int) -> int:
-    """How long a waiting run's task waits before its ``tries``-th try: 10, 20, 40, 60, 60 … s."""
-    return min(WAIT_RETRY_S * 2 ** min(tries, 8), WAIT_RETRY_MAX_S)
 
 
 def claim(
@@ -62,15 +53,13 @@ def claim(
     say: Callable[[str], object] | None = None,
     waiting_since: datetime | None = None,
 ) -> str:
-    """Move a queued run to running on this generator host, atomically, as a new attempt. A running
-    run whose executor is lost (``attempts.executor_lost``) is taken over the same way: its lost
-    attempt is closed and the finished arms are kept. ``CLAIMED``; ``WAITING`` when the host already
-    runs ``TOLLGATE_MAX_RUNS_PER_GENERATOR`` runs or the project its most (the run stays queued and
-    says why); ``GONE`` when it is not ours to take (ended, cancelled, running elsewhere), or when it
-    has waited since ``waiting_since`` for ``TOLLGATE_GENERATOR_WAIT_S`` already: it then fails,
-    saying which runs held the slot. A slot held by a run the reaper would call lost is freed first
-    (``_end_dead_holders``; ``say`` hears which run was found dead and how it was ended, the log
-    otherwise)."""
+    """Move a queued run to running on this generator host, atomically, as a new attempt; a running
+    run whose executor is lost (``attempts.executor_lost``) is taken over the same way, its lost
+    attempt closed and its finished arms kept. ``CLAIMED``; ``WAITING`` when the host or the project
+    has no free slot (``slots.waiting_reason``: the run stays queued and says why); ``GONE`` when it
+    is not ours to take (ended, cancelled, running elsewhere), or failed for having waited since
+    ``waiting_since`` for ``TOLLGATE_GENERATOR_WAIT_S``. A slot held by a run the reaper would call
+    lost is freed first (``_end_dead_holders``; ``say`` hears how, the log otherwise)."""
     host = host or socket.gethostname()
     GeneratorHost.objects.get_or_create(host=host)
     with transaction.atomic():
@@ -88,17 +77,17 @@ def claim(
         # And the project's row (always after the host's, so two claims never deadlock): hosts take
         # turns on a project's last slot too.
         Project.objects.select_for_update().filter(pk=run.project_id).first()
-        wait = _waiting_reason(run, host)
+        wait = slots.waiting_reason(run, host)
         if wait and _end_dead_holders(run, host, say or log.warning):
-            wait = _waiting_reason(run, host)
+            wait = slots.waiting_reason(run, host)
         if wait:
             return _keep_waiting(run, *wait, waiting_since)
         return _take(run, lost, host, worker)
 
 
 def _take(run: Run, lost: RunAttempt | None, host: str, worker: str) -> str:
-    """The claim proper, under the host's and project's locks: the run's row locked in the state it
-    was read in, the lost executor's attempt closed, a new attempt opened."""
+    """Under the host's and project's locks: the run's row locked in the state it was read in, the
+    lost executor's attempt closed, a new one opened."""
     if not Run.objects.select_for_update().filter(pk=run.pk, status=run.status).exists():
         return GONE
     if lost is not None and not attempts.close(lost, "lost", attempts.lost_reason(lost, "lost")):
@@ -110,63 +99,31 @@ def _take(run: Run, lost: RunAttempt | None, host: str, worker: str) -> str:
     return CLAIMED
 
 
-def _waiting_reason(run: Run, host: str) -> tuple[str, str] | None:
-    """Why ``run`` cannot start on ``host`` now, and what its failure says once it waited too long
-    for that; None when it can start."""
-    running = Run.objects.filter(status=Run.Status.RUNNING).exclude(pk=run.pk)
-    on_host = list(
-        running.filter(attempts__ended__isnull=True, attempts__host=host).values_list("code", flat=True)
-    )
-    if len(on_host) >= settings.TOLLGATE_MAX_RUNS_PER_GENERATOR:
-        return (
-            f"waiting for a generator ({len(on_host)} running on {host})",
-            f"no generator free on {host} for {_span(settings.TOLLGATE_GENERATOR_WAIT_S)}: {_held(on_host)}",
-        )
-    in_project = list(running.filter(project_id=run.project_id).values_list("code", flat=True))
-    if len(in_project) >= limits_for(run.project).max_concurrent_runs:
-        return (
-            f"waiting for a run of project {run.project.name} to end ({len(in_project)} running)",
-            f"no run of project {run.project.name} ended in {_span(settings.TOLLGATE_GENERATOR_WAIT_S)}: "
-            f"{_held(in_project)}",
-        )
-    return None
-
-
-def _span(seconds: float) -> str:
-    return f"{seconds / 60:.0f} min" if seconds >= 120 else f"{seconds:.0f} s"
-
-
-def _held(codes: list) -> str:
-    return f"held by run{'s' if len(codes) > 1 else ''} {', '.join(str(code) for code in codes)}"
-
-
 def _keep_waiting(run: Run, reason: str, give_up: str, waiting_since: datetime | None) -> str:
     """The run stays queued and says why (``WAITING``), or, waiting since ``waiting_since`` for
     ``TOLLGATE_GENERATOR_WAIT_S`` already, fails saying who held the slot (``GONE``)."""
-    wait_s = settings.TOLLGATE_GENERATOR_WAIT_S
-    now = timezone.now()
     if waiting_since is not None and run.status == Run.Status.QUEUED:
-        if (now - waiting_since).total_seconds() >= wait_s:
+        until = waiting_since + timedelta(seconds=settings.TOLLGATE_GENERATOR_WAIT_S)
+        if timezone.now() >= until:
             fail_unresumed(run, Run.Status.QUEUED, f"Not started: {give_up}", attempts.last(run))
             return GONE
-        until = (waiting_since + timedelta(seconds=wait_s)).strftime("%H:%M UTC")
-        reason = f"{reason}; tried until {until}"
+        reason = f"{reason}; tried until {until:%H:%M UTC}"
     Run.objects.filter(pk=run.pk, status=Run.Status.QUEUED).update(waiting=reason[:300])
     return WAITING
 
 
 def _end_dead_holders(run: Run, host: str, say: Callable[[str], object]) -> int:
     """The runs holding the slots ``run`` waits for (on this host, or of its project) whose executor
-    the reaper would call lost (``_stale``), ended as the reaper ends them (``reap``): with no
+    the reaper would call lost (``attempts.stale``), ended as the reaper ends them (``reap``): with no
     maintenance worker (a bare host, the CLI alone) nothing else would, and every later run would wait
     for ever. Each is put back in the queue when a worker consuming the runs queue is present to
     resume it, else failed (nobody would take it). Called under the host's and project's row locks."""
     silence_s = settings.TOLLGATE_REAP_SILENCE_S
     now = timezone.now()
-    holders = _open_attempts().exclude(run=run).filter(Q(host=host) | Q(run__project_id=run.project_id))
+    holders = attempts.open_of_running().exclude(run=run).filter(Q(host=host) | Q(run__project=run.project))
     resumable = None
     ended = 0
-    for dead in list(_stale(holders, silence_s, now)):
+    for dead in list(attempts.stale(holders, silence_s, now)):
         if resumable is None:
             resumable = runs_workers_present(now)
         found = f"found dead by run {run.code}, which waited for its slot on {host}"
@@ -231,7 +188,7 @@ def execute_when_free(run_id: int, say: Callable[[str], object] = log.info) -> R
     while run is not None and run.status == Run.Status.QUEUED:
         since = since or timezone.now()
         say(f"run {run.code}: {run.waiting}")
-        time.sleep(WAIT_RETRY_S)  # a loop in this process, not the broker; bounded as the task's
+        time.sleep(slots.WAIT_RETRY_S)  # a loop in this process, not the broker; bounded as the task's
         run = execute_run(run_id, say=say, waiting_since=since)
     if run is None:  # not this process's to end any more (ended or resumed by a worker): as it stands
         run = Run.objects.filter(pk=run_id).first()
@@ -288,37 +245,34 @@ def after_end(run: Run) -> None:
     callbacks.schedule(run)
 
 
-def _drive(run: Run, attempt: RunAttempt) -> None:
+def _checked_config(run: Run) -> tuple[EngineConfig | None, str]:
+    """The run's engine config, its secrets opened and its addresses pinned; or why it may not be
+    sent (nothing was)."""
     try:
         config = EngineConfig.from_dict(engine_dict(run.config, with_secrets=True))
     except SecretError as exc:
-        finish(
-            run,
-            Run.Status.FAILED,
-            f"{exc}: re-enter the credentials (were the keys rotated?).",
-            attempt=attempt,
-        )
-        return
+        return None, f"{exc}: re-enter the credentials (were the keys rotated?)."
     try:
         # Checked again here (the form's answer may be stale) and pinned: the engine connects only to
         # these addresses, so neither a stored URL nor DNS rebinding can point the load elsewhere.
         config.pinned = outbound.pins(arm.url for arm in config.arms)
     except outbound.Refused as exc:
-        finish(run, Run.Status.FAILED, f"refused by the outbound address policy: {exc}", attempt=attempt)
-        return
+        return None, f"refused by the outbound address policy: {exc}"
     # Ownership is checked again before every run (docs/outbound-policy.md, "Verification"): until it
     # holds, the verification requests are all that is sent.
     urls = [arm.url for arm in config.arms]
     if verification.origins_needing(urls, config.pinned):
         outcome = verification.verify(run.target, urls, config.pinned)
         if not outcome.verified:
-            finish(
-                run,
-                Run.Status.FAILED,
-                f"target not verified, nothing was sent: {outcome.error}",
-                attempt=attempt,
-            )
-            return
+            return None, f"target not verified, nothing was sent: {outcome.error}"
+    return config, ""
+
+
+def _drive(run: Run, attempt: RunAttempt) -> None:
+    config, refused = _checked_config(run)
+    if config is None:
+        finish(run, Run.Status.FAILED, refused, attempt=attempt)
+        return
     if attempt.number > 1:
         # A resumption: the finished arms stay, the engine measures the rest (the arm that was in
         # progress again) and the saturation search, if any, from its start.
@@ -379,7 +333,7 @@ def reap_stale_runs(max_silence_s: float | None = None) -> int:
     silence_s = settings.TOLLGATE_REAP_SILENCE_S if max_silence_s is None else max_silence_s
     now = timezone.now()
     acted = 0
-    for attempt in list(_stale(_open_attempts(), silence_s, now)):
+    for attempt in list(attempts.stale(attempts.open_of_running(), silence_s, now)):
         acted += bool(reap(attempt, silence_s, now))
     wait_s = settings.TOLLGATE_RESUME_WAIT_S
     unresumed = (
@@ -394,19 +348,8 @@ def reap_stale_runs(max_silence_s: float | None = None) -> int:
     return acted + attempts.redispatch_lost(now)
 
 
-def _open_attempts():
-    """The open attempts of running runs, with their runs."""
-    return RunAttempt.objects.filter(ended__isnull=True, run__status=Run.Status.RUNNING).select_related("run")
-
-
-def _stale(open_attempts, silence_s: float, now):
-    """The open attempts (of the queryset) whose executor counts as lost: its heartbeat silent for
-    ``silence_s``, or past its deadline."""
-    return open_attempts.filter(Q(heartbeat__lt=now - timedelta(seconds=silence_s)) | Q(deadline__lt=now))
-
-
 def reap(attempt: RunAttempt, silence_s: float, now, *, resumable: bool = True, found: str = "") -> str:
-    """End one running run whose executor is lost (its open ``attempt`` is ``_stale``): back in the
+    """End one running run whose executor is lost (its open ``attempt`` is ``attempts.stale``): back in the
     queue with its finished arms (``attempts.requeue``), or failed once it has had
     ``TOLLGATE_MAX_RUN_ATTEMPTS`` or when nobody would resume it (``resumable`` false). ``found``: who
     found it, added to the reason (the reaper says nothing). Returns what was done, in words (""

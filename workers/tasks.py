@@ -11,7 +11,7 @@ from celery import shared_task
 from django.utils import timezone
 
 from portal.runs.models import Run
-from workers import callbacks, generators, presence, retention, runner, storage
+from workers import callbacks, generators, presence, retention, runner, slots, storage
 
 
 @shared_task(
@@ -33,7 +33,7 @@ def run_benchmark(self, run_id: int, waiting_since: str | None = None) -> str | 
         # carrying when it first waited; past TOLLGATE_GENERATOR_WAIT_S the claim fails the run.
         since = since or timezone.now()
         raise self.retry(
-            countdown=runner.wait_retry_s(self.request.retries),
+            countdown=slots.wait_retry_s(self.request.retries),
             kwargs={"waiting_since": since.isoformat()},
             max_retries=None,
         )

@@ -20,7 +20,7 @@ from portal.runs.forms import RunForm
 from portal.runs.models import Run
 from portal.targets.models import Target
 from tests.runs.factories import make_run
-from workers import runner, tasks
+from workers import runner, slots, tasks
 
 FORM = {
     "plain_url": "http://127.0.0.1:8081/1k",
@@ -173,7 +173,7 @@ def test_a_run_waits_for_a_generator_a_bounded_while_then_fails_saying_who_held_
     host = socket.gethostname()
     first, second = queued_run(owner, plain_server.url()), queued_run(owner, plain_server.url())
     assert runner.claim(first.pk) == runner.CLAIMED
-    assert [runner.wait_retry_s(tries) for tries in range(6)] == [10, 20, 40, 60, 60, 60]
+    assert [slots.wait_retry_s(tries) for tries in range(6)] == [10, 20, 40, 60, 60, 60]
     since = timezone.now() - timedelta(minutes=9)
     waiting = runner.execute_run(second.pk, waiting_since=since)
     until = (since + timedelta(minutes=10)).strftime("%H:%M UTC")
