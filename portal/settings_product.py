@@ -91,5 +91,8 @@ TOLLGATE_REAP_SILENCE_S = envint("TOLLGATE_REAP_SILENCE_S", "30")
 TOLLGATE_REAP_EVERY_S = envint("TOLLGATE_REAP_EVERY_S", "15")
 TOLLGATE_RESUME_WAIT_S = envint("TOLLGATE_RESUME_WAIT_S", "600")
 TOLLGATE_MAX_RUN_ATTEMPTS = envint("TOLLGATE_MAX_RUN_ATTEMPTS", "3")
+# A run waiting for a generator (TOLLGATE_MAX_RUNS_PER_GENERATOR) or a slot of its project is tried
+# again with a backoff (10 s doubling to 60 s) for at most this long, then fails saying who held the slot.
+TOLLGATE_GENERATOR_WAIT_S = envint("TOLLGATE_GENERATOR_WAIT_S", "1800")
 # A worker is shown as present while it reported itself within this (workers/presence.py).
 TOLLGATE_WORKER_SEEN_S = envint("TOLLGATE_WORKER_SEEN_S", "30")

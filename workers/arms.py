@@ -1,5 +1,5 @@
 """Arms as stored: one ArmResult per arm and round the engine reported, written by the executor of
-the run's current attempt only, after the arms already stored."""
+the run's open attempt only, after the arms already stored."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 from django.db import transaction
 
-from portal.runs.models import ArmResult, Run
+from portal.runs.models import ArmResult, Run, RunAttempt
 
 log = logging.getLogger(__name__)
 
@@ -17,26 +17,26 @@ def _aware(epoch_s: float) -> datetime:
     return datetime.fromtimestamp(epoch_s, tz=UTC)
 
 
-def store_arm(run: Run, message: dict) -> ArmResult | None:
+def store_arm(attempt: RunAttempt, message: dict) -> ArmResult | None:
     """Store one arm the engine reported, after the arms already stored (a resumption's included);
-    None when the run is not this attempt's any more (its new executor measures the arm itself)."""
+    None when ``attempt`` has ended (its run's new executor measures the arm itself). The run's row is
+    locked first, as wherever an attempt is closed, so none closes while the arm is written."""
+    run = attempt.run
     with transaction.atomic():
-        mine = Run.objects.select_for_update().filter(
-            pk=run.pk, status=Run.Status.RUNNING, attempt=run.attempt
-        )
-        if not mine.exists():
+        running = Run.objects.select_for_update().filter(pk=run.pk, status=Run.Status.RUNNING).exists()
+        if not running or not RunAttempt.objects.filter(pk=attempt.pk, ended__isnull=True).exists():
             log.warning("run %s: not this attempt's any more; arm %s not stored", run.code, message["arm"])
             return None
-        return _create_arm(run, ArmResult.objects.filter(run=run).count(), message)
+        return _create_arm(attempt, ArmResult.objects.filter(run=run).count(), message)
 
 
-def _create_arm(run: Run, position: int, message: dict) -> ArmResult:
+def _create_arm(attempt: RunAttempt, position: int, message: dict) -> ArmResult:
     result = message["result"]
     hist = result["hist"]
     return ArmResult.objects.create(
-        run=run,
-        worker=run.worker,
-        attempt=run.attempt,
+        run=attempt.run,
+        worker=attempt.worker,
+        attempt=attempt.number,
         arm=message["arm"],
         round=message.get("round", 0),
         position=position,

@@ -1,11 +1,13 @@
 """Attempts of a run: who executes it, when an executor counts as lost, and how a run is resumed.
 
-A claim (``workers.runner.claim``) starts a new attempt: ``Run.attempt`` goes up by one and only
-that attempt's executor may beat, store arms or finish the run. When an executor is lost (killed,
-stopped, its host gone) or hands the run back (asked to stop), the run goes back to ``queued`` with
-its finished arms kept; the next claim measures only the missing arms (the engine skips the arm
-and round pairs already stored) and the arm that was in progress is measured again. Each attempt
-is recorded in ``Run.attempts`` so the report says which arms ran when and on which worker.
+A claim (``workers.runner.claim``) opens a new attempt, a ``RunAttempt`` row, and only that attempt's
+executor may beat, store arms or finish the run: each of these is a compare-and-set on its row still
+being open (``ended`` null), and an attempt is only ever closed under its run's row lock, together
+with the run's status change. When an executor is lost (killed, stopped, its host gone) or hands the
+run back (asked to stop), its attempt is closed and the run goes back to ``queued`` with its finished
+arms kept; the next claim measures only the missing arms (the engine skips the arm and round pairs
+already stored) and the arm that was in progress is measured again. The rows are the report's
+``run.attempts``: which arms ran when and on which worker.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from django.db import models, transaction
 from django.utils import timezone
 
 from portal.runs import dispatch
-from portal.runs.models import ArmResult, Run
+from portal.runs.models import ArmResult, Run, RunAttempt
 from workers.celery_app import app
 
 log = logging.getLogger(__name__)
@@ -47,15 +49,25 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def executor_lost(run: Run, host: str, now: datetime | None = None) -> bool:
-    """Whether the executor of a running run is gone: its heartbeat has been silent for
-    ``TOLLGATE_REAP_SILENCE_S``, or it ran on this host and its process no longer exists (a killed
-    pool process whose task message came straight back)."""
+def current(run: Run) -> RunAttempt | None:
+    """The run's open attempt (one while it runs), or None."""
+    return run.attempts.filter(ended__isnull=True).first()  # its .run is ``run``
+
+
+def last(run: Run) -> RunAttempt | None:
+    """The run's latest attempt, open or ended (a queued run's: why it was put back)."""
+    return run.attempts.order_by("-number").first()
+
+
+def executor_lost(attempt: RunAttempt | None, host: str, now: datetime | None = None) -> bool:
+    """Whether the executor of a running run's open ``attempt`` is gone (None: it has none): its
+    heartbeat has been silent for ``TOLLGATE_REAP_SILENCE_S``, or it ran on this host and its process
+    no longer exists (a killed pool process whose task message came straight back)."""
     now = now or timezone.now()
-    if run.heartbeat is None or (now - run.heartbeat).total_seconds() > settings.TOLLGATE_REAP_SILENCE_S:
+    if attempt is None or (now - attempt.heartbeat).total_seconds() > settings.TOLLGATE_REAP_SILENCE_S:
         return True
-    pid = executor_pid(run.worker)
-    if run.generator_host != host or pid is None:
+    pid = executor_pid(attempt.worker)
+    if attempt.host != host or pid is None:
         return False
     return pid == os.getpid() or not _alive(pid)
 
@@ -66,44 +78,41 @@ def arm_keys(run: Run, complete: bool = True) -> list[str]:
     return sorted(f"{arm}#{round_}" for arm, round_ in rows)
 
 
-def _stamp(moment: datetime | None) -> str | None:
-    return moment.isoformat() if moment else None
-
-
-def _entry(run: Run) -> dict:
-    """The current attempt's history entry (appended at its claim)."""
-    for entry in reversed(run.attempts):
-        if entry.get("attempt") == run.attempt:
-            return entry
-    entry = {"attempt": run.attempt, "worker": run.worker, "host": run.generator_host}
-    run.attempts.append(entry)
-    return entry
-
-
-def begin(run: Run) -> None:
-    """Record the attempt just claimed (``run`` fresh from the database)."""
-    entry = _entry(run)
-    entry.update(started=_stamp(timezone.now()), arms=[], outcome="running")
-    Run.objects.filter(pk=run.pk, attempt=run.attempt).update(attempts=run.attempts)
-
-
-def close(run: Run, outcome: str, reason: str = "") -> None:
-    """Write the attempt's end into ``run.attempts`` (the caller saves it with its status change)."""
-    entry = _entry(run)
-    mine = ArmResult.objects.filter(run=run, attempt=run.attempt, complete=True).order_by("position")
-    entry.update(
-        ended=_stamp(timezone.now()),
-        outcome=outcome,
-        reason=reason,
-        arms=[f"{arm}#{round_}" for arm, round_ in mine.values_list("arm", "round")],
+def begin(run: Run, worker: str, host: str, now: datetime, limit_s: float) -> RunAttempt:
+    """Open the next attempt of ``run``, just claimed under its row lock (the unique run and number
+    pair refuses a second one). It must end within ``limit_s`` (its ``deadline``)."""
+    number = (RunAttempt.objects.filter(run=run).aggregate(last=models.Max("number"))["last"] or 0) + 1
+    return RunAttempt.objects.create(
+        run=run,
+        number=number,
+        worker=worker,
+        host=host,
+        claimed=now,
+        heartbeat=now,
+        deadline=now + timedelta(seconds=limit_s),
     )
 
 
-def lost_reason(run: Run, how: str) -> str:
+def close(attempt: RunAttempt, outcome: str, reason: str = "") -> bool:
+    """End the attempt with its outcome, reason and the arms it stored finished; False (and nothing
+    written) when it had ended already. Callers hold its run's row lock and change the run's status
+    in the same transaction."""
+    mine = ArmResult.objects.filter(run_id=attempt.run_id, attempt=attempt.number, complete=True)
+    arms = [f"{arm}#{round_}" for arm, round_ in mine.order_by("position").values_list("arm", "round")]
+    return bool(
+        RunAttempt.objects.filter(pk=attempt.pk, ended__isnull=True).update(
+            ended=timezone.now(), outcome=outcome, reason=reason, arms=arms
+        )
+    )
+
+
+def lost_reason(attempt: RunAttempt | None, how: str) -> str:
     """``worker celery@h pid 12 lost during arm tls_new at 14:02:11 UTC (no heartbeat for 31 s)``."""
-    during = f" during arm {run.current_arm}" if run.current_arm else ""
-    at = run.heartbeat.strftime("%H:%M:%S UTC") if run.heartbeat else "an unknown time"
-    return f"worker {run.worker or 'unknown'} {how}{during} at {at}"
+    if attempt is None:
+        return f"worker unknown {how} at an unknown time"
+    during = f" during arm {attempt.current_arm}" if attempt.current_arm else ""
+    at = attempt.heartbeat.strftime("%H:%M:%S UTC")
+    return f"worker {attempt.worker or 'unknown'} {how}{during} at {at}"
 
 
 def clear_partial(run: Run) -> list[dict]:
@@ -123,32 +132,37 @@ def clear_partial(run: Run) -> list[dict]:
             }
         )
     if partial:
-        for entry in run.attempts:
-            entry.setdefault("partial", []).extend(p for p in partial if p["attempt"] == entry.get("attempt"))
-        ArmResult.objects.filter(run=run, complete=False).delete()
-        Run.objects.filter(pk=run.pk).update(attempts=run.attempts)
+        with transaction.atomic():
+            for attempt in RunAttempt.objects.select_for_update().filter(
+                run=run, number__in={p["attempt"] for p in partial}
+            ):
+                attempt.partial += [p for p in partial if p["attempt"] == attempt.number]
+                attempt.save(update_fields=["partial"])
+            ArmResult.objects.filter(run=run, complete=False).delete()
     return partial
 
 
-def requeue(run: Run, outcome: str, reason: str) -> bool:
+def open_of_running():
+    """The open attempts of running runs, with their runs."""
+    return RunAttempt.objects.filter(ended__isnull=True, run__status=Run.Status.RUNNING).select_related("run")
+
+
+def stale(open_attempts, silence_s: float, now):
+    """The open attempts (of the queryset) whose executor counts as lost: its heartbeat silent for
+    ``silence_s``, or past its deadline."""
+    silent = models.Q(heartbeat__lt=now - timedelta(seconds=silence_s))
+    return open_attempts.filter(silent | models.Q(deadline__lt=now))
+
+
+def requeue(attempt: RunAttempt, outcome: str, reason: str) -> bool:
     """Put a running run back in the queue for another attempt (its finished arms kept), and send its
-    task again. False when the run was not in that attempt any more (someone else acted first)."""
+    task again. False when ``attempt`` had ended already (someone else acted first)."""
     with transaction.atomic():
-        locked = Run.objects.select_for_update().filter(
-            pk=run.pk, status=Run.Status.RUNNING, attempt=run.attempt
-        )
-        current = locked.first()
-        if current is None:
+        run = Run.objects.select_for_update().filter(pk=attempt.run_id, status=Run.Status.RUNNING).first()
+        if run is None or not close(attempt, outcome, reason):
             return False
-        close(current, outcome, reason)
-        Run.objects.filter(pk=run.pk).update(
-            status=Run.Status.QUEUED,
-            requeued=timezone.now(),
-            waiting=f"resuming: {reason}",
-            handback=False,
-            attempts=current.attempts,
-        )
-        dispatch.enqueue(current)
+        Run.objects.filter(pk=run.pk).update(status=Run.Status.QUEUED, waiting=f"resuming: {reason}")
+        dispatch.enqueue(run)
     log.warning("run %s requeued: %s", run.code, reason)
     return True
 
@@ -174,9 +188,12 @@ def redispatch_lost(now: datetime) -> int:
     """Send the task again for queued runs (not held back by a full generator or project) whose
     message is gone: they waited over ``LOST_MESSAGE_S`` and the runs queue is empty. A duplicate
     is harmless (a claim is a compare-and-set), and none is sent while messages wait."""
-    stale = Run.objects.filter(
-        status=Run.Status.QUEUED, waiting="", created__lt=now - timedelta(seconds=LOST_MESSAGE_S)
-    ).filter(models.Q(requeued__isnull=True) | models.Q(requeued__lt=now - timedelta(seconds=LOST_MESSAGE_S)))
+    cutoff = now - timedelta(seconds=LOST_MESSAGE_S)
+    stale = (
+        Run.objects.filter(status=Run.Status.QUEUED, waiting="", created__lt=cutoff)
+        .annotate(requeued=models.Max("attempts__ended"))
+        .filter(models.Q(requeued__isnull=True) | models.Q(requeued__lt=cutoff))
+    )
     runs = list(stale)
     if not runs or queue_length(dispatch.RUNS_QUEUE) != 0:
         return 0

@@ -27,7 +27,7 @@ from django.utils import timezone
 
 from portal.lib.protocol import EngineConfig
 from portal.runs.live import PROGRESS_TTL_S, cache_set, progress_key, with_point
-from portal.runs.models import ArmResult, Run
+from portal.runs.models import ArmResult, Run, RunAttempt
 from workers import generators, presence, storage
 from workers.arms import kept_arms, store_arm
 from workers.celery_app import app
@@ -44,14 +44,14 @@ except (OSError, AttributeError):  # not Linux: an orphaned engine still ends wi
 
 
 class Heartbeat:
-    """Touches ``Run.heartbeat`` (and ``current_arm``) every HEARTBEAT_S while the run is this
-    attempt's, forwards a cancel request to the engine, asks the engine to stop when the worker is
-    asked to stop (``Run.handback`` or SIGTERM in this process: the run is handed back), and stops
-    the engine at once when the run is not this attempt's any more (reaped, resumed elsewhere)."""
+    """Touches its attempt's ``heartbeat`` (and ``current_arm``) every HEARTBEAT_S while the attempt
+    is open, forwards a cancel request to the engine, asks the engine to stop when the worker is
+    asked to stop (``RunAttempt.handback`` or SIGTERM in this process: the run is handed back), and
+    stops the engine at once when the attempt has ended (reaped, resumed elsewhere)."""
 
-    def __init__(self, run: Run, interval_s: float = HEARTBEAT_S) -> None:
+    def __init__(self, run: Run, attempt: RunAttempt, interval_s: float = HEARTBEAT_S) -> None:
         self.run = run
-        self.attempt = run.attempt
+        self.attempt = attempt
         self.interval_s = interval_s
         self.on_cancel: Callable[[], None] | None = None
         self.on_handback: Callable[[], None] | None = None
@@ -93,12 +93,12 @@ class Heartbeat:
     def beat(self) -> None:
         try:
             close_old_connections()
-            mine = Run.objects.filter(pk=self.run.pk, status=Run.Status.RUNNING, attempt=self.attempt)
+            mine = RunAttempt.objects.filter(pk=self.attempt.pk, ended__isnull=True)
             alive = mine.update(heartbeat=timezone.now(), current_arm=self.current_arm()[:80])
             if not alive:
                 self._lose()
                 return
-            cancel, handback = mine.values_list("cancel_requested", "handback").first() or (False, False)
+            handback, cancel = mine.values_list("handback", "run__cancel_requested").first() or (False, False)
             if handback:
                 self._hand_back()
             elif cancel and not self._cancel_sent:
@@ -153,8 +153,9 @@ def _die_with_parent() -> None:
 class EngineProcess:
     """``python -m workers.engine`` fed one config; its JSON lines turned into stored arms."""
 
-    def __init__(self, run: Run, config: EngineConfig, limit_s: float) -> None:
+    def __init__(self, run: Run, config: EngineConfig, limit_s: float, attempt: RunAttempt) -> None:
         self.run = run
+        self.attempt = attempt  # whose executor stores the arms (workers.arms.store_arm)
         self.config = config
         self.limit_s = limit_s
         self.on_arm: Callable[[ArmResult], None] | None = None
@@ -239,7 +240,7 @@ class EngineProcess:
             return
         try:
             while self.pending:
-                arm = store_arm(self.run, self.pending[0])
+                arm = store_arm(self.attempt, self.pending[0])
                 self.pending.pop(0)
                 if arm is not None and self.on_arm is not None:
                     self.on_arm(arm)

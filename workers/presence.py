@@ -4,7 +4,7 @@ and a worker asked to stop hands its runs back instead of holding its warm shutd
 - ``worker_ready`` (main process): a thread records the node name, host, pid and consumed queues
   every ``REPORT_S``; queued runs say why nobody took them from these rows (portal/runs/queueing.py).
 - ``worker_shutting_down`` (main process; SIGTERM as ``docker stop`` and systemd send it): the rows
-  say ``stopping`` and the runs this node executes get ``Run.handback``; their executors' heartbeat
+  say ``stopping`` and the open attempts this node executes get ``handback``; their executors' heartbeat
   stops the engine (the arm in progress is kept as partial) and puts the run back in the queue.
 - SIGTERM reaching a pool process while it executes a run (sent by the stopping worker itself, or by
   systemd to the whole control group): the same, via ``STOP_REQUESTED``, at once, instead of the
@@ -26,7 +26,7 @@ from celery.signals import worker_ready, worker_shutting_down
 from django.db import connection
 from django.utils import timezone
 
-from portal.runs.models import Run, WorkerSeen
+from portal.runs.models import Run, RunAttempt, WorkerSeen
 
 log = logging.getLogger(__name__)
 
@@ -72,9 +72,9 @@ def _ready(sender, **_kwargs) -> None:
 def hand_back_runs(name: str) -> int:
     """Ask the executors of the runs this worker node runs to hand them back."""
     WorkerSeen.objects.filter(name=name).update(stopping=True, last_seen=timezone.now())
-    return Run.objects.filter(status=Run.Status.RUNNING, worker__startswith=f"{name} pid ").update(
-        handback=True
-    )
+    return RunAttempt.objects.filter(
+        ended__isnull=True, run__status=Run.Status.RUNNING, worker__startswith=f"{name} pid "
+    ).update(handback=True)
 
 
 @worker_shutting_down.connect

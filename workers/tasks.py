@@ -5,10 +5,13 @@ The portal enqueues them by name (``portal.runs.dispatch``); nothing in the port
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from celery import shared_task
+from django.utils import timezone
 
 from portal.runs.models import Run
-from workers import callbacks, generators, presence, retention, runner, storage
+from workers import callbacks, generators, presence, retention, runner, slots, storage
 
 
 @shared_task(
@@ -21,12 +24,19 @@ from workers import callbacks, generators, presence, retention, runner, storage
     retry_backoff_max=30,
     max_retries=20,
 )
-def run_benchmark(self, run_id: int) -> str | None:
+def run_benchmark(self, run_id: int, waiting_since: str | None = None) -> str | None:
+    since = datetime.fromisoformat(waiting_since) if waiting_since else None
     with presence.stop_requests():
-        run = runner.execute_run(run_id, worker=self.request.hostname or "")
+        run = runner.execute_run(run_id, worker=self.request.hostname or "", waiting_since=since)
     if run is not None and run.status == Run.Status.QUEUED:
-        # Waiting for a generator: the same task again later, as long as it takes.
-        raise self.retry(countdown=runner.WAIT_RETRY_S, max_retries=None)
+        # Waiting for a generator (or a slot of its project): the same task again after a backoff,
+        # carrying when it first waited; past TOLLGATE_GENERATOR_WAIT_S the claim fails the run.
+        since = since or timezone.now()
+        raise self.retry(
+            countdown=slots.wait_retry_s(self.request.retries),
+            kwargs={"waiting_since": since.isoformat()},
+            max_retries=None,
+        )
     return run.status if run else None
 
 

@@ -1,6 +1,20 @@
 from django.contrib import admin
 
-from portal.runs.models import Run
+from portal.runs.models import Run, RunAttempt
+
+
+class RunAttemptInline(admin.TabularInline):
+    """Who executed the run, when, and how each attempt ended (heartbeat, deadline, arm in progress)."""
+
+    model = RunAttempt
+    fields = ("number", "worker", "host", "claimed", "heartbeat", "deadline", "current_arm", "ended",
+              "outcome", "reason")  # fmt: skip
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
 
 
 @admin.register(Run)
@@ -11,6 +25,7 @@ class RunAdmin(admin.ModelAdmin):
     list_filter = ("status", "source")
     search_fields = ("code", "owner__username", "target__name")
     date_hierarchy = "created"
+    inlines = [RunAttemptInline]
     # The submitted config holds sealed secrets (headers, credentials): never shown.
     fields = (
         "code",
@@ -24,7 +39,6 @@ class RunAdmin(admin.ModelAdmin):
         "created",
         "started",
         "finished",
-        "heartbeat",
     )
     readonly_fields = (
         "code",
@@ -37,7 +51,6 @@ class RunAdmin(admin.ModelAdmin):
         "created",
         "started",
         "finished",
-        "heartbeat",
     )
 
     def has_add_permission(self, request) -> bool:

@@ -56,39 +56,17 @@ class Run(models.Model):
     created = models.DateTimeField(auto_now_add=True)
     started = models.DateTimeField(null=True, blank=True)
     finished = models.DateTimeField(null=True, blank=True)
-    # Touched by the task while it runs; the reaper fails runs whose heartbeat stopped.
-    heartbeat = models.DateTimeField(null=True, blank=True)
     source = models.CharField(max_length=16, default="web")  # web, cli, api, webhook
-    # The host whose worker claimed it (TOLLGATE_MAX_RUNS_PER_GENERATOR counts running runs per host).
-    generator_host = models.CharField(max_length=255, blank=True)
-    # Why a queued run has not started yet, e.g. "waiting for a generator (1 running on HOST)".
+    # Why a queued run has not started yet, e.g. "waiting for a generator (1 running on HOST)", or
+    # "resuming: <why its last attempt ended>". Who executes it, and since when, is its attempts'
+    # (RunAttempt): the run keeps what its readers see.
     waiting = models.CharField(max_length=300, blank=True)
-    # Who executes it now: "celery@host pid 1234" or "cli@host pid 1234" (workers.runner.claim).
-    worker = models.CharField(max_length=255, blank=True)
-    # Each claim (first start or resumption) is a new attempt; only the executor of the current attempt
-    # may beat, store arms or finish the run (a stopped worker that wakes up writes nothing).
-    attempt = models.PositiveSmallIntegerField(default=0)
-    # The current attempt must have ended by then (claim time + the remaining arms' run limit).
-    deadline = models.DateTimeField(null=True, blank=True)
-    # The arm being measured, from the heartbeat: what a lost worker was doing.
-    current_arm = models.CharField(max_length=80, blank=True)
-    # Set when the executing worker is asked to stop (SIGTERM): the executor hands the run back.
-    handback = models.BooleanField(default=False)
-    # When the run was put back in the queue to be resumed (lost worker, hand-back); None otherwise.
-    requeued = models.DateTimeField(null=True, blank=True)
-    # One entry per attempt: {"attempt", "worker", "host", "started", "ended", "outcome", "reason",
-    # "arms": ["plain#0", …], "partial": [{"arm", "round", "requests", …}]} (workers.attempts).
-    attempts = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["-created"]
         indexes = [
             # Runs list: a project's runs, newest first.
             models.Index(fields=["project", "-created"], name="run_project_created_idx"),
-            # Reaper: running runs by heartbeat.
-            models.Index(
-                fields=["heartbeat"], condition=Q(status="running"), name="run_running_heartbeat_idx"
-            ),
             # Queue view: what is waiting.
             models.Index(fields=["created"], condition=Q(status="queued"), name="run_queued_idx"),
             # Quotas: a project's runs in flight, counted before every start (form, API, webhook).
@@ -115,6 +93,73 @@ class Run(models.Model):
     @property
     def arm_names(self) -> list[str]:
         return [arm["name"] for arm in self.config.get("arms", [])]
+
+
+class RunAttempt(models.Model):
+    """One execution of a run: each claim (first start or resumption, ``workers.runner.claim``) opens
+    one, and only its executor may beat, store arms or finish the run, each write a compare-and-set on
+    this row still being open (``ended`` null): an executor that wakes up after its attempt was ended
+    (reaped, resumed elsewhere) writes nothing. A running run has exactly one open attempt; every
+    change of the run's status out of ``running`` closes it in the same transaction."""
+
+    run = models.ForeignKey(Run, models.CASCADE, related_name="attempts")
+    number = models.PositiveSmallIntegerField()  # 1 for the first claim, then 2, 3 … per resumption
+    # Who executes it: "celery@host pid 1234" or "cli@host pid 1234" (workers.attempts.executor_name).
+    worker = models.CharField(max_length=255)
+    # The generator host it runs on (TOLLGATE_MAX_RUNS_PER_GENERATOR counts open attempts per host).
+    host = models.CharField(max_length=255)
+    claimed = models.DateTimeField()
+    # Touched by the executor every 2 s while the attempt is open; the reaper ends silent ones.
+    heartbeat = models.DateTimeField()
+    # It must have ended by then (claim time + the remaining arms' run limit + a margin); past it,
+    # the reaper acts. Null only for attempts recorded before Tollgate kept deadlines per attempt.
+    deadline = models.DateTimeField(null=True, blank=True)
+    # The arm being measured, from the heartbeat: what a lost executor was doing.
+    current_arm = models.CharField(max_length=80, blank=True)
+    # Set when the executing worker is asked to stop (SIGTERM): the executor hands the run back.
+    handback = models.BooleanField(default=False)
+    ended = models.DateTimeField(null=True, blank=True)
+    # running (open), then lost | handed back | succeeded | failed | cancelled, and why.
+    outcome = models.CharField(max_length=16, default="running")
+    reason = models.TextField(blank=True)
+    arms = models.JSONField(default=list, blank=True)  # "arm#round" it stored finished, set at its end
+    # Arms it left cut short, removed before the next attempt measured them again:
+    # [{"arm", "round", "attempt", "worker", "requests", "failures", "measured_s"}].
+    partial = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["run", "number"]
+        constraints = [
+            # One row per claim; also serves a run's history (the report) and its last attempt.
+            models.UniqueConstraint(fields=["run", "number"], name="runattempt_run_number_uniq"),
+        ]
+        indexes = [
+            # Claims: the open attempts on a generator host, counted under the host's lock; and the
+            # dead-slot check's holders on that host.
+            models.Index(fields=["host"], condition=Q(ended__isnull=True), name="runattempt_open_host_idx"),
+            # Reaper: open attempts by heartbeat (silent ones first); the deadline is checked on the
+            # same few rows (one open attempt per running run).
+            models.Index(
+                fields=["heartbeat"], condition=Q(ended__isnull=True), name="runattempt_open_heartbeat_idx"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"attempt {self.number} of {self.run_id} ({self.outcome})"
+
+    def entry(self) -> dict:
+        """As the report's ``run.attempts`` lists it (docs/report-schema.md)."""
+        entry = {
+            "attempt": self.number,
+            "worker": self.worker,
+            "host": self.host,
+            "started": self.claimed.isoformat(),
+            "ended": self.ended.isoformat() if self.ended else None,
+            "outcome": self.outcome,
+            "reason": self.reason,
+            "arms": self.arms,
+        }
+        return entry | ({"partial": self.partial} if self.partial else {})
 
 
 class WorkerSeen(models.Model):
@@ -194,7 +239,7 @@ class ArmResult(models.Model):
     # Distributed runs: each Locust worker's share of this arm, [{"id", "host", "requests", "failures",
     # "cpu_s", "lost_at", "lost_reason", "hist"}] (workers.engine.distributed_arm); [] on one process.
     generators = models.JSONField(default=list, blank=True)
-    # The worker and attempt that measured it (Run.worker, Run.attempt): resumed runs mix attempts.
+    # The worker and attempt that measured it (RunAttempt.worker, .number): resumed runs mix attempts.
     worker = models.CharField(max_length=255, blank=True)
     attempt = models.PositiveSmallIntegerField(default=1)
     started = models.DateTimeField()

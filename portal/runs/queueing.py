@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.db.models import Max
 from django.utils import timezone
 
 from portal.runs.models import Run, WorkerSeen
@@ -45,7 +46,8 @@ def queue_note(run: Run, now: datetime | None = None) -> str | None:
     if run.status != Run.Status.QUEUED:
         return None
     now = now or timezone.now()
-    since = run.requeued or run.created
+    # Since it was put back in the queue (its last attempt's end), or created.
+    since = run.attempts.aggregate(requeued=Max("ended"))["requeued"] or run.created
     waited = (now - since).total_seconds()
     if run.waiting and not run.waiting.startswith("resuming:"):
         return run.waiting

@@ -96,7 +96,7 @@ def run_data(run: Run, request=None) -> dict:
         "finished": _iso(run.finished),
         # Who measured what: one entry per attempt (a resumed run has several), with its worker, host,
         # times, the arms it stored ("arm#round"), arms it left cut short, outcome and reason.
-        "attempts": run.attempts,
+        "attempts": [attempt.entry() for attempt in run.attempts.all()],
     }
 
 

@@ -53,7 +53,7 @@ def test_a_run_outlasts_postgresql_down_for_10_s(
     assert sorted(after) == ["plain#0", "tls#0", "tls_new#0"]
     assert all(row[-1] and row[2] > 0 for row in after.values()), after
     assert {key: after[key] for key in before} == before  # byte for byte
-    assert [a["outcome"] for a in run.attempts] == ["succeeded"]  # never taken for lost
+    assert [a.outcome for a in run.attempts.all()] == ["succeeded"]  # never taken for lost
     log = stack["worker"].log_tail(200000)
     assert "kept until the database answers" in log  # the second arm really waited in memory
     print(

@@ -87,13 +87,13 @@ def test_kill_9_of_the_pool_process_mid_arm_resumes_at_once(stack, drill_owner, 
     _pool_process(worker).kill()
     # The message comes straight back (task_reject_on_worker_lost); the new pool process sees the
     # old one gone and takes the run over without waiting for the reaper.
-    _wait(run, lambda r: r.attempt == 2 and r.status == Run.Status.RUNNING, 20, "take-over")
+    _wait(run, lambda r: r.attempts.count() == 2 and r.status == Run.Status.RUNNING, 20, "take-over")
     took_over_s = time.monotonic() - killed
     assert took_over_s < SILENCE_S  # not the reaper: the redelivery
     _wait(run, lambda r: r.is_terminal, 60, "end")
     _finished_intact(run, before)
-    assert [a["outcome"] for a in run.attempts] == ["lost", "succeeded"]
-    assert "during arm plain" in run.attempts[0]["reason"]
+    assert [a.outcome for a in run.attempts.all()] == ["lost", "succeeded"]
+    assert "during arm plain" in run.attempts.get(number=1).reason
     print(
         f"DRILL kill -9 of the pool process: taken over after {took_over_s:.1f} s, terminal after "
         f"{time.monotonic() - killed:.1f} s, kept {len(before)} arm(s)"
@@ -115,10 +115,10 @@ def test_kill_9_of_the_whole_worker_mid_arm_is_resumed_by_another(fast_reaper, d
     _wait(run, lambda r: r.is_terminal, 90, "end")
     took_s = time.monotonic() - killed
     _finished_intact(run, before)
-    lost, resumed = run.attempts
-    assert lost["worker"].startswith("w1@") and lost["outcome"] == "lost"
-    assert f"no heartbeat for {SILENCE_S} s" in lost["reason"] and "during arm plain" in lost["reason"]
-    assert resumed["worker"].startswith("w2@") and resumed["outcome"] == "succeeded"
+    lost, resumed = run.attempts.all()
+    assert lost.worker.startswith("w1@") and lost.outcome == "lost"
+    assert f"no heartbeat for {SILENCE_S} s" in lost.reason and "during arm plain" in lost.reason
+    assert resumed.worker.startswith("w2@") and resumed.outcome == "succeeded"
     assert took_s < 120
     print(f"DRILL kill -9 of the worker: terminal after {took_s:.1f} s, kept {len(before)} arm(s)")
 
@@ -145,8 +145,8 @@ def test_a_worker_stopped_mid_run_and_continued_is_resumed_and_its_old_engine_st
     _wait(run, lambda r: r.is_terminal, 60, "end")
     took_s = time.monotonic() - stopped
     _finished_intact(run, before)
-    assert [a["outcome"] for a in run.attempts] == ["lost", "succeeded"]
-    assert run.attempts[1]["worker"].startswith("w1@")
+    assert [a.outcome for a in run.attempts.all()] == ["lost", "succeeded"]
+    assert run.attempts.get(number=2).worker.startswith("w1@")
     print(f"DRILL worker stopped {4 * SILENCE_S} s: terminal after {took_s:.1f} s, kept {len(before)} arm(s)")
 
 
@@ -165,6 +165,6 @@ def test_sigterm_hands_the_run_back_within_10_s_and_the_next_worker_resumes_it(
     stack.worker("w2")
     _wait(run, lambda r: r.is_terminal, 60, "end")
     _finished_intact(run, before)
-    assert [a["outcome"] for a in run.attempts] == ["handed back", "succeeded"]
-    assert [(p["arm"], p["round"]) for p in run.attempts[0]["partial"]] == [("plain", 1)]
+    assert [a.outcome for a in run.attempts.all()] == ["handed back", "succeeded"]
+    assert [(p["arm"], p["round"]) for p in run.attempts.get(number=1).partial] == [("plain", 1)]
     print(f"DRILL SIGTERM: handed back in {handed_s:.1f} s, kept {len(before)} arm(s)")

@@ -6,7 +6,7 @@ from django.utils import timezone
 
 from portal.lib import hdr
 from portal.projects.models import personal_project
-from portal.runs.models import ArmResult, Run
+from portal.runs.models import ArmResult, Run, RunAttempt
 from portal.targets.models import Target
 
 # A run form the portal accepts (loopback URLs, two arms, a short window): the base of the bad-input
@@ -154,3 +154,17 @@ def _local_cpu(per_req: dict[str, float] | None, arm: str, requests: int) -> dic
         return {}
     window = {"cpu_s": per_req[arm] * requests / 1000.0, "window_s": 10.0, "samples": 10}
     return {"generator_cpu": {**window, "cpu_ms_per_req": per_req[arm], "process": "tollgate-demo"}}
+
+
+def open_attempt(run: Run, number: int = 1, **fields) -> RunAttempt:
+    """``run`` running in its open attempt ``number`` (earlier ones ended lost), as a claim leaves it;
+    ``fields``: the attempt's own (``heartbeat``, ``worker``, ``current_arm``, ``deadline`` …)."""
+    now = timezone.now()
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING, started=run.started or now)
+    for earlier in range(1, number):
+        RunAttempt.objects.create(
+            run=run, number=earlier, worker="celery@before pid 1", host="h", claimed=now, heartbeat=now,
+            ended=now, outcome="lost",
+        )  # fmt: skip
+    defaults = {"worker": "celery@h pid 1", "host": "h", "claimed": now, "heartbeat": now}
+    return RunAttempt.objects.create(run=run, number=number, **(defaults | fields))

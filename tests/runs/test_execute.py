@@ -12,8 +12,9 @@ from django.utils import timezone
 
 from portal.projects.models import personal_project
 from portal.runs import services
-from portal.runs.models import ArmResult, Run
+from portal.runs.models import ArmResult, Run, RunAttempt
 from portal.targets.models import Target
+from tests.runs.factories import open_attempt
 from tests.servers import closed_port
 from workers import runner, tasks
 
@@ -110,36 +111,26 @@ def test_reaper_resumes_runs_without_heartbeat_and_fails_what_cannot_be_resumed(
     fresh = new_run(owner, [("plain", "http://127.0.0.1:1/")])
     worn = new_run(owner, [("plain", "http://127.0.0.1:1/")])
     old = timezone.now() - timedelta(minutes=10)
-    Run.objects.filter(pk=stale.pk).update(
-        status=Run.Status.RUNNING,
-        heartbeat=old,
-        attempt=1,
-        worker="celery@h1 pid 7",
-        current_arm="plain (measure)",
-    )
-    Run.objects.filter(pk=fresh.pk).update(status=Run.Status.RUNNING, heartbeat=timezone.now(), attempt=1)
-    Run.objects.filter(pk=worn.pk).update(
-        status=Run.Status.RUNNING,
-        heartbeat=old,
-        attempt=settings.TOLLGATE_MAX_RUN_ATTEMPTS,
-        worker="celery@h2 pid 9",
-    )
+    open_attempt(stale, heartbeat=old, worker="celery@h1 pid 7", current_arm="plain (measure)")
+    open_attempt(fresh, heartbeat=timezone.now())
+    open_attempt(worn, settings.TOLLGATE_MAX_RUN_ATTEMPTS, heartbeat=old, worker="celery@h2 pid 9")
     assert tasks.reap_stale_runs() == 2
     stale.refresh_from_db()
     fresh.refresh_from_db()
     worn.refresh_from_db()
     # Back in the queue for the next free worker, saying why; its lost attempt recorded.
-    assert stale.status == Run.Status.QUEUED and stale.requeued is not None
+    (lost,) = stale.attempts.all()
+    assert stale.status == Run.Status.QUEUED and lost.ended is not None
     assert stale.waiting.startswith(
         "resuming: worker celery@h1 pid 7 lost (no heartbeat for 30 s) during arm plain"
     )
-    assert stale.attempts[-1]["outcome"] == "lost" and "during arm plain" in stale.attempts[-1]["reason"]
+    assert lost.outcome == "lost" and "during arm plain" in lost.reason
     assert fresh.status == Run.Status.RUNNING
     # Lost as many times as allowed: failed with the reason, not resumed again.
     assert worn.status == Run.Status.FAILED and "celery@h2 pid 9 lost" in worn.error
     assert f"gave up after {settings.TOLLGATE_MAX_RUN_ATTEMPTS} attempts" in worn.error
     # No worker took the resumption in time: failed, naming the loss and the wait.
-    Run.objects.filter(pk=stale.pk).update(requeued=timezone.now() - timedelta(minutes=11))
+    RunAttempt.objects.filter(pk=lost.pk).update(ended=timezone.now() - timedelta(minutes=11))
     assert tasks.reap_stale_runs() == 1
     stale.refresh_from_db()
     assert stale.status == Run.Status.FAILED
@@ -154,13 +145,7 @@ def test_reaper_resumes_runs_without_heartbeat_and_fails_what_cannot_be_resumed(
 def test_reaper_resumes_a_run_past_its_deadline_even_with_a_live_heartbeat(owner):
     """An executor that beats but never ends (a hung engine read) is past its attempt's deadline."""
     hung = new_run(owner, [("plain", "http://127.0.0.1:1/")])
-    Run.objects.filter(pk=hung.pk).update(
-        status=Run.Status.RUNNING,
-        heartbeat=timezone.now(),
-        attempt=1,
-        worker="celery@h pid 3",
-        deadline=timezone.now() - timedelta(seconds=1),
-    )
+    open_attempt(hung, worker="celery@h pid 3", deadline=timezone.now() - timedelta(seconds=1))
     assert tasks.reap_stale_runs() == 1
     hung.refresh_from_db()
     assert hung.status == Run.Status.QUEUED

@@ -20,7 +20,7 @@ from portal.runs.forms import RunForm
 from portal.runs.models import Run
 from portal.targets.models import Target
 from tests.runs.factories import make_run
-from workers import runner, tasks
+from workers import runner, slots, tasks
 
 FORM = {
     "plain_url": "http://127.0.0.1:8081/1k",
@@ -158,8 +158,40 @@ def test_a_full_generator_keeps_the_next_run_waiting_then_runs_it(owner, plain_s
     runner.finish(Run.objects.get(pk=first.pk), Run.Status.SUCCEEDED)
     assert tasks.run_benchmark(second.pk) == "succeeded"
     second.refresh_from_db()
-    assert second.generator_host == host and second.waiting == "" and second.arms.get().requests > 0
+    assert second.attempts.get().host == host and second.waiting == "" and second.arms.get().requests > 0
     assert client.get(reverse("runs-progress", args=[second.code])).json()["waiting"] is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_waits_for_a_generator_a_bounded_while_then_fails_saying_who_held_it(
+    owner, plain_server, settings
+):
+    """Not the broker for ever: tried again with a backoff while it waits, for at most
+    TOLLGATE_GENERATOR_WAIT_S from its first wait, then failed with the host and the holding run."""
+    settings.TOLLGATE_MAX_RUNS_PER_GENERATOR = 1
+    settings.TOLLGATE_GENERATOR_WAIT_S = 600
+    host = socket.gethostname()
+    first, second = queued_run(owner, plain_server.url()), queued_run(owner, plain_server.url())
+    assert runner.claim(first.pk) == runner.CLAIMED
+    assert [slots.wait_retry_s(tries) for tries in range(6)] == [10, 20, 40, 60, 60, 60]
+    since = timezone.now() - timedelta(minutes=9)
+    waiting = runner.execute_run(second.pk, waiting_since=since)
+    until = (since + timedelta(minutes=10)).strftime("%H:%M UTC")
+    assert waiting.status == Run.Status.QUEUED
+    assert waiting.waiting == f"waiting for a generator (1 running on {host}); tried until {until}"
+    assert runner.execute_run(second.pk, waiting_since=since - timedelta(minutes=1)) is None
+    second.refresh_from_db()
+    assert second.status == Run.Status.FAILED and second.finished is not None and not second.started
+    assert second.error == f"Not started: no generator free on {host} for 10 min: held by run {first.code}."
+    assert second.waiting == "" and not second.attempts.exists() and hasattr(second, "frozen_report")
+    assert Run.objects.get(pk=first.pk).status == Run.Status.RUNNING  # the holder goes on
+    # The task carries when the run first waited through its retries (run eagerly here: each retry
+    # at once): with no wait allowed, its second try fails the run.
+    settings.TOLLGATE_GENERATOR_WAIT_S = 0
+    third = queued_run(owner, plain_server.url())
+    tasks.run_benchmark.apply(args=[third.pk])
+    third.refresh_from_db()
+    assert third.status == Run.Status.FAILED and f"held by run {first.code}" in third.error
 
 
 @pytest.mark.django_db

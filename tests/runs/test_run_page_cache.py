@@ -20,7 +20,7 @@ from portal.runs.models import Run
 from portal.sharing import services as sharing
 from portal.signing.services import freeze
 from portal.targets.models import Target
-from tests.runs.factories import make_run
+from tests.runs.factories import make_run, open_attempt
 
 pytestmark = pytest.mark.django_db
 CSRF = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
@@ -189,7 +189,7 @@ def test_a_run_still_going_is_rendered_anew(owner):
     Run.objects.filter(pk=run.pk).update(finished=None)
     client = reader(owner)
     assert 'id="run-bar"' in html(client, run)
-    Run.objects.filter(pk=run.pk).update(current_arm="tls")
+    open_attempt(run, current_arm="tls")
     found = runpage.probe(client.get(reverse("runs-detail", args=[run.code])).wsgi_request, run.code)
     assert not found.terminal and runpage.page_key(None, found) is None
 

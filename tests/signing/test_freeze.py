@@ -20,7 +20,7 @@ from portal.runs import reporting
 from portal.runs.models import Run
 from portal.signing import services
 from portal.signing.models import FrozenReport, SigningKey
-from tests.runs.factories import make_run
+from tests.runs.factories import make_run, open_attempt
 from tests.signing.helpers import get_at, number_paths, one_digit_changed, set_at
 from workers import runner
 
@@ -148,9 +148,8 @@ def test_the_reaper_freezes_the_runs_it_ends(owner, settings):
     """A run lost as often as allowed is ended by the reaper (earlier losses resume it instead)."""
     run = make_run(owner, status=Run.Status.RUNNING)
     silent_since = timezone.now() - timezone.timedelta(hours=1)
-    Run.objects.filter(pk=run.pk).update(
-        heartbeat=silent_since, finished=None, attempt=settings.TOLLGATE_MAX_RUN_ATTEMPTS
-    )
+    Run.objects.filter(pk=run.pk).update(finished=None)
+    open_attempt(run, settings.TOLLGATE_MAX_RUN_ATTEMPTS, heartbeat=silent_since)
     assert runner.reap_stale_runs() == 1
     run = Run.objects.get(pk=run.pk)
     assert run.status == Run.Status.FAILED

@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from portal.projects.models import ProjectQuota, personal_project
 from portal.runs import services
-from portal.runs.models import Run, WorkerSeen
+from portal.runs.models import Run, RunAttempt, WorkerSeen
 from workers import runner
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -46,7 +46,7 @@ def _holder(owner, url: str, *, silent_s: float, host: str = HOST) -> Run:
     ``silent_s`` since, in the middle of its first arm."""
     run = _queued(owner, url, "held")
     assert runner.claim(run.pk, host=host, worker="cli@gone") == runner.CLAIMED
-    Run.objects.filter(pk=run.pk).update(
+    RunAttempt.objects.filter(run=run).update(
         heartbeat=timezone.now() - timedelta(seconds=silent_s), current_arm="plain (measure)"
     )
     return Run.objects.get(pk=run.pk)
@@ -77,19 +77,20 @@ def test_a_cli_run_ends_a_dead_holder_and_starts_at_once(admin, owner, plain_ser
     )  # fmt: skip
     run = Run.objects.get(owner=admin)
     assert run.status == Run.Status.SUCCEEDED, run.error
-    assert run.generator_host == HOST and run.arms.get().requests > 0
+    assert run.attempts.get().host == HOST and run.arms.get().requests > 0
     said = err.getvalue()
     dead.refresh_from_db()
+    lost = dead.attempts.get()
     # Ended as the reaper ends a run no worker can resume: failed, with the reaper's reason (the lost
     # worker, its arm and its last heartbeat), who found it, and why it was not put back in the queue.
     assert dead.status == Run.Status.FAILED and dead.finished is not None
     assert dead.error.startswith(
-        f"worker cli@gone pid {dead.worker.rpartition(' pid ')[2]} lost (no heartbeat"
+        f"worker cli@gone pid {lost.worker.rpartition(' pid ')[2]} lost (no heartbeat"
     )
     assert "during arm plain (measure)" in dead.error
     assert f"found dead by run {run.code}, which waited for its slot on {HOST}" in dead.error
     assert "no worker consuming the runs queue to resume it" in dead.error
-    assert dead.attempts[-1]["outcome"] == "lost" and "found dead by run" in dead.attempts[-1]["reason"]
+    assert lost.outcome == "lost" and "found dead by run" in lost.reason and lost.ended is not None
     assert dead.summary is not None  # ended with its summary, as any ended run
     # The waiting run said which run it found dead and that it ended it.
     assert f"run {run.code}: found run {dead.code} dead on {HOST}; failed it (worker cli@gone" in said
@@ -104,7 +105,8 @@ def test_with_a_worker_present_the_dead_holder_goes_back_in_the_queue(owner, pla
     said: list[str] = []
     assert runner.claim(waiting.pk, say=said.append) == runner.CLAIMED
     dead.refresh_from_db()
-    assert dead.status == Run.Status.QUEUED and dead.attempt == 1  # resumable: its next claim is attempt 2
+    # Resumable: its one attempt ended, its next claim opens attempt 2.
+    assert dead.status == Run.Status.QUEUED and dead.attempts.get().ended is not None
     assert dead.waiting.startswith("resuming: worker cli@gone pid ")
     assert f"found dead by run {waiting.code}" in dead.waiting
     assert (
@@ -123,7 +125,8 @@ def test_a_holder_with_a_fresh_heartbeat_still_blocks(owner, plain_server, setti
     waiting.refresh_from_db()
     assert waiting.waiting == f"waiting for a generator (1 running on {HOST})" and not said
     alive.refresh_from_db()
-    assert alive.status == Run.Status.RUNNING and alive.attempt == 1 and alive.error == ""
+    assert alive.status == Run.Status.RUNNING and alive.error == ""
+    assert [(a.number, a.ended) for a in alive.attempts.all()] == [(1, None)]
 
 
 def test_a_dead_run_of_the_project_on_another_host_frees_the_projects_slot(owner, plain_server, settings):

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from portal.projects.models import personal_project
 from portal.runs import dispatch, services
-from portal.runs.models import ArmResult, Run
+from portal.runs.models import ArmResult, Run, RunAttempt
 from tests.runs.factories import make_run
 from tests.ssh_access import ssh_access
 from workers import runner
@@ -111,7 +111,7 @@ def test_a_reaped_run_is_resumed_its_lost_engine_stops_and_its_arms_stay_byte_fo
         assert time.monotonic() < deadline and thread.is_alive()
         time.sleep(0.1)
     # As if the worker had been silent: the reaper puts the run back in the queue.
-    Run.objects.filter(pk=run.pk).update(heartbeat=timezone.now() - timedelta(minutes=10))
+    RunAttempt.objects.filter(run=run).update(heartbeat=timezone.now() - timedelta(minutes=10))
     assert runner.reap_stale_runs(max_silence_s=60) == 1
     reaped_at = time.monotonic()
     thread.join(timeout=30)
@@ -120,7 +120,7 @@ def test_a_reaped_run_is_resumed_its_lost_engine_stops_and_its_arms_stay_byte_fo
     # engine, long before the rounds it had left; it stored nothing after the reaper acted.
     assert time.monotonic() - reaped_at < 8
     run.refresh_from_db()
-    assert run.status == Run.Status.QUEUED and run.attempt == 1
+    assert run.status == Run.Status.QUEUED and [a.number for a in run.attempts.all()] == [1]
     before = _arm_rows(run)
     assert 2 <= len(before) < 6 and all(row[-1] for row in before.values())
     # The next worker (this process again) measures only what is missing, then finishes.
@@ -130,9 +130,10 @@ def test_a_reaped_run_is_resumed_its_lost_engine_stops_and_its_arms_stay_byte_fo
     assert sorted(after) == [f"plain#{r}" for r in range(6)]
     assert {key: after[key] for key in before} == before  # the first attempt's arms, byte for byte
     assert {row[-2] for key, row in after.items() if key not in before} == {2}
-    assert [a["outcome"] for a in run.attempts] == ["lost", Run.Status.SUCCEEDED]
-    assert run.attempts[0]["arms"] == sorted(before, key=lambda k: int(k.split("#")[1]))
-    assert run.attempts[1]["worker"].startswith("celery@second pid ")
+    first, second = run.attempts.all()
+    assert [first.outcome, second.outcome] == ["lost", Run.Status.SUCCEEDED]
+    assert first.arms == sorted(before, key=lambda k: int(k.split("#")[1]))
+    assert second.worker.startswith("celery@second pid ") and second.ended is not None
     assert run.summary["requests"] == sum(row[4] for row in after.values())
 
 
@@ -148,8 +149,10 @@ def test_finishing_is_a_compare_and_set_from_running(owner, plain_server):
     run.refresh_from_db()
     assert run.status == Run.Status.FAILED and run.error == "reaped first"
     # The reaper never touches a finished run, however old its heartbeat.
-    Run.objects.filter(pk=run.pk).update(
-        status=Run.Status.SUCCEEDED, heartbeat=timezone.now() - timedelta(days=1)
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.SUCCEEDED)
+    old = timezone.now() - timedelta(days=1)
+    RunAttempt.objects.create(
+        run=run, number=1, worker="celery@h pid 1", host="h", claimed=old, heartbeat=old
     )
     assert runner.reap_stale_runs() == 0
     assert Run.objects.get(pk=run.pk).status == Run.Status.SUCCEEDED

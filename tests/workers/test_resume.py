@@ -17,7 +17,7 @@ from django.utils import timezone
 from portal.projects.models import personal_project
 from portal.runs import services
 from portal.runs.live import cache_get, progress_key
-from portal.runs.models import ArmResult, Run, WorkerSeen
+from portal.runs.models import ArmResult, Run, RunAttempt, WorkerSeen
 from portal.runs.queueing import queue_note
 from workers import arms, presence, runner
 
@@ -95,7 +95,8 @@ def test_a_handed_back_run_keeps_its_arms_and_its_next_attempt_measures_the_cut_
     assert not thread.is_alive()
     assert time.monotonic() - asked < 10  # handed back within the 10 s a stopping worker has
     run.refresh_from_db()
-    assert run.status == Run.Status.QUEUED and not run.handback
+    (handed,) = run.attempts.all()
+    assert run.status == Run.Status.QUEUED and handed.handback and handed.ended is not None
     assert run.waiting.startswith("resuming: worker celery@first pid ")
     assert "was asked to stop during arm plain (measure)" in run.waiting
     assert _runs_queue_length() == queued_before + 1  # its task, sent again for the next worker
@@ -113,7 +114,7 @@ def test_a_handed_back_run_keeps_its_arms_and_its_next_attempt_measures_the_cut_
         "celery@second",
         "celery@second",
     ]
-    first_attempt, second_attempt = run.attempts
+    first_attempt, second_attempt = (attempt.entry() for attempt in run.attempts.all())
     assert first_attempt["outcome"] == "handed back" and first_attempt["arms"] == ["plain#0"]
     (partial,) = first_attempt["partial"]
     assert partial["arm"] == "plain" and partial["round"] == 1 and partial["requests"] > 0
@@ -136,16 +137,29 @@ def test_a_cancelled_run_keeps_its_finished_arms_byte_for_byte(owner, plain_serv
 
 def test_an_executor_whose_attempt_is_over_stores_nothing(owner, plain_server):
     run = _run(owner, plain_server, rounds=1)
-    Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING, attempt=2)
-    run.refresh_from_db()
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING)
+    now = timezone.now()
+    mine = RunAttempt.objects.create(
+        run=run,
+        number=1,
+        worker="celery@a pid 1",
+        host="h",
+        claimed=now,
+        heartbeat=now,
+        ended=now,
+        outcome="lost",
+    )
+    RunAttempt.objects.create(
+        run=run, number=2, worker="celery@b pid 2", host="h", claimed=now, heartbeat=now
+    )
     message = {
         "arm": "plain",
         "round": 0,
         "url": plain_server.url("/1k"),
         "result": {"hist": {}, "complete": True},  # never read: refused before
     }
-    run.attempt = 1  # the executor of attempt 1, woken up after the run was resumed
-    assert arms.store_arm(run, message) is None
+    # The executor of attempt 1, woken up after the run was resumed.
+    assert arms.store_arm(mine, message) is None
     assert not ArmResult.objects.filter(run=run).exists()
 
 
