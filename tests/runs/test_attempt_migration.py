@@ -1,4 +1,4 @@
-"""Migrations runs 0019–0020 move every run's execution state off its row into RunAttempt rows: each
+"""Migrations runs 0020–0021 move every run's execution state off its row into RunAttempt rows: each
 entry of the old ``Run.attempts`` list becomes a row, the open attempt of a running run keeps its
 heartbeat, deadline, arm in progress and worker, a requeued run's last attempt ends when it was put
 back, and the report's ``run.attempts`` reads the same as before. Undone, the columns come back."""
@@ -17,8 +17,8 @@ from portal.runs.reporting import run_data
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-BEFORE = [("runs", "0018_run_preflight_failed")]
-AFTER = [("runs", "0020_remove_run_attempt_state")]
+BEFORE = [("runs", "0019_run_scenario_moved")]
+AFTER = [("runs", "0021_remove_run_attempt_state")]
 
 
 def _old_runs(apps) -> dict:

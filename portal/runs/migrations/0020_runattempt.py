@@ -1,4 +1,4 @@
-"""Attempts as rows (RunAttempt), filled from the runs' attempt state; the old Run columns go in 0020.
+"""Attempts as rows (RunAttempt), filled from the runs' attempt state; the old Run columns go in 0021.
 
 Two migrations, not one: on PostgreSQL the rows inserted here leave deferred foreign-key checks
 pending, and the run table cannot be altered in the same transaction.
@@ -96,7 +96,7 @@ def copy_back(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("runs", "0018_run_preflight_failed"),
+        ("runs", "0019_run_scenario_moved"),
     ]
 
     operations = [

@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("runs", "0019_runattempt"),
+        ("runs", "0020_runattempt"),
     ]
 
     operations = [
