@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from portal.lib.protocol import pin_key
+from workers.engine import tlslib
 from workers.engine.coop import CoopConnection, UserWaits
 from workers.engine.http1 import ConnectionClosed, ProtocolError, parse_head
 
@@ -123,6 +124,16 @@ def make_ssl_context(verify: bool, cafile: str | None = None) -> ssl.SSLContext:
     return context
 
 
+def make_context(library: str, verify: bool, cafile: str | None = None) -> ssl.SSLContext | tlslib.Context:
+    """One context per arm on the run's TLS library (``EngineConfig.tls_library``, ``tlslib``):
+    ``system`` is ``make_ssl_context``'s, ``bundled`` pyOpenSSL's with the same settings."""
+    if library == tlslib.BUNDLED:
+        return tlslib.bundled_context(verify, cafile)
+    if library != tlslib.SYSTEM:
+        raise ValueError(f"unknown TLS library {library!r}")
+    return make_ssl_context(verify, cafile)
+
+
 def _us(start_ns: int, end_ns: int) -> int:
     return max(1, (end_ns - start_ns + 500) // 1000)
 
@@ -150,7 +161,7 @@ class TimedClient:
         self,
         endpoint: Endpoint,
         policy: ConnectionPolicy,
-        ssl_context: ssl.SSLContext | None,
+        ssl_context: ssl.SSLContext | tlslib.SSL.Context | None,
         *,
         timeout_s: float = 10.0,
         headers: dict[str, str] | None = None,
@@ -224,6 +235,8 @@ class TimedClient:
         if self._coop:
             conn.start_tls(self.ssl_context, self._server_hostname, session)
             return conn
+        if isinstance(self.ssl_context, tlslib.SSL.Context):
+            return tlslib.BlockingTLS(self.ssl_context, conn, self._server_hostname, session)
         return self.ssl_context.wrap_socket(conn, server_hostname=self._server_hostname, session=session)
 
     def request(self, url: str, path: str, method: str = "GET") -> Sample:
