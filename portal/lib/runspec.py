@@ -295,6 +295,7 @@ class RunSpec(BaseModel):
         cli="--tls-library",
         cli_help="the generator's TLS library for every arm: system (Python's ssl) or bundled "
         "(pyOpenSSL on the cryptography wheel's OpenSSL)",
+        optional=True,
         overridable=True,
         engine=True,
     )
