@@ -27,6 +27,11 @@ from gevent.socket import wait_write as _gevent_wait_write
 
 from workers.engine.tlslib import SSL, BundledTLS
 
+# This module uses private parts of ``ssl`` (``SSLContext._wrap_socket``, ``_encode_hostname``), a
+# ``_socket.socket`` subclass and gevent's hub loop (``hub.loop.io``, ``hub.wait``); variants.py uses
+# ``SSLContext._msg_callback``. Checked on these versions: tests/workers/test_private_api.py fails on
+# any other until this code has been checked again and the pins moved.
+PRIVATE_API_CHECKED_ON = {"python": "3.11", "gevent": "26.9"}
 _IN_PROGRESS = (errno.EINPROGRESS, errno.EALREADY, errno.EWOULDBLOCK)
 READ, WRITE = 1, 2
 _STREAM_NONBLOCK = socket.SOCK_STREAM | socket.SOCK_NONBLOCK
