@@ -31,6 +31,7 @@ from portal.lib.protocol import pin_key
 from workers.engine import tlslib
 from workers.engine.coop import CoopConnection, UserWaits
 from workers.engine.http1 import ConnectionClosed, ProtocolError, parse_head
+from workers.engine.tlslib import make_context, make_ssl_context  # noqa: F401 (the arms' contexts, read here)
 
 USER_AGENT = "tollgate/0.1"
 RECV_SIZE = 65536
@@ -110,28 +111,6 @@ class Sample:
     schedule_lag_us: int = 0  # open loop: how late the request started against its schedule
     error: str | None = None
     error_detail: str | None = None
-
-
-def make_ssl_context(verify: bool, cafile: str | None = None) -> ssl.SSLContext:
-    """One context per arm, shared by every connection: building one costs up to ~20 ms."""
-    if verify:
-        context = ssl.create_default_context(cafile=cafile)
-    else:
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    context.set_alpn_protocols(["http/1.1"])
-    return context
-
-
-def make_context(library: str, verify: bool, cafile: str | None = None) -> ssl.SSLContext | tlslib.Context:
-    """One context per arm on the run's TLS library (``EngineConfig.tls_library``, ``tlslib``):
-    ``system`` is ``make_ssl_context``'s, ``bundled`` pyOpenSSL's with the same settings."""
-    if library == tlslib.BUNDLED:
-        return tlslib.bundled_context(verify, cafile)
-    if library != tlslib.SYSTEM:
-        raise ValueError(f"unknown TLS library {library!r}")
-    return make_ssl_context(verify, cafile)
 
 
 def _us(start_ns: int, end_ns: int) -> int:
