@@ -26,6 +26,21 @@ def blocking_context(context_cls: type = ssl.SSLContext) -> ssl.SSLContext:
     return context
 
 
+class BundledReference:
+    """The reference on the bundled TLS library (pyOpenSSL, ``workers/engine/tlslib.py``): a context
+    whose ``wrap_socket`` does a blocking handshake, as ``ssl.SSLContext``'s does."""
+
+    def __init__(self) -> None:
+        from workers.engine.tlslib import bundled_context
+
+        self.context = bundled_context(verify=False)
+
+    def wrap_socket(self, raw: socket.socket, server_hostname: str):
+        from workers.engine.tlslib import BlockingTLS
+
+        return BlockingTLS(self.context, raw, server_hostname)
+
+
 def request_head(port: int, path: str) -> bytes:
     return f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n".encode()
 

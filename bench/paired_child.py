@@ -8,7 +8,8 @@ gets the unpatched ``socket`` class and the ``ssl`` module is left unpatched her
 reference blocks in the kernel as a plain Python client does (``ssl`` is imported before patching,
 so its ``SSLSocket`` derives from the original socket class). The order within a pair alternates.
 Reads one JSON object on stdin (``{"arms": {"<arm>": {"url", "port", "tls"}}, "seconds",
-"warmup_pairs", "min_pairs", "path"}``), measures each arm for the seconds and at least
+"warmup_pairs", "min_pairs", "path", "tls_library"}``; ``tls_library``: both clients' TLS library,
+``system`` or ``bundled``), measures each arm for the seconds and at least
 ``min_pairs`` pairs, and prints one JSON object: per arm, the lists ``engine_connect_us``,
 ``engine_ttlb_us``, ``blocking_connect_us``, ``blocking_ttlb_us`` (one entry per pair after the
 warm-up pairs).
@@ -24,8 +25,8 @@ import json  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 
-from bench.blocking import blocking_context, blocking_request, request_head  # noqa: E402
-from workers.engine.client import ARM_POLICIES, Endpoint, TimedClient, make_ssl_context  # noqa: E402
+from bench.blocking import BundledReference, blocking_context, blocking_request, request_head  # noqa: E402
+from workers.engine.client import ARM_POLICIES, Endpoint, TimedClient, make_context  # noqa: E402
 
 ORIGINAL_SOCKET = monkey.get_original("socket", "socket")
 
@@ -34,8 +35,12 @@ def pairs(arm: str, spec: dict, run: dict) -> dict[str, list[int]]:
     seconds, warmup_pairs, path = run["seconds"], run["warmup_pairs"], run["path"]
     least = warmup_pairs + run["min_pairs"]
     endpoint = Endpoint.resolve(spec["url"])
-    client = TimedClient(endpoint, ARM_POLICIES[arm][1], make_ssl_context(False) if spec["tls"] else None)
-    context = blocking_context() if spec["tls"] else None
+    library = run.get("tls_library", "system")
+    client = TimedClient(
+        endpoint, ARM_POLICIES[arm][1], make_context(library, False) if spec["tls"] else None
+    )
+    reference = BundledReference() if library == "bundled" else blocking_context()
+    context = reference if spec["tls"] else None
     head = request_head(spec["port"], path)
     out: dict[str, list[int]] = {
         key: [] for key in ("engine_connect_us", "engine_ttlb_us", "blocking_connect_us", "blocking_ttlb_us")

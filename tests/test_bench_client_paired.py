@@ -9,10 +9,12 @@ from bench.nginx import find_binary
 from tests.conftest import bench_report
 
 
-def test_bench_client_paired_short_run_prints_both_clients():
+@pytest.mark.parametrize("library", ["system", "bundled"])
+def test_bench_client_paired_short_run_prints_both_clients(library):
     if not find_binary():
         pytest.skip("needs nginx")
-    report = bench_report("client_paired", "--seconds", "0.6", "--repeat", "1")
+    report = bench_report("client_paired", "--seconds", "0.6", "--repeat", "1", "--tls-library", library)
+    assert report["settings"]["tls_library"] == library
     (run,) = report["runs"]
     for arm in ("plain_new", "tls_new"):
         # At least the floor of measured pairs, however slow the machine: 0.6 s alone may not suffice.

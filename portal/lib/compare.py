@@ -43,6 +43,7 @@ SETUP_KEYS = (
     ("generator_cpu", lambda r: (r["run"].get("engine") or {}).get("cpu_model")),
     ("locust", lambda r: (r["run"].get("engine") or {}).get("locust")),
     ("openssl", lambda r: (r["run"].get("engine") or {}).get("openssl")),
+    ("tls_library", lambda r: _tls_library(r)),
     ("config_hash", lambda r: r["run"].get("config_hash")),
 )
 
@@ -52,6 +53,17 @@ def _cert(report: dict) -> str | None:
     if not info.get("cert_key_type"):
         return None
     return f"{info['cert_key_type']} {info.get('cert_key_bits')}"
+
+
+def _tls_library(report: dict) -> str | None:
+    """The run's TLS library (``run.engine.tls_library``): choice, binding and OpenSSL. A run from
+    before the choice existed ran on the system library."""
+    engine = report["run"].get("engine") or {}
+    if not engine:
+        return None
+    system = {"choice": "system", "binding": "ssl", "openssl": engine.get("openssl")}
+    lib = engine.get("tls_library") or system
+    return f"{lib['choice']}: {lib['binding']} on {lib['openssl']}"
 
 
 def setup_differences(reports: list[dict]) -> tuple[list[dict], list[dict]]:

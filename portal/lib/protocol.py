@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 
 from portal.lib import matrix
 from portal.lib import saturation as saturation_plan
-from portal.lib.runspec import ARM_NAMES, MAX_GENERATORS, parse_generators  # noqa: F401 (re-exported)
+from portal.lib.runspec import ARM_NAMES, MAX_GENERATORS, TLS_LIBRARIES, parse_generators  # noqa: F401
 
 ARMS = ARM_NAMES
 ARM_SCHEMES = {
@@ -88,6 +88,9 @@ class EngineConfig:
     # (portal/lib/netpolicy.py) at run start: the engine never resolves these hosts again, so DNS
     # rebinding cannot move the target mid-run. None: resolve (only tools that run the engine directly).
     pinned: dict[str, str] | None = None
+    # The TLS library of every arm and sub-arm (workers/engine/tlslib.py): "system" (Python's ssl) or
+    # "bundled" (pyOpenSSL on the cryptography wheel's OpenSSL).
+    tls_library: str = "system"
     # TLS configuration matrix (portal/lib/matrix.py): the dimensions to vary ("protocol", "group",
     # "cert", "resumption"); tls_new is repeated under each client-side variant as a sub-arm.
     tls_matrix: list[str] = field(default_factory=list)
@@ -122,6 +125,8 @@ class EngineConfig:
         for spec in self.paths:
             if not spec.path.startswith("/") or spec.weight <= 0:
                 raise ValueError(f"a path must start with / and have a positive weight: {spec}")
+        if self.tls_library not in TLS_LIBRARIES:
+            raise ValueError(f"tls_library must be {' or '.join(TLS_LIBRARIES)}, got {self.tls_library!r}")
         if self.tls_matrix:
             matrix.parse_dimensions(self.tls_matrix)
             if not any(arm.name == matrix.MATRIX_ARM for arm in self.arms):

@@ -78,6 +78,11 @@ DIMENSION_LABELS = {
     "cert": "cert — RSA vs ECDSA certificate (when the server holds both; chosen in TLS 1.2)",
     "resumption": "resumption — none vs session ticket vs session ID",
 }
+TLS_LIBRARIES = ("system", "bundled")  # workers/engine/tlslib.py
+TLS_LIBRARY_LABELS = {
+    "system": "system — Python's ssl on the operating system's OpenSSL",
+    "bundled": "bundled — pyOpenSSL on the OpenSSL the cryptography wheel carries (newer)",
+}
 ARM_LABELS = {
     "plain": "plain — HTTP, keep-alive (baseline)",
     "tls": "tls — HTTPS, keep-alive (one handshake per user)",
@@ -274,6 +279,23 @@ class RunSpec(BaseModel):
         cli="--insecure",
         cli_flag=True,
         cli_help="do not verify the TLS certificate",
+        overridable=True,
+        engine=True,
+    )
+    tls_library: Literal[TLS_LIBRARIES] = _field(
+        "system",
+        label="TLS library",
+        help="The generator's TLS for every arm of the run (never mixed within a run): the system "
+        "OpenSSL behind Python's ssl, or pyOpenSSL on the newer OpenSSL the cryptography wheel carries. "
+        "The report names the library and its version.",
+        description="The TLS library of every arm: \"system\" (Python's ssl on the operating system's "
+        'OpenSSL) or "bundled" (pyOpenSSL on the cryptography wheel\'s OpenSSL); report key '
+        "run.engine.tls_library.",
+        labels=TLS_LIBRARY_LABELS,
+        cli="--tls-library",
+        cli_help="the generator's TLS library for every arm: system (Python's ssl) or bundled "
+        "(pyOpenSSL on the cryptography wheel's OpenSSL)",
+        optional=True,
         overridable=True,
         engine=True,
     )

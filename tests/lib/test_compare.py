@@ -101,3 +101,22 @@ def test_openssl_speed_compared_across_hosts_and_runs():
     )
     assert gcm["values"] == [3887546368.0, 4817305600.0]
     assert openssl_speed_table([{"probes": {}}]) is None
+
+
+def test_a_change_of_tls_library_is_a_setup_difference():
+    bundled = {"choice": "bundled", "openssl": "OpenSSL 4.0.0 14 Apr 2026", "binding": "pyOpenSSL 26.2.0"}
+    system = {"choice": "system", "openssl": "OpenSSL 3.0.22 25 Aug 2026", "binding": "ssl"}
+    older, on_system, on_bundled = (fake_report(2, 500, [90, 110]) for _ in range(3))
+    older["run"]["engine"]["openssl"] = "OpenSSL 3.0.22 25 Aug 2026"  # before the option: system
+    on_system["run"]["engine"].update(openssl=system["openssl"], tls_library=system)
+    on_bundled["run"]["engine"].update(openssl=system["openssl"], tls_library=bundled)
+    differing, same = compare.setup_differences([older, on_system, on_bundled])
+    keys = {d["key"]: d["values"] for d in differing}
+    assert keys == {
+        "tls_library": [
+            "system: ssl on OpenSSL 3.0.22 25 Aug 2026",
+            "system: ssl on OpenSSL 3.0.22 25 Aug 2026",
+            "bundled: pyOpenSSL 26.2.0 on OpenSSL 4.0.0 14 Apr 2026",
+        ]
+    }
+    assert "tls_library" in {d["key"] for d in compare.setup_differences([older, on_system])[1]}

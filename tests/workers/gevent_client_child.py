@@ -1,9 +1,9 @@
 """Child process of ``test_client_gevent.py``: the timed client as the engine runs it, under gevent.
 
 Reads a JSON list of cases on stdin, patches like the engine (``gevent.monkey.patch_all``), runs each
-case with ``TimedClient`` (``users`` greenlets, ``requests`` each) and prints one JSON object: per
-case, every sample's fields, whether the client drove its connections directly (``coop``) and the
-case's wall time.
+case with ``TimedClient`` (``users`` greenlets, ``requests`` each, on the case's TLS ``library``,
+system by default) and prints one JSON object: per case, every sample's fields, whether the client
+drove its connections directly (``coop``) and the case's wall time.
 """
 
 from gevent import monkey
@@ -17,12 +17,13 @@ import time  # noqa: E402
 
 import gevent  # noqa: E402
 
-from workers.engine.client import ARM_POLICIES, Endpoint, TimedClient, make_ssl_context  # noqa: E402
+from workers.engine.client import ARM_POLICIES, Endpoint, TimedClient, make_context  # noqa: E402
 
 
 def run_user(case: dict, out: list[dict], kinds: set[str]) -> None:
     endpoint = Endpoint.resolve(case["url"])
-    context = make_ssl_context(case.get("verify", False)) if endpoint.tls else None
+    library, verify = case.get("library", "system"), case.get("verify", False)
+    context = make_context(library, verify, case.get("cafile")) if endpoint.tls else None
     client = TimedClient(
         endpoint, ARM_POLICIES[case["arm"]][1], context, timeout_s=case.get("timeout_s", 10.0)
     )

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from tests.servers import LocalServer, pages_handler
-from workers.engine.client import ARM_POLICIES, Endpoint, TimedClient, make_ssl_context
+from workers.engine.client import ARM_POLICIES, Endpoint, TimedClient, make_context, make_ssl_context
 
 
 def chunked(request):
@@ -60,6 +60,38 @@ def test_verification_failure_is_reported_not_raised(tls_server):
     sample = client.request(tls_server.url(), "/1k")
     assert sample.error == "tls_error"
     assert "CERTIFICATE_VERIFY_FAILED" in sample.error_detail
+
+
+@pytest.mark.parametrize("library", ["system", "bundled"])
+def test_each_tls_library_keeps_the_tls_policies_on_blocking_sockets(library, tls_server):
+    """tls_new: a full handshake per request; tls_resumed: every connection after the first resumes
+    the previous one's session, as the server counted."""
+    endpoint = Endpoint.resolve(tls_server.url())
+    context = make_context(library, verify=False)
+    new = TimedClient(endpoint, ARM_POLICIES["tls_new"][1], context)
+    fresh = [new.request(tls_server.url(), "/1k") for _ in range(3)]
+    resuming = TimedClient(endpoint, ARM_POLICIES["tls_resumed"][1], context)
+    resumed = [resuming.request(tls_server.url(), "/1k") for _ in range(3)]
+    assert all(s.error is None and s.status == 200 and s.body_bytes == 1024 for s in fresh + resumed)
+    assert all(s.ttlb_us >= s.connect_us + s.tls_handshake_us for s in fresh + resumed)
+    assert [s.session_reused for s in fresh + resumed] == [False] * 4 + [True] * 2
+    assert tls_server.counters.snapshot() == {"connections": 6, "handshakes": 6, "resumed": 2, "requests": 6}
+
+
+def test_the_bundled_library_checks_the_certificate_and_its_name(tls_server, tls_cert):
+    endpoint = Endpoint.resolve(tls_server.url())
+    policy = ARM_POLICIES["tls_new"][1]
+    unknown = TimedClient(endpoint, policy, make_context("bundled", verify=True)).request(
+        tls_server.url(), "/1k"
+    )
+    assert unknown.error == "tls_error" and "CERTIFICATE_VERIFY_FAILED" in unknown.error_detail
+    assert "self-signed" in unknown.error_detail  # OpenSSL's reason, not a generic failure
+    trusted = make_context("bundled", verify=True, cafile=str(tls_cert[0]))
+    assert TimedClient(endpoint, policy, trusted).request(tls_server.url(), "/1k").status == 200
+    # The certificate names localhost, 127.0.0.1 and ::1: another name fails the check.
+    other = Endpoint("https", "tollgate.invalid", tls_server.port, "127.0.0.1", "tollgate.invalid")
+    wrong = TimedClient(other, policy, trusted).request(tls_server.url(), "/1k")
+    assert wrong.error == "tls_error" and "hostname mismatch" in wrong.error_detail
 
 
 def test_host_header_keeps_non_default_port():

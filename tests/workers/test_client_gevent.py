@@ -74,12 +74,13 @@ def test_framing_and_keep_alive_under_gevent(servers):
     assert tls.counters.snapshot()["connections"] == tls.counters.snapshot()["handshakes"] == 1
 
 
-def test_tls_policies_under_gevent(servers):
+@pytest.mark.parametrize("library", ["system", "bundled"])
+def test_tls_policies_under_gevent(servers, library):
     _, tls = servers
     got = run_cases(
         [
-            {"name": "new", "url": tls.url(), "arm": "tls_new", "requests": 4},
-            {"name": "resumed", "url": tls.url(), "arm": "tls_resumed", "requests": 4},
+            {"name": "new", "url": tls.url(), "arm": "tls_new", "requests": 4, "library": library},
+            {"name": "resumed", "url": tls.url(), "arm": "tls_resumed", "requests": 4, "library": library},
         ]
     )
     new, resumed = got["new"]["samples"], got["resumed"]["samples"]
@@ -88,6 +89,25 @@ def test_tls_policies_under_gevent(servers):
     # The first connection has no session to offer; every later one resumes the previous one's.
     assert [s["session_reused"] for s in resumed] == [False, True, True, True]
     assert tls.counters.snapshot() == {"connections": 8, "handshakes": 8, "resumed": 3, "requests": 8}
+
+
+def test_the_bundled_library_under_gevent_reads_big_bodies_and_checks_certificates(servers, tls_cert):
+    _, tls = servers
+    bundled = {"url": tls.url("/big"), "path": "/big", "library": "bundled"}
+    got = run_cases(
+        [
+            {"name": "big", "arm": "tls", "requests": 3, **bundled},
+            {"name": "unknown", "arm": "tls_new", "verify": True, **bundled},
+            {"name": "trusted", "arm": "tls_new", "verify": True, "cafile": str(tls_cert[0]), **bundled},
+        ]
+    )
+    big = got["big"]["samples"]
+    assert got["big"]["kinds"] == ["CoopConnection"]
+    assert [(s["error"], s["body_bytes"]) for s in big] == [(None, 70_000)] * 3
+    assert [s["connect_us"] is not None for s in big] == [True, False, False]  # keep-alive
+    unknown = got["unknown"]["samples"][0]
+    assert unknown["error"] == "tls_error" and "CERTIFICATE_VERIFY_FAILED" in unknown["error_detail"]
+    assert got["trusted"]["samples"][0]["status"] == 200
 
 
 def test_errors_and_timeouts_under_gevent(servers):

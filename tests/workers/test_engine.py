@@ -227,3 +227,69 @@ def test_weighted_paths_go_to_each_arms_origin(engine, plain_server, tls_server)
         {"path": "/2k", "weight": 1, "requested": "/2k"},
     ]
     assert arms[0]["url"] == plain_server.url("/1k") and arms[0]["requested_url"] == plain_server.url("/")
+
+
+def test_a_bundled_run_measures_every_arm_on_pyopenssl(engine, plain_server, tls_cert):
+    """tls_library bundled: every TLS arm through pyOpenSSL, the wire facts counted by the servers
+    (one server per TLS arm, so each arm's handshakes and resumptions are its own)."""
+    import OpenSSL
+    from OpenSSL import SSL
+
+    servers = {arm: LocalServer(tls=tls_cert).start() for arm in ("tls", "tls_new", "tls_resumed")}
+    try:
+        arms = [("plain", plain_server.url())] + [(arm, server.url()) for arm, server in servers.items()]
+        messages, code, stderr = engine({**config(*arms), "tls_library": "bundled"})
+        seen = {arm: server.counters.snapshot() for arm, server in servers.items()}
+    finally:
+        for server in servers.values():
+            server.stop()
+    assert code == 0, stderr
+    hello = next(m for m in messages if m["type"] == "hello")
+    assert hello["engine"]["tls_library"] == {
+        "choice": "bundled",
+        "openssl": SSL.OpenSSL_version(SSL.OPENSSL_VERSION).decode(),
+        "binding": f"pyOpenSSL {OpenSSL.__version__}",
+    }
+    results = arm_results(messages)
+    assert all(results[arm]["requests"] > 0 and results[arm]["failures"] == 0 for arm in results)
+    assert set(results) == {"plain", "tls", "tls_new", "tls_resumed"}
+    # tls: one handshake per user, the preflight's, and the TLS-facts probe's two (one resumes).
+    assert seen["tls"]["handshakes"] == 2 + 1 + 2 and seen["tls"]["resumed"] == 1
+    # tls_new: a full handshake for every request, never a resumption.
+    new = results["tls_new"]
+    assert seen["tls_new"]["resumed"] == 0 and new["tls_sessions_reused"] == 0
+    assert (
+        seen["tls_new"]["handshakes"]
+        >= seen["tls_new"]["requests"]
+        >= 1 + new["warmup_requests"] + new["requests"]
+    )
+    assert new["connections_opened"] == new["requests"] and new["hist"]["tls_handshake_us"]
+    # tls_resumed: only the preflight's and each user's first connection are full handshakes.
+    resumed = results["tls_resumed"]
+    assert seen["tls_resumed"]["handshakes"] - seen["tls_resumed"]["resumed"] == 1 + 2
+    assert resumed["tls_sessions_reused"] == resumed["requests"] > 0
+
+
+def test_a_system_run_names_ssl_and_a_bundled_matrix_is_refused_not_run_on_ssl(engine, tls_server):
+    import ssl
+
+    messages, code, stderr = engine(config(("tls_new", tls_server.url()), duration_s=1))
+    assert code == 0, stderr
+    hello = next(m for m in messages if m["type"] == "hello")
+    assert hello["engine"]["tls_library"] == {
+        "choice": "system",
+        "openssl": ssl.OPENSSL_VERSION,
+        "binding": "ssl",
+    }
+    messages, code, stderr = engine(
+        {
+            **config(("tls_new", tls_server.url()), duration_s=1),
+            "tls_library": "bundled",
+            "tls_matrix": ["protocol"],
+        }
+    )
+    assert code == 0, stderr
+    (matrix,) = [m for m in messages if m["type"] == "matrix"]
+    assert [v["status"] for v in matrix["variants"]] == ["refused", "refused"]
+    assert all("bundled TLS library" in v["detail"] for v in matrix["variants"])
+    assert set(arm_results(messages)) == {"tls_new"}  # no sub-arm measured

@@ -28,8 +28,10 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from portal.lib.protocol import pin_key
+from workers.engine import tlslib
 from workers.engine.coop import CoopConnection, UserWaits
 from workers.engine.http1 import ConnectionClosed, ProtocolError, parse_head
+from workers.engine.tlslib import make_context, make_ssl_context  # noqa: F401 (the arms' contexts, read here)
 
 USER_AGENT = "tollgate/0.1"
 RECV_SIZE = 65536
@@ -111,18 +113,6 @@ class Sample:
     error_detail: str | None = None
 
 
-def make_ssl_context(verify: bool, cafile: str | None = None) -> ssl.SSLContext:
-    """One context per arm, shared by every connection: building one costs up to ~20 ms."""
-    if verify:
-        context = ssl.create_default_context(cafile=cafile)
-    else:
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    context.set_alpn_protocols(["http/1.1"])
-    return context
-
-
 def _us(start_ns: int, end_ns: int) -> int:
     return max(1, (end_ns - start_ns + 500) // 1000)
 
@@ -150,7 +140,7 @@ class TimedClient:
         self,
         endpoint: Endpoint,
         policy: ConnectionPolicy,
-        ssl_context: ssl.SSLContext | None,
+        ssl_context: ssl.SSLContext | tlslib.SSL.Context | None,
         *,
         timeout_s: float = 10.0,
         headers: dict[str, str] | None = None,
@@ -224,6 +214,8 @@ class TimedClient:
         if self._coop:
             conn.start_tls(self.ssl_context, self._server_hostname, session)
             return conn
+        if isinstance(self.ssl_context, tlslib.SSL.Context):
+            return tlslib.BlockingTLS(self.ssl_context, conn, self._server_hostname, session)
         return self.ssl_context.wrap_socket(conn, server_hostname=self._server_hostname, session=session)
 
     def request(self, url: str, path: str, method: str = "GET") -> Sample:

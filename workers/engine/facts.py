@@ -10,8 +10,11 @@ import ssl
 import gevent
 import locust
 
+from workers.engine import tlslib
 
-def engine_facts() -> dict:
+
+def engine_facts(tls_library: str = tlslib.SYSTEM) -> dict:
+    """The ``hello``'s facts; ``tls_library``: the run's (``run.engine.tls_library`` in the report)."""
     cpu_model = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as f:
@@ -26,6 +29,7 @@ def engine_facts() -> dict:
         "gevent": gevent.__version__,
         "python": platform.python_version(),
         "openssl": ssl.OPENSSL_VERSION,
+        "tls_library": tlslib.describe(tls_library),
         "host": socket.gethostname(),
         "platform": platform.platform(),
         "cpu_model": cpu_model,

@@ -22,12 +22,13 @@ from workers.engine.client import (
     Endpoint,
     Sample,
     TimedClient,
-    make_ssl_context,
+    make_context,
     origin_of,
     split_target,
 )
 from workers.engine.http1 import parse_head
 from workers.engine.tlsinfo import probe_tls
+from workers.engine.tlslib import SSL
 
 MAX_REDIRECTS = 5
 REDIRECT_STATUSES = (301, 302, 303, 307, 308)
@@ -57,7 +58,7 @@ class Prepared:
     """What preflight settled for an arm: where to connect and which request targets to send."""
 
     endpoint: Endpoint
-    context: ssl.SSLContext | None
+    context: ssl.SSLContext | SSL.Context | None  # on the run's TLS library (workers/engine/tlslib.py)
     targets: list[dict]  # {"path", "weight", "requested"}: final path after redirects
     redirects: list[dict]  # {"from", "to", "status"}
     origin: str
@@ -136,7 +137,7 @@ def preflight(config: EngineConfig, arm: ArmSpec, headers: dict[str, str]) -> Pr
     because the arm would then measure another scheme, host or port.
     """
     endpoint = Endpoint.resolve(arm.url, config.pinned)
-    context = make_ssl_context(config.verify_tls) if endpoint.tls else None
+    context = make_context(config.tls_library, config.verify_tls) if endpoint.tls else None
     _, policy = ARM_POLICIES[arm.name]
     specs = config.paths or []
     wanted = [(spec.path, spec.weight) for spec in specs] or [(split_target(arm.url), 1.0)]

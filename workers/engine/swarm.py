@@ -198,7 +198,9 @@ class Swarm:
         report them; the accepted ones become sub-arms with their own context and policy."""
         cfg = self.config
         ready = prepared[arm.name]
-        sub_arms, entries = expand(arm, ready.endpoint, cfg.tls_matrix, cfg.verify_tls, cfg.timeout_s)
+        sub_arms, entries = expand(
+            arm, ready.endpoint, cfg.tls_matrix, cfg.verify_tls, cfg.timeout_s, library=cfg.tls_library
+        )
         if not entries:
             return []
         emit(self.out, "matrix", arm=arm.name, variants=entries)
@@ -383,7 +385,7 @@ def main(config_text: str, out: IO[str], terminated=lambda: False) -> int:
     gevent.signal_handler(signal.SIGINT, swarm.cancel)
     if terminated():
         swarm.cancel()
-    emit(out, "hello", engine=engine_facts())
+    emit(out, "hello", engine=engine_facts(config.tls_library))
     try:
         code = swarm.run()
     finally:

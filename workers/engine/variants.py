@@ -33,6 +33,7 @@ from portal.lib import matrix
 from portal.lib.protocol import ArmSpec
 from workers.engine.client import ARM_POLICIES, ConnectionPolicy, make_ssl_context
 from workers.engine.tlsinfo import certificate_facts
+from workers.engine.tlslib import SYSTEM
 
 OPENSSL_GROUPS = {"x25519": "X25519", "p256": "prime256v1", "x25519mlkem768": "X25519MLKEM768"}
 GROUP_IDS = {
@@ -50,6 +51,12 @@ TLS12_SUITES = {
     "ecdsa": "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305",
     "rsa": "ECDHE-RSA-AES128-GCM-SHA256:ECDHE-RSA-AES256-GCM-SHA384:ECDHE-RSA-CHACHA20-POLY1305",
 }
+# The run chose the bundled library (pyOpenSSL): this generator cannot build its variants there yet.
+BUNDLED_REFUSAL = (
+    "the TLS matrix's variants are not available on the bundled TLS library (pyOpenSSL) yet: this "
+    "generator builds them on Python's ssl only, and a run never mixes two libraries; run the matrix "
+    "with the system TLS library (tls_library system)"
+)
 SERVER_HELLO, CERTIFICATE, SERVER_KEY_EXCHANGE = 2, 11, 12
 KEY_SHARE, SUPPORTED_VERSIONS = 0x0033, 0x002B
 
@@ -318,16 +325,20 @@ class SubArm:
 
 
 def expand(
-    arm: ArmSpec, endpoint, dimensions: list[str], verify: bool, timeout_s: float
+    arm: ArmSpec, endpoint, dimensions: list[str], verify: bool, timeout_s: float, library: str = SYSTEM
 ) -> tuple[list[SubArm], list[dict]]:
     """Probe every variant of ``dimensions`` against the arm's endpoint: the sub-arms to measure and
-    the ``matrix`` message's entries (every variant, measured or refused, in order)."""
+    the ``matrix`` message's entries (every variant, measured or refused, in order). The variants are
+    built on Python's ``ssl``: on another TLS library (``library``) each is refused saying so, never
+    measured on a library the run did not choose."""
     sub_arms: list[SubArm] = []
     entries: list[dict] = []
     for variant in matrix.variants(dimensions, arm.name):
         name = matrix.variant_name(variant, arm.name)
         entry = {"name": name, "variant": variant, "status": "measured", "detail": "", "negotiated": {}}
         try:
+            if library != SYSTEM:
+                raise Refused(BUNDLED_REFUSAL)
             context = build_context(variant, verify)
             entry["negotiated"] = probe(endpoint, context, variant, timeout_s)
         except Refused as exc:

@@ -1,0 +1,244 @@
+"""The engine's TLS library, one per run (``EngineConfig.tls_library``), so a delta never mixes two.
+
+* ``system``: Python's ``ssl`` on the OpenSSL the operating system links into Python (3.0 here);
+* ``bundled``: pyOpenSSL on the OpenSSL the ``cryptography`` wheel carries (4.x: X25519MLKEM768,
+  signature-algorithm lists, the groups API; ``docs/engine-protocol.md``).
+
+Every client context of a run is made by ``make_context`` from the run's choice: the arms',
+the preflight's and the Locust workers'. A bundled context is an ``OpenSSL.SSL.Context``; its connection
+(``BundledTLS``) offers the surface of OpenSSL's socket object that ``coop.CoopConnection`` drives
+(``do_handshake``, ``read``, ``write``, ``pending``, ``session``, ``session_reused``) and raises
+``ssl``'s exceptions, so the cooperative client, its waits and its timing boundaries are the same
+for both libraries. ``BlockingTLS`` is the same over a blocking socket with a timeout (the client on
+plain threads, the benches' reference). ``describe`` is what the report records
+(``run.engine.tls_library``).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import select
+import socket
+import ssl
+
+import OpenSSL
+from OpenSSL import SSL
+from OpenSSL._util import ffi as _ffi
+from OpenSSL._util import lib as _lib
+
+# pyOpenSSL's cffi binding (``OpenSSL._util.lib``) and ``Connection._ssl`` are private: checked on this
+# version (tests/workers/test_private_api.py fails on another until checked again).
+PRIVATE_API_CHECKED_ON = {"pyOpenSSL": "26.2"}
+SYSTEM, BUNDLED = "system", "bundled"
+LIBRARIES = (SYSTEM, BUNDLED)
+Context = SSL.Context
+WANT_READ, WANT_WRITE = "The operation did not complete (read)", "The operation did not complete (write)"
+
+
+def bundled_openssl() -> str:
+    """The version text of the OpenSSL pyOpenSSL runs on, e.g. "OpenSSL 4.0.0 14 Apr 2026"."""
+    return SSL.OpenSSL_version(SSL.OPENSSL_VERSION).decode()
+
+
+def describe(choice: str) -> dict:
+    """``run.engine.tls_library``: the choice, the OpenSSL behind it and the Python binding."""
+    if choice == BUNDLED:
+        binding = f"pyOpenSSL {OpenSSL.__version__}"
+        return {"choice": BUNDLED, "openssl": bundled_openssl(), "binding": binding}
+    return {"choice": SYSTEM, "openssl": ssl.OPENSSL_VERSION, "binding": "ssl"}
+
+
+def bundled_context(verify: bool, cafile: str | None = None) -> SSL.Context:
+    """A client context as ``client.make_ssl_context`` makes on ``ssl``, on the bundled library: TLS
+    1.2 at least, ALPN http/1.1; with ``verify`` the CA bundle (``cafile``, or the system's) and the
+    host name or IP address checked (``BundledTLS``)."""
+    context = SSL.Context(SSL.TLS_CLIENT_METHOD)
+    context.set_min_proto_version(SSL.TLS1_2_VERSION)
+    context.set_alpn_protos([b"http/1.1"])
+    if verify:
+        context.set_verify(SSL.VERIFY_PEER)
+        if cafile:
+            context.load_verify_locations(cafile)
+        else:
+            # pyOpenSSL falls back to the system's CA locations when the wheel's OpenSSL has none.
+            context.set_default_verify_paths()
+    else:
+        context.set_verify(SSL.VERIFY_NONE)
+    return context
+
+
+def make_ssl_context(verify: bool, cafile: str | None = None) -> ssl.SSLContext:
+    """One context per arm, shared by every connection: building one costs up to ~20 ms."""
+    if verify:
+        context = ssl.create_default_context(cafile=cafile)
+    else:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    context.set_alpn_protocols(["http/1.1"])
+    return context
+
+
+def make_context(library: str, verify: bool, cafile: str | None = None) -> ssl.SSLContext | SSL.Context:
+    """One context per arm on the run's TLS library (``EngineConfig.tls_library``):
+    ``system`` is ``make_ssl_context``'s, ``bundled`` pyOpenSSL's with the same settings."""
+    if library == BUNDLED:
+        return bundled_context(verify, cafile)
+    if library != SYSTEM:
+        raise ValueError(f"unknown TLS library {library!r}")
+    return make_ssl_context(verify, cafile)
+
+
+def _eof() -> ssl.SSLEOFError:
+    return ssl.SSLEOFError(ssl.SSL_ERROR_EOF, "EOF occurred in violation of protocol")
+
+
+def _error(exc: SSL.Error, conn: SSL.Connection) -> Exception:
+    """A pyOpenSSL error as the ``ssl`` module raises it (the client classifies those)."""
+    if isinstance(exc, SSL.SysCallError):
+        code = exc.args[0] if exc.args else -1
+        return _eof() if code in (-1, 0) else OSError(code, os.strerror(code))
+    text = str(exc)
+    if "certificate verify failed" in text:
+        reason = _lib.X509_verify_cert_error_string(_lib.SSL_get_verify_result(conn._ssl))
+        detail = _ffi.string(reason).decode() if reason else text
+        return ssl.SSLCertVerificationError(
+            1, f"[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: {detail}"
+        )
+    return ssl.SSLError(1, f"[pyOpenSSL] {text}")
+
+
+class BundledTLS:
+    """TLS on a connected socket through pyOpenSSL, with the surface of OpenSSL's socket object in
+    ``ssl`` (what ``coop.CoopConnection`` calls): "would block" is ``ssl.SSLWantReadError`` /
+    ``SSLWantWriteError``, a TCP close without close_notify ``ssl.SSLEOFError``, a clean close b""."""
+
+    __slots__ = ("conn",)
+
+    def __init__(self, context: SSL.Context, sock, server_hostname: str, session: SSL.Session | None) -> None:
+        conn = SSL.Connection(context, sock)
+        conn.set_connect_state()
+        ip = _ip(server_hostname)
+        if ip is None:
+            conn.set_tlsext_host_name(server_hostname.encode("idna"))  # SNI: never for an IP literal
+        if context.get_verify_mode() != SSL.VERIFY_NONE:
+            # Check the name (or the IP address) as ssl's check_hostname does, inside OpenSSL.
+            param = _lib.SSL_get0_param(conn._ssl)
+            _lib.X509_VERIFY_PARAM_set_hostflags(param, _lib.X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS)
+            if ip is None:
+                name = server_hostname.encode("idna")
+                ok = _lib.X509_VERIFY_PARAM_set1_host(param, name, len(name))
+            else:
+                ok = _lib.X509_VERIFY_PARAM_set1_ip(param, ip, len(ip))
+            if ok != 1:
+                raise ssl.SSLError(1, f"cannot check the certificate for {server_hostname!r}")
+        if session is not None:
+            conn.set_session(session)
+        self.conn = conn
+
+    def _call(self, call, *args):
+        try:
+            return call(*args)
+        except SSL.WantReadError:
+            raise ssl.SSLWantReadError(ssl.SSL_ERROR_WANT_READ, WANT_READ) from None
+        except SSL.WantWriteError:
+            raise ssl.SSLWantWriteError(ssl.SSL_ERROR_WANT_WRITE, WANT_WRITE) from None
+        except SSL.ZeroReturnError:
+            return b""  # close_notify: the end
+        except SSL.Error as exc:
+            raise _error(exc, self.conn) from None
+
+    def do_handshake(self) -> None:
+        self._call(self.conn.do_handshake)
+
+    def read(self, size: int) -> bytes:
+        return self._call(self.conn.recv, size)
+
+    def write(self, data) -> int:
+        return self._call(self.conn.send, data)
+
+    def pending(self) -> int:
+        return self.conn.pending()
+
+    @property
+    def session(self) -> SSL.Session | None:
+        return self.conn.get_session()
+
+    @property
+    def session_reused(self) -> bool:
+        return bool(_lib.SSL_session_reused(self.conn._ssl))  # pyOpenSSL has no method for it
+
+    def version(self) -> str | None:
+        return self.conn.get_protocol_version_name()
+
+    def close(self) -> None:
+        """Mark the connection as shut down before OpenSSL frees it (no close_notify is sent): an
+        ``SSL`` freed otherwise makes its session unresumable, as CPython's ``_ssl`` avoids too."""
+        conn = self.conn
+        conn.set_shutdown(conn.get_shutdown() | SSL.SENT_SHUTDOWN)
+
+
+def _ip(name: str) -> bytes | None:
+    try:
+        return ipaddress.ip_address(name).packed
+    except ValueError:
+        return None
+
+
+class BlockingTLS:
+    """``BundledTLS`` over a connected socket with a timeout, blocking the calling thread: the
+    surface of ``ssl.SSLSocket`` the client uses (``send``, ``sendall``, ``recv``, ``pending``,
+    ``session``, ``session_reused``, ``close``). The handshake happens here."""
+
+    def __init__(self, context: SSL.Context, sock: socket.socket, server_hostname: str, session=None) -> None:
+        self.sock = sock
+        self.timeout_s = sock.gettimeout()
+        self.tls = BundledTLS(context, sock, server_hostname, session)
+        self._io(self.tls.do_handshake)
+
+    def _io(self, call, *args):
+        while True:
+            try:
+                return call(*args)
+            except ssl.SSLWantReadError:
+                self._wait([self.sock], [])
+            except ssl.SSLWantWriteError:
+                self._wait([], [self.sock])
+
+    def _wait(self, readers: list, writers: list) -> None:
+        ready = select.select(readers, writers, [], self.timeout_s)
+        if not (ready[0] or ready[1]):
+            raise TimeoutError("timed out")
+
+    def send(self, data) -> int:
+        return self._io(self.tls.write, data)
+
+    def sendall(self, data) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[self.send(view) :]
+
+    def recv(self, size: int) -> bytes:
+        try:
+            return self._io(self.tls.read, size)
+        except ssl.SSLEOFError:
+            return b""  # a TCP close without close_notify reads as the end, as SSLSocket's default
+
+    def pending(self) -> int:
+        return self.tls.pending()
+
+    @property
+    def session(self):
+        return self.tls.session
+
+    @property
+    def session_reused(self) -> bool:
+        return self.tls.session_reused
+
+    def version(self) -> str | None:
+        return self.tls.version()
+
+    def close(self) -> None:
+        self.tls.close()
+        self.sock.close()
