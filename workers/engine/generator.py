@@ -20,7 +20,8 @@ from locust.env import Environment
 from locust.event import Events
 
 from portal.lib.protocol import ArmSpec, EngineConfig
-from workers.engine.client import ConnectionPolicy, Endpoint, make_context
+from workers.engine.client import ConnectionPolicy, Endpoint
+from workers.engine.tlslib import run_context
 from workers.engine.distributed import USER_CLASS, ArmUser, process_cpu_s
 from workers.engine.recorder import ArmRecorder, CpuMeter
 from workers.engine.preflight import Prepared
@@ -54,7 +55,7 @@ class Generator:
         data = msg.data
         config = EngineConfig.from_dict(data["config"])
         endpoint = Endpoint(**data["endpoint"])
-        context = make_context(config.tls_library, config.verify_tls) if endpoint.tls else None
+        context = run_context(config) if endpoint.tls else None
         prepared = Prepared(endpoint, context, data["targets"], [], data["origin"])
         arm = ArmSpec(**data["arm"])
         self.arm_index = data["index"]

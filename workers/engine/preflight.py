@@ -22,13 +22,12 @@ from workers.engine.client import (
     Endpoint,
     Sample,
     TimedClient,
-    make_context,
     origin_of,
     split_target,
 )
 from workers.engine.http1 import parse_head
 from workers.engine.tlsinfo import probe_tls
-from workers.engine.tlslib import SSL
+from workers.engine.tlslib import SSL, run_context
 
 MAX_REDIRECTS = 5
 REDIRECT_STATUSES = (301, 302, 303, 307, 308)
@@ -137,7 +136,7 @@ def preflight(config: EngineConfig, arm: ArmSpec, headers: dict[str, str]) -> Pr
     because the arm would then measure another scheme, host or port.
     """
     endpoint = Endpoint.resolve(arm.url, config.pinned)
-    context = make_context(config.tls_library, config.verify_tls) if endpoint.tls else None
+    context = run_context(config) if endpoint.tls else None
     _, policy = ARM_POLICIES[arm.name]
     specs = config.paths or []
     wanted = [(spec.path, spec.weight) for spec in specs] or [(split_target(arm.url), 1.0)]

@@ -27,6 +27,8 @@ from OpenSSL import SSL
 from OpenSSL._util import ffi as _ffi
 from OpenSSL._util import lib as _lib
 
+from portal.lib.protocol import EngineConfig
+
 # pyOpenSSL's cffi binding (``OpenSSL._util.lib``) and ``Connection._ssl`` are private: checked on this
 # version (tests/workers/test_private_api.py fails on another until checked again).
 PRIVATE_API_CHECKED_ON = {"pyOpenSSL": "26.2"}
@@ -88,6 +90,12 @@ def make_context(library: str, verify: bool, cafile: str | None = None) -> ssl.S
     if library != SYSTEM:
         raise ValueError(f"unknown TLS library {library!r}")
     return make_ssl_context(verify, cafile)
+
+
+def run_context(config: EngineConfig) -> ssl.SSLContext | SSL.Context:
+    """The client context of a run's arm, from its ``EngineConfig``: the one place where the run's TLS
+    options (library, verification) become a context, so a new TLS option of the run is read here."""
+    return make_context(config.tls_library, config.verify_tls)
 
 
 def _eof() -> ssl.SSLEOFError:
