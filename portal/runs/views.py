@@ -8,6 +8,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
+from django.db.models import Exists, OuterRef
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -17,7 +18,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from portal.lib import evidence
 from portal.projects.access import can, current_project, require_role
 from portal.projects.models import Role
-from portal.runs import exports, fragments, pages, quotas, reporting, runpage, services, starting
+from portal.runs import exports, fragments, pages, quotas, reporting, services, starting
 from portal.runs.access import get_run_for_user, may_delete_run, runs_for
 from portal.runs.forms import RunForm
 from portal.runs.live import progress_data
@@ -252,44 +253,55 @@ COST_LABELS = pages.COST_LABELS
 LIST_COSTS = ("keepalive_tls", "new_connection_tls", "handshake")
 
 
+# Fields of a run its page does not read: its report section is stored (portal.runs.fragments).
+SECTION_FIELDS = ("engine", "tls_info", "variants", "capacity", "probes", "attempts")
+
+
 @login_required
 @require_GET
 def runs_detail(request: HttpRequest, code) -> HttpResponse:
-    # The access check and what of the page can change, in one query (portal.runs.runpage); an ended
-    # run's page is kept rendered, with its CSRF token and share panel filled in per request.
-    found = runpage.probe(request, code)
-    key = runpage.page_key(request, found)
-    page = runpage.kept(key)
-    if page is not None:
-        return runpage.fill(request, found, page)
-    return runpage.respond(request, found, key, _detail_context(request, code))
-
-
-def _detail_context(request: HttpRequest, code) -> dict:
-    # Queries: the run with its target, scenario, the reader's role and the frozen report's signature
-    # (not its body) (1), the target labels (1); the report section of an ended run comes rendered
-    # from the cache (portal.runs.fragments).
+    # Queries: the run with its target, its scenario, the frozen report's signature (not its body),
+    # the reader's role and whether another of the reader's targets has the target's name (1); the
+    # run's share links with who made and revoked them (1); the target labels, only when another
+    # target has that name (0–1); the baseline's code, only when another run is the baseline (0–1).
+    # An ended run's report section is stored: read from its row once per web process (0–1),
+    # rendered on every request while the run is going. (Joining the baseline here instead tripled
+    # PostgreSQL's planning of the run's query, which is not prepared: bench/portal_load.)
+    user = request.user
+    others = targets_for(user).filter(name=OuterRef("target__name")).exclude(pk=OuterRef("target_id"))
     run, role = get_run_for_user(
-        request, code, related=("scenario", "frozen_report"), deferred=("frozen_report__body",)
+        request,
+        code,
+        related=("scenario", "frozen_report"),
+        deferred=("frozen_report__body", *SECTION_FIELDS),
+        annotations={"name_taken": Exists(others)},
     )
-    target_label = target_labels(targets_for(request.user), [run.target.name])[run.target.code]
+    is_baseline = run.target.baseline_id == run.pk
+    baseline_code = None
+    if run.target.baseline_id and not is_baseline:
+        baseline_code = Run.objects.filter(pk=run.target.baseline_id).values_list("code", flat=True).first()
+    target_label = run.target.name
+    if run.name_taken:  # another of the reader's targets has its name: the label tells them apart
+        target_label = target_labels(targets_for(user), [run.target.name])[run.target.code]
     json_download_url = reverse("runs-report-json", args=[run.code]) + "?download=1"
-    return {
+    ctx = {
         "run": run,
         "run_role": role,
         "can_write": can(role, Role.MEMBER),
-        "can_delete": may_delete_run(request.user, run, role),
-        "is_baseline": run.target.baseline_id == run.pk,
+        "can_delete": may_delete_run(user, run, role),
+        "is_baseline": is_baseline,
+        "baseline_code": baseline_code,  # "Compare with the baseline"
         "baseline_refusal": services.baseline_refusal(run),  # the button shows only without one
         "target_label": target_label,
         "json_download_url": json_download_url,
         "queue_note": queue_note(run),  # a queued run: what it waits for
         **fragments.report_section(
-            run, request, shared=False, json_download_url=json_download_url, target_label=target_label
+            run, shared=False, json_download_url=json_download_url, target_label=target_label
         ),
         # The signature of the frozen report (templates/signing/integrity.html), once the run has ended.
         "integrity": getattr(getattr(run, "frozen_report", None), "integrity", None),
     }
+    return render(request, "runs/detail.html", ctx)
 
 
 @login_required
