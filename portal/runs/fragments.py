@@ -16,9 +16,9 @@ reader's role, the baseline pin, the integrity block, the share panel) is render
 The stored section is keyed by ``section_key``: the report's key (run, finish time,
 ``REPORT_CACHE_VERSION``) and a digest of the templates and code it is made of. A section stored
 under another key (a report stored before sections were, a release that changed the template, the
-report's schema or its computation) is rendered again on its next view and stored again. A key's
-section never changes, so each web process keeps the most recently read ones in memory. A run
-still going is rendered on every request and never stored.
+report's schema or its computation) is rendered again on its next view and stored again. The run
+page keeps whole pages (``portal.runs.runpage``), so the section's row is read only when a page is
+rendered. A run still going is rendered on every request and never stored.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ SOURCE_FILES = ("portal/runs/pages.py", "portal/runs/fragments.py")
 
 
 # A key's value never changes (the key names everything it is made of), so each web process keeps
-# the most recently read ones in memory: stored sections and compare bodies, read all day.
+# the most recently read compare bodies in memory.
 _local: Kept[object] = Kept(64)
 
 
@@ -154,9 +154,7 @@ def store(run: Run) -> Section | None:
     if not RunReport.objects.filter(run=run, key=reporting.cache_key(run)).update(**fields):
         reporting.materialize(run)  # the report was read from the cache, not stored: store it
         RunReport.objects.filter(run=run).update(**fields)
-    section = Section.of(html, evidence)
-    _local.put(key, section)
-    return section
+    return Section.of(html, evidence)
 
 
 def store_after_end(run: Run) -> None:
@@ -170,17 +168,12 @@ def store_after_end(run: Run) -> None:
 
 
 def _stored(run: Run, key: str) -> Section:
-    """The run's section stored under ``key``: from this process's memory, else its row (one query),
-    else rendered now and stored."""
-    found = _local.get(key)
-    if found is None:
-        row = RunReport.objects.filter(run_id=run.pk, section_key=key)
-        stored = row.values_list("section", "section_evidence").first()
-        if stored is None:  # stored before sections were, or under another release's key
-            return store(Run.objects.select_related("target", "scenario").get(pk=run.pk))
-        found = Section.of(*stored)
-        _local.put(key, found)
-    return found
+    """The run's section stored under ``key``: its row (one query), else rendered now and stored."""
+    row = RunReport.objects.filter(run_id=run.pk, section_key=key)
+    stored = row.values("section", "section_evidence").first()
+    if stored is None:  # stored before sections were, or under another release's key
+        return store(Run.objects.select_related("target", "scenario").get(pk=run.pk))
+    return Section.of(stored["section"], stored["section_evidence"])
 
 
 def report_section(run: Run, *, shared: bool, json_download_url: str, target_label: str) -> dict:

@@ -8,7 +8,6 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
-from django.db.models import Exists, OuterRef
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -18,7 +17,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from portal.lib import evidence
 from portal.projects.access import can, current_project, require_role
 from portal.projects.models import Role
-from portal.runs import exports, fragments, pages, quotas, reporting, services, starting
+from portal.runs import exports, fragments, pages, quotas, reporting, runpage, services, starting
 from portal.runs.access import get_run_for_user, may_delete_run, runs_for
 from portal.runs.forms import RunForm
 from portal.runs.live import progress_data
@@ -260,35 +259,33 @@ SECTION_FIELDS = ("engine", "tls_info", "variants", "capacity", "probes", "attem
 @login_required
 @require_GET
 def runs_detail(request: HttpRequest, code) -> HttpResponse:
-    # Queries: the run with its target, its scenario, the frozen report's signature (not its body),
-    # the reader's role and whether another of the reader's targets has the target's name (1); the
-    # run's share links with who made and revoked them (1); the target labels, only when another
-    # target has that name (0–1); the baseline's code, only when another run is the baseline (0–1).
-    # An ended run's report section is stored: read from its row once per web process (0–1),
-    # rendered on every request while the run is going. (Joining the baseline here instead tripled
-    # PostgreSQL's planning of the run's query, which is not prepared: bench/portal_load.)
-    user = request.user
-    others = targets_for(user).filter(name=OuterRef("target__name")).exclude(pk=OuterRef("target_id"))
-    run, role = get_run_for_user(
-        request,
-        code,
-        related=("scenario", "frozen_report"),
-        deferred=("frozen_report__body", *SECTION_FIELDS),
-        annotations={"name_taken": Exists(others)},
-    )
+    # Queries: the user; the run's page state with the reader's role and its share links, the
+    # reader's targets of its target's name (its label) (portal.runs.runpage.probe): an ended run's
+    # page is kept rendered by all that (3 queries). Rendering it reads the run (and the baseline's
+    # code when another run is the baseline, the stored section, the share links), then the state
+    # again.
+    found = runpage.probe(request.user, code)
+    key = runpage.page_key(request, found)
+    page = runpage.kept(key)
+    if page is None:
+        page = runpage.render(request, code, key, _detail_context(request, code, found))
+    return page.fill(request)
+
+
+def _detail_context(request: HttpRequest, code, found: runpage.Probe) -> dict:
+    related, deferred = ("scenario", "frozen_report"), ("frozen_report__body", *SECTION_FIELDS)
+    run, role = get_run_for_user(request, code, related=related, deferred=deferred)
     is_baseline = run.target.baseline_id == run.pk
     baseline_code = None
     if run.target.baseline_id and not is_baseline:
         baseline_code = Run.objects.filter(pk=run.target.baseline_id).values_list("code", flat=True).first()
-    target_label = run.target.name
-    if run.name_taken:  # another of the reader's targets has its name: the label tells them apart
-        target_label = target_labels(targets_for(user), [run.target.name])[run.target.code]
+    target_label = found.label
     json_download_url = reverse("runs-report-json", args=[run.code]) + "?download=1"
-    ctx = {
+    return {
         "run": run,
         "run_role": role,
         "can_write": can(role, Role.MEMBER),
-        "can_delete": may_delete_run(user, run, role),
+        "can_delete": may_delete_run(request.user, run, role),
         "is_baseline": is_baseline,
         "baseline_code": baseline_code,  # "Compare with the baseline"
         "baseline_refusal": services.baseline_refusal(run),  # the button shows only without one
@@ -301,7 +298,6 @@ def runs_detail(request: HttpRequest, code) -> HttpResponse:
         # The signature of the frozen report (templates/signing/integrity.html), once the run has ended.
         "integrity": getattr(getattr(run, "frozen_report", None), "integrity", None),
     }
-    return render(request, "runs/detail.html", ctx)
 
 
 @login_required

@@ -1,23 +1,26 @@
 """The page of an ended run is its stored report section (portal/runs/fragments.py, rendered once when
 the run ends and stored beside its report) with what varies per reader and what can change after the
-run ended rendered on every request: the header, the controls of the reader's role, the baseline
-pin, the target's label, the scenario, the integrity block, the share panel with its links. Access
-is checked in the database on every request; a section stored under another key (before sections
-were stored, another template or report version) is rendered again and stored
+run ended around it: the header, the controls of the reader's role, the baseline pin, the target's
+label, the scenario, the integrity block, the share panel with its links. Access and all that are
+read through the ORM on every request, and the page is kept rendered by them
+(portal/runs/runpage.py): whatever changes shows at once. A section stored under another key (before
+sections were stored, another template or report version) is rendered again and stored
 (docs/performance.md, "The portal under its own load")."""
 
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
 import pytest
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from django.utils import timezone
 
 from portal.projects.models import Membership, Project, Role, personal_project
-from portal.runs import fragments, reporting
+from portal.runs import fragments, reporting, runpage
 from portal.runs.models import Run, RunReport
 from portal.sharing import services as sharing
 from portal.signing.services import freeze
@@ -87,7 +90,7 @@ def test_the_section_is_stored_when_the_run_ends_and_is_what_rendering_it_anew_g
     client = reader(owner)
     url = reverse("runs-detail", args=[run.code])
     first, second = client.get(url), client.get(url)
-    fragments._local.clear()  # noqa: SLF001 - from the stored row, not this process's memory
+    runpage.forget_all()  # a web process that never kept it: from the stored row
     third = client.get(url)
     pages = [CSRF.sub("", r.content.decode()) for r in (first, second, third)]
     assert pages[0] == pages[1] == pages[2]
@@ -101,27 +104,29 @@ def test_the_section_is_stored_when_the_run_ends_and_is_what_rendering_it_anew_g
     assert "default-src 'self'" in first.headers["Content-Security-Policy"]
 
 
-def test_a_view_reads_three_small_rows(owner, django_user_model, django_assert_num_queries):
+def test_a_view_reads_three_small_rows_and_a_rendering_reads_the_state_again(
+    owner, django_user_model, django_assert_num_queries
+):
     run = ended(owner)
     client = reader(owner)
     url = reverse("runs-detail", args=[run.code])
     client.get(url)
-    # The user (the session and the header's projects come from the cache); the run with its target,
-    # scenario, the frozen report's signature, the reader's role and whether another of the reader's
-    # targets has its name; the run's share links with their makers.
+    # The user (the session and the header's projects come from the cache); the run's page state
+    # with the reader's role and its share links; the reader's targets of the target's name (its
+    # label). The page is kept rendered by them (portal/runs/runpage.py).
     with django_assert_num_queries(3):
         assert client.get(url).status_code == 200
-    # Another web process: + the stored section's row, by its run and key (unique run_id index).
-    fragments._local.clear()  # noqa: SLF001
-    with django_assert_num_queries(4):
-        assert client.get(url).status_code == 200
-    # Another of the reader's targets has the name: + the labels of the targets of that name.
+    # Another of the reader's targets has the name, another run is the baseline: the same reads.
     Target.objects.create(project=run.project, name=run.target.name, plain_url="http://127.0.0.1:9/x")
-    with django_assert_num_queries(4):
-        assert client.get(url).status_code == 200
-    # Another run is the target's baseline: + its code, for "Compare with the baseline".
     Target.objects.filter(pk=run.target_id).update(baseline=ended(owner))
-    with django_assert_num_queries(5):
+    client.get(url)
+    with django_assert_num_queries(3):
+        assert client.get(url).status_code == 200
+    # Another web process renders the page: + the run with its target, scenario and signature, the
+    # baseline's code, the stored section's row (by its run and key), the share links with their
+    # makers, then the page's state again (2: kept only if nothing changed while it rendered).
+    runpage.forget_all()
+    with django_assert_num_queries(3 + 4 + 2):
         assert client.get(url).status_code == 200
 
 
@@ -276,7 +281,7 @@ def test_a_report_stored_before_sections_renders_on_its_first_view_and_is_stored
     client = reader(owner)
     before = CSRF.sub("", html(client, run))
     RunReport.objects.filter(run=run).update(section="", section_key="", section_evidence=None)
-    fragments._local.clear()  # noqa: SLF001 - a web process that never read it
+    runpage.forget_all()  # a web process that never kept the page
     assert CSRF.sub("", html(client, run)) == before
     assert stored(run).section_key == fragments.section_key(run) and stored(run).section
 
@@ -287,7 +292,7 @@ def test_a_section_of_another_template_or_report_version_is_rendered_again(owner
     html(client, run)
     # A release that changed the section's templates or code: another digest, another key.
     RunReport.objects.filter(run=run).update(section="<p>stale section</p>", section_key="another release")
-    fragments._local.clear()  # noqa: SLF001
+    runpage.forget_all()
     assert "stale section" not in html(client, run)
     assert stored(run).section_key == fragments.section_key(run)
     # A release that changed the report (REPORT_CACHE_VERSION): the report is computed again and its
@@ -313,3 +318,14 @@ def test_the_header_follows_the_project_switcher(owner):
     switched = html(client, run)
     assert f'<option value="{other.code}" selected>' in switched
     assert f'<option value="{personal.code}" selected>' not in switched
+
+
+def test_a_link_that_expires_by_time_shows_expired_at_once(owner, monkeypatch):
+    run = ended(owner)
+    link, _ = sharing.create_share(owner, run=run)
+    client = reader(owner)
+    html(client, run)
+    assert re.search(rf'data-share="{link.code}" data-state="active"', html(client, run))
+    later = link.expires_at + timedelta(seconds=1)  # nothing changed in the database, only the time
+    monkeypatch.setattr(timezone, "now", lambda: later)
+    assert re.search(rf'data-share="{link.code}" data-state="expired"', html(client, run))

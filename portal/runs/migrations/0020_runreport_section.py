@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runs', '0018_run_preflight_failed'),
+        ('runs', '0019_run_scenario_moved'),
     ]
 
     operations = [
