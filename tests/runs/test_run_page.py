@@ -22,9 +22,10 @@ from django.utils import timezone
 from portal.projects.models import Membership, Project, Role, personal_project
 from portal.runs import fragments, reporting, runpage
 from portal.runs.models import Run, RunReport
+from portal.scenarios.models import Scenario
 from portal.sharing import services as sharing
 from portal.signing.services import freeze
-from portal.targets.models import Scenario, Target
+from portal.targets.models import Target
 from tests.runs.factories import make_run
 
 pytestmark = pytest.mark.django_db
