@@ -10,7 +10,8 @@ code where the product has it:
   its per-second series; latencies drawn from a log-normal with a tail and recorded into HDR
   histograms exactly as the engine records and encodes them (``workers.engine.recorder``). Each
   run then ends as the worker ends it: its report computed and stored with its summary
-  (``store_summary``), then frozen and signed (``freeze_after_end``);
+  (``store_summary``) and its page's report section (``store_after_end``), then frozen and signed
+  (``freeze_after_end``);
 * a share link of run 1 (the share-link view) and one of run 2 (its status JSON, which CI polls);
 * a saved scenario of the loopback target with a webhook trigger (rate 60 runs a minute) and a
   project quota high enough for every run the webhook starts during the bench.
@@ -25,7 +26,7 @@ from django.utils import timezone
 
 from portal.hooks import services as hooks
 from portal.projects.models import Membership, Project, ProjectQuota, Role
-from portal.runs import reporting, starting
+from portal.runs import fragments, reporting, starting
 from portal.runs.models import ArmResult, Run
 from portal.sharing import services as sharing
 from portal.signing.services import freeze_after_end
@@ -145,6 +146,7 @@ def finished_run(owner, target: Target, seed: int) -> Run:
     ]
     ArmResult.objects.bulk_create(rows)
     reporting.store_summary(run)
+    fragments.store_after_end(run)
     freeze_after_end(run)
     run.refresh_from_db()
     return run

@@ -187,6 +187,12 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # locked" — no timeout helps — and concurrent deliveries answered 500.
     DATABASES["default"]["OPTIONS"] = {"timeout": 20, "transaction_mode": "IMMEDIATE"}
     DATABASES["default"]["CONN_MAX_AGE"] = 0
+elif envbool("TOLLGATE_PREPARED_STATEMENTS", "true"):
+    # PostgreSQL: parameters bound on the server, and a query run twice on a connection is prepared
+    # (parsed and planned once per connection, not on every request): the pages read all day send
+    # the same few queries. Set 0 behind a pooler that shares server connections between clients per
+    # transaction without tracking prepared statements (PgBouncer before 1.21): docs/performance.md.
+    DATABASES["default"]["OPTIONS"] = {"server_side_binding": True, "prepare_threshold": 2}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -11,11 +11,6 @@ from django.core.exceptions import ImproperlyConfigured
 from portal.lib import netpolicy
 from portal.settings_env import envbool, envint, envlist
 
-# The run page's query (portal/runs/runpage.py) is a prepared statement on PostgreSQL, planned once per
-# connection: set 0 behind a pooler that shares server connections between clients per transaction
-# and does not track prepared statements (PgBouncer before 1.21, or without max_prepared_statements).
-TOLLGATE_PREPARED_STATEMENTS = envbool("TOLLGATE_PREPARED_STATEMENTS", "true")
-
 # Quotas: the operator's defaults of what one project may ask for (portal/lib/quotas.py); a project's
 # ProjectQuota (Django admin) overrides any of them.
 TOLLGATE_MAX_USERS = envint("TOLLGATE_MAX_USERS", "500")

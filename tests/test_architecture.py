@@ -37,10 +37,6 @@ ENTRY_POINTS = {"portal/urls.py", "portal/wsgi.py", "portal/runs/management/comm
 BOTH_WAYS = {
     frozenset({"runs", "scenarios"}),
     frozenset({"hooks", "scenarios"}),
-    # The run page's one prepared query (runs/access.run_page_rows, runs/runpage.py) reads share links
-    # and frozen reports: gone with the run page from the frozen report (issue 23 item 3).
-    frozenset({"runs", "sharing"}),
-    frozenset({"runs", "signing"}),
 }
 # What the engine (its own process, no Django) takes from the portal: these portal/lib modules.
 ENGINE_LIB = {"portal.lib.protocol", "portal.lib.capacity", "portal.lib.saturation", "portal.lib.generators"}

@@ -25,6 +25,7 @@ from portal import outbound
 from portal.lib import quotas
 from portal.lib.protocol import EngineConfig, engine_limit_s, run_limit_s
 from portal.projects.models import Project
+from portal.runs import fragments
 from portal.runs.configs import engine_dict
 from portal.runs.live import PROGRESS_TTL_S, cache_delete, cache_set, probing_key, progress_key
 from portal.runs.models import GeneratorHost, Run, RunAttempt
@@ -238,9 +239,10 @@ def finish(
 
 def after_end(run: Run) -> None:
     """What follows a run's end, whoever ended it (finish, the reaper, a cancel before it started):
-    its summary and stored report, then its frozen, signed report, then its callback when its
-    scenario has one (never raises)."""
+    its summary and stored report with its page's report section, then its frozen, signed report,
+    then its callback when its scenario has one (never raises)."""
     store_summary(run)
+    fragments.store_after_end(run)
     freeze_after_end(run)
     callbacks.schedule(run)
 

@@ -1,18 +1,24 @@
-"""The report section of a run's page (``templates/runs/_report.html``), rendered once per ended run;
-and the body of a compare view of ended runs (``templates/runs/_compare_body.html``) the same way.
+"""The report section of a run's page (``templates/runs/_report.html``), rendered once when the run
+ends and stored beside its report; and the body of a compare view of ended runs
+(``templates/runs/_compare_body.html``), rendered once and kept in the cache.
 
 An ended run's report never changes, and rendering its section (tables of every arm and round, the
-chart data as JSON, TLS facts, probes, method) is most of the page's cost. So the run page and the
-shared page render it once and keep the HTML in the cache; what differs between readers — the
-header with the user's projects and CSRF tokens, the run's actions for the user's role, the share
-links, the integrity block (it names the host asked) — is rendered around it on every request.
+chart data as JSON, TLS facts, probes, method) is most of the page's cost. So the worker renders it
+when the run ends (``store_after_end``) and stores it in the run's ``RunReport`` row
+(``section``, with the status line's evidence). The run page and the shared page serve it with
+what can change after the run ended, or differs between them, filled in per request at its live
+slots (``LIVE``): the JSON download link (on the shared page it holds the link's token, a
+credential kept nowhere but hashed), the scenario (its name can change) and, on the portal's page
+only, the links to the target's SSH access (named by the target's label among the reader's
+targets). Everything else the page shows around it (header, the run's status and actions for the
+reader's role, the baseline pin, the integrity block, the share panel) is rendered per request.
 
-The cached HTML is keyed by everything it is made of: the stored report's key (run, finish time,
-``REPORT_CACHE_VERSION``), a digest of the templates and of the code that shapes the section (a
-release that changes either renders anew), and the section's few inputs that are not the report:
-the page (run page or shared page), the target's label among the reader's
-targets and the run's scenario (its name can change after the run). A run still going is rendered
-on every request and never kept.
+The stored section is keyed by ``section_key``: the report's key (run, finish time,
+``REPORT_CACHE_VERSION``) and a digest of the templates and code it is made of. A section stored
+under another key (a report stored before sections were, a release that changed the template, the
+report's schema or its computation) is rendered again on its next view and stored again. The run
+page keeps whole pages (``portal.runs.runpage``), so the section's row is read only when a page is
+rendered. A run still going is rendered on every request and never stored.
 """
 
 from __future__ import annotations
@@ -20,31 +26,40 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import logging
+import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
+from django.db import transaction
 from django.template.loader import render_to_string
-from django.utils.html import escape
-from django.utils.safestring import mark_safe
+from django.urls import reverse
+from django.utils.html import escape, format_html
+from django.utils.safestring import SafeString, mark_safe
 
 from portal.lib.kept import Kept
 from portal.runs import pages, reporting
 from portal.runs.live import cache_get, cache_set
-from portal.runs.models import Run
+from portal.runs.models import Run, RunReport
 
+log = logging.getLogger(__name__)
 TEMPLATE = "runs/_report.html"
 COMPARE_TEMPLATE = "runs/_compare_body.html"
-# Rendered in place of the JSON download link, which is filled in on every request.
-JSON_URL_SLOT = "tollgate-json-download-url-slot"
 TTL_S = reporting.REPORT_CACHE_TTL_S
+# The section's live slots, filled in per request. A slot is an HTML comment in the stored HTML:
+# text of users (target, scenario and arm names, errors) is escaped, so it can never make one.
+LIVE = ("json_download_url", "scenario", "ssh_check", "ssh_access")
+SLOTS = {name: mark_safe(f"<!--live:{name}-->") for name in LIVE}  # noqa: S308 - our constants
+SLOT = re.compile(r"<!--live:(\w+)-->")
 # What the section's HTML is made from besides the report: its templates, its filters and the code
 # that builds its context (portal/lib holds the evidence, costs and validity wording).
 SOURCES = (("templates", "*.html"), ("portal/runs/templatetags", "*.py"), ("portal/lib", "*.py"))
 SOURCE_FILES = ("portal/runs/pages.py", "portal/runs/fragments.py")
 
 
-# The HTML of a key never changes (the key names everything it is made of), so each web process also
-# keeps the most recently read ones in memory: no round trip to the cache for a page read all day.
+# A key's value never changes (the key names everything it is made of), so each web process keeps
+# the most recently read compare bodies in memory.
 _local: Kept[object] = Kept(64)
 
 
@@ -79,36 +94,99 @@ def source_digest() -> str:
     return digest.hexdigest()[:16]
 
 
-def cache_key(run: Run, inputs: dict) -> str | None:
-    """The key of the section's HTML for these inputs; None while the run can still change."""
+def section_key(run: Run) -> str | None:
+    """The key of the run's stored section; None while the run can still change."""
     report_key = reporting.cache_key(run)
-    if report_key is None:
+    return None if report_key is None else f"{report_key}:{source_digest()}"
+
+
+@dataclass(frozen=True)
+class Section:
+    """A stored section cut at its live slots: ``parts`` alternates HTML and a slot's name."""
+
+    parts: tuple[str, ...]
+    evidence: dict | None
+
+    @classmethod
+    def of(cls, html: str, evidence: dict | None) -> Section:
+        return cls(tuple(SLOT.split(html)), evidence)
+
+    def fill(self, live: dict[str, str]) -> SafeString:
+        html = "".join(live[part] if i % 2 else part for i, part in enumerate(self.parts))
+        return mark_safe(html)  # noqa: S308 - our template's output and escaped values
+
+
+def live_values(run: Run, *, shared: bool, target_label: str, json_download_url: str) -> dict[str, str]:
+    """What the section's live slots show for this request (escaped)."""
+    if run.scenario_id is None:
+        scenario = "ad hoc"
+    else:
+        scenario = format_html("{} version {}", run.scenario.name, run.scenario_version or "?")
+    ssh_check = ssh_access = ""
+    if not shared:  # the shared page links to nothing of the portal
+        ssh = reverse("target-ssh", args=[run.target.code])
+        check = '<p class="muted"><a href="{}">Check the SSH access of {}</a></p>'
+        ssh_check = format_html(check, ssh, target_label)
+        ssh_access = format_html(' <a href="{}">SSH access for {}</a>', ssh, target_label)
+    return {
+        "json_download_url": escape(json_download_url),
+        "scenario": scenario,
+        "ssh_check": ssh_check,
+        "ssh_access": ssh_access,
+    }
+
+
+def render_section(run: Run, live: dict) -> tuple[str, dict | None]:
+    """The section's HTML with ``live`` in its slots (``SLOTS``: the slots themselves), and the
+    status line's evidence (its badge and the invalid arms, shown above the section)."""
+    ctx = pages.report_context(run) | {"run": run, "live": live}
+    return render_to_string(TEMPLATE, ctx), ctx.get("evidence")
+
+
+def store(run: Run) -> Section | None:
+    """Render the ended run's section with its slots and store it beside its report (the worker when
+    the run ends; a reader when it was stored under another key). None while the run can change."""
+    key = section_key(run)
+    if key is None:
         return None
-    varies = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:24]
-    return f"report-html:{source_digest()}:{report_key}:{varies}"
+    html, evidence = render_section(run, SLOTS)
+    fields = {"section": html, "section_key": key, "section_evidence": evidence}
+    if not RunReport.objects.filter(run=run, key=reporting.cache_key(run)).update(**fields):
+        reporting.materialize(run)  # the report was read from the cache, not stored: store it
+        RunReport.objects.filter(run=run).update(**fields)
+    return Section.of(html, evidence)
 
 
-def report_section(run: Run, request, *, shared: bool, json_download_url: str, target_label: str) -> dict:
-    """``report_html`` (the rendered section, safe HTML) and ``evidence`` (the status line's badge
-    and the invalid arms, which the page shows above the section).
+def store_after_end(run: Run) -> None:
+    """``store`` for the worker's end of a run (after ``reporting.store_summary``): a failure is
+    logged and never breaks the finish; the run's first reader renders the section then."""
+    try:
+        with transaction.atomic():  # a savepoint: a failure here never breaks the caller's transaction
+            store(run)
+    except Exception:
+        log.exception("run %s: could not render and store its report section", run.code)
 
-    The JSON download link is put in after the cache: on the shared page it holds the link's token,
-    a credential that is kept nowhere but hashed (not in the cache either)."""
-    scenario = [run.scenario.name, run.scenario_version] if run.scenario_id else None
-    key = cache_key(run, {"shared": shared, "label": target_label, "scenario": scenario})
-    found = _cached(key)
-    if found is None:
-        ctx = pages.report_context(run, request)
-        ctx |= {
-            "run": run,
-            "shared": shared,
-            "json_download_url": JSON_URL_SLOT,
-            "target_label": target_label,
-        }
-        found = {"html": render_to_string(TEMPLATE, ctx, request), "evidence": ctx.get("evidence")}
-        _store(key, found)
-    html = found["html"].replace(JSON_URL_SLOT, escape(json_download_url))
-    return {"report_html": mark_safe(html), "evidence": found["evidence"]}  # noqa: S308 - our template's output
+
+def _stored(run: Run, key: str) -> Section:
+    """The run's section stored under ``key``: its row (one query), else rendered now and stored."""
+    row = RunReport.objects.filter(run_id=run.pk, section_key=key)
+    stored = row.values("section", "section_evidence").first()
+    if stored is None:  # stored before sections were, or under another release's key
+        return store(Run.objects.select_related("target", "scenario").get(pk=run.pk))
+    return Section.of(stored["section"], stored["section_evidence"])
+
+
+def report_section(run: Run, *, shared: bool, json_download_url: str, target_label: str) -> dict:
+    """``report_html`` (the section, safe HTML) and ``evidence`` (the status line's badge and the
+    invalid arms, which the page shows above the section): an ended run's from its stored section,
+    a run still going's rendered now."""
+    live = live_values(run, shared=shared, target_label=target_label, json_download_url=json_download_url)
+    key = section_key(run)
+    if key is None:
+        html, evidence = render_section(Run.objects.select_related("target", "scenario").get(pk=run.pk), live)
+        return {"report_html": mark_safe(html), "evidence": evidence}  # noqa: S308 - our template's output
+    section = _stored(run, key)
+    return {"report_html": section.fill(live), "evidence": section.evidence}
 
 
 def compare_section(runs: list[Run], request, *, shared: bool, extra: dict) -> dict:

@@ -258,13 +258,20 @@ class ArmResult(models.Model):
 class RunReport(models.Model):
     """The computed report page of a finished run (``portal.runs.reporting.report_page``), stored so
     that no reader pays for computing it from the histograms. ``key`` names the run's finish time
-    and the report version; a different key means the stored page is stale and is rebuilt."""
+    and the report version; a different key means the stored page is stale and is rebuilt.
+
+    Beside it, the report section of the run's page rendered from it (``portal.runs.fragments``):
+    HTML with its live slots, and the status line's evidence. ``section_key`` is the report's key
+    and a digest of what the HTML is made of; a section stored under another key is rendered again."""
 
     run = models.OneToOneField(Run, models.CASCADE, related_name="stored_report")
     key = models.CharField(max_length=200)
     page = models.JSONField()
     computed_ms = models.FloatField()  # how long computing it from the histograms took
     created = models.DateTimeField(auto_now=True)
+    section_key = models.CharField(max_length=300, blank=True, default="")
+    section = models.TextField(blank=True, default="")
+    section_evidence = models.JSONField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"report of {self.run_id} ({self.key})"

@@ -1,101 +1,134 @@
-"""The page of an ended run (``runs-detail``), kept rendered whole (docs/performance.md, "The portal
-under its own load").
+"""The page of an ended run (``runs-detail``), kept rendered by what it shows: the run page's one cache.
 
-An ended run's page changes only when something it shows changes, and rendering it (even with the
-report section from the cache, ``portal.runs.fragments``) was most of a page read's cost. So:
+Its report section is stored when the run ends (``portal.runs.fragments``); what the page shows around
+it (header, status, the actions of the reader's role, the baseline pin, the target's label, the
+scenario, the integrity block, the share panel) costs more to render than everything else of a view.
+So:
 
-* **Every request** reads, in one query (``portal.runs.access.run_page_rows``, prepared once per
-  database connection on PostgreSQL), the run **only if the reader is a member of its project**
-  (outsiders get 404, as before), the reader's role, and everything of the page that can change
-  after the run ended: status, error, finish time, owner, the target (name, URLs, baseline and the
-  baseline's code), the scenario's name and version, the frozen report's signature, how many of
-  the reader's targets share the target's name, and the run's share links with their views. A
-  removed member, a deleted run, a revoked link: the next request sees it, there is nothing to
-  invalidate.
-* **The page is kept** in this process (the 64 most recent) under a key made of all that,
-  of the reader (id, username, role, the header's projects and the current one), of the scheme and
-  host asked (the integrity block names them) and of a digest of the portal's code and templates.
-* **Per request**, two slots of the kept page are filled in: the CSRF token (Django masks it anew for
-  every request; the slot is a keyed digest, unguessable, never sent) and the share panel with its
-  live view counts (``portal.sharing.panel``, kept by its own rows).
-* A run still going, and a page with messages to show, are rendered anew and never kept. A page
-  rendered while what it shows changed is not kept either (the key is read again after rendering).
+* **Every request** reads through the ORM, by field name: the run **only if the reader is a member of
+  its project** (outsiders get 404), the reader's role and what the page shows that can change after
+  the run ended (``STATE``: status, error, owner, target name, URLs and baseline, scenario name and
+  version, the frozen report's signature) and its share links with what the panel shows of them
+  (``LINK``, with their state now: a link expires by time), one row per link (1 query); the reader's
+  targets of the target's name, which make its label (1). A removed member, a renamed target, a new
+  view of a link: the next request sees it, there is nothing to invalidate.
+* **The page is kept** in this process (the 64 most recent) under a key made of all that, of the
+  reader (id, username, the header's projects and the current one), of the scheme, host and path
+  asked (the integrity block names the host, the share panel's forms come back to the path) and of
+  a digest of the portal's code and templates.
+* **Per request**, the CSRF token is filled in at its slot (Django masks it anew for every request;
+  the slot is a keyed digest, unguessable, never sent).
+* A run still going and a page with messages to show are rendered anew and never kept; nor is a page
+  rendered while what it shows changed (its key is read again after rendering).
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 from django.conf import settings
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
+from django.db.models import F, QuerySet
+from django.http import Http404, HttpRequest, HttpResponse
 from django.middleware.csrf import get_token
 from django.template.loader import render_to_string
 from django.utils import timezone
 from django.utils.crypto import salted_hmac
-from django.utils.dateparse import parse_datetime
-from django.utils.safestring import mark_safe
 
 from portal.lib.kept import Kept
+from portal.lib.targetnames import display_names
 from portal.projects import switcher
 from portal.projects.access import SESSION_KEY
 from portal.runs import reporting
-from portal.runs.access import RUN_PAGE_COLUMNS, run_page_rows
 from portal.runs.models import Run
-from portal.sharing import panel
-from portal.targets.access import targets_for
-from portal.targets.naming import target_labels
+from portal.targets.models import Target
 
 TEMPLATE = "runs/detail.html"
+# What the page shows around the stored section that can change after the run ended (codes, the
+# config and the created time never do; the report and the section are keyed by the finish time).
+STATE = (
+    "pk",
+    "status",
+    "finished",
+    "error",
+    "owner_id",
+    "target__code",
+    "target__name",
+    "target__plain_url",
+    "target__tls_url",
+    "target__baseline_id",
+    "scenario_id",
+    "scenario__name",
+    "scenario_version",
+    "frozen_report__sha256",
+    "frozen_report__key_id",
+    "frozen_report__signed_at",
+)
+# What the share panel shows of each link.
+LINK = (
+    "pk",
+    "note",
+    "created_by_id",
+    "created_by__username",
+    "expires_at",
+    "view_count",
+    "last_viewed_at",
+    "revoked_at",
+    "revoked_by__username",
+)
 _kept: Kept[Page] = Kept(64)
 
 
 @dataclass(frozen=True)
 class Probe:
-    """What one request read of the run: the run's page state, the reader's role, the share links."""
+    """What one request read of the run: its page's state with the reader's role, the target's
+    label among the reader's targets, the share links with their state now."""
 
-    code: uuid.UUID
-    role: str
-    terminal: bool
-    state: tuple
-    label: str | None
-    links: list[panel.LinkRow]
+    state: dict
+    label: str
+    links: tuple[dict, ...]
 
-
-def _uuid(value) -> uuid.UUID | None:
-    return value if value is None or isinstance(value, uuid.UUID) else uuid.UUID(str(value))
+    @property
+    def ended(self) -> bool:
+        return self.state["status"] in Run.TERMINAL and self.state["finished"] is not None
 
 
-def _when(value) -> datetime | None:
-    """An aware datetime (SQLite's raw rows give text or naive datetimes in UTC)."""
-    if value is None or isinstance(value, datetime) and timezone.is_aware(value):
-        return value
-    value = parse_datetime(value) if isinstance(value, str) else value
-    return value if timezone.is_aware(value) else value.replace(tzinfo=UTC)
+# The share links' fields as read with the run: one row per link (one row without any).
+LINK_PATHS = {f"share_links__{name}": name for name in LINK}
 
 
-def probe(request: HttpRequest, code) -> Probe:
-    """The access check and the page's state, in one query; 404 when the reader may not see the run."""
-    user = request.user
-    rows = run_page_rows(user, code)
-    state = tuple(rows[0][:RUN_PAGE_COLUMNS])
-    role, target_code, target_name, same_names = state[6], _uuid(state[7]), state[8], state[17]
-    label = target_name
-    if same_names != 1:  # another of the reader's targets has its name: the label tells them apart
-        label = target_labels(targets_for(user), [target_name]).get(target_code)
-    links = []
-    for row in rows:
-        v = row[RUN_PAGE_COLUMNS:]  # a share link of the run (none: the LEFT JOIN's one empty row)
-        if v[0] is not None:
-            v = (_uuid(v[0]), *v[1:4], _when(v[4]), _when(v[5]), v[6], _when(v[7]), _when(v[8]), v[9])
-            links.append(panel.link_row(user, role, v))
-    terminal = state[1] in Run.TERMINAL and state[2] is not None
-    return Probe(code=code, role=role, terminal=terminal, state=state, label=label, links=links)
+@functools.cache
+def _reads() -> tuple[QuerySet, QuerySet]:
+    """The probe's two querysets without the request's values, built once per process: a view
+    filters copies of them (building the ``values`` of joined fields was a quarter of a probe's cost)."""
+    return (
+        Run.objects.values(*STATE, *LINK_PATHS).order_by(),  # links sorted here: no ORDER BY to compile
+        Target.objects.values_list("code", "name", "plain_url", "tls_url"),
+    )
+
+
+def probe(user, code) -> Probe:
+    """The access check and the page's state (2 queries); 404 when the reader may not see the run."""
+    runs, targets = _reads()
+    # The role from the membership row the visibility filter joins (annotated after it: one join).
+    found = runs.filter(code=code, project__memberships__user=user)
+    rows = list(found.annotate(role=F("project__memberships__role")))
+    if not rows:
+        raise Http404("No such run")
+    state = {name: rows[0][name] for name in (*STATE, "role")}
+    same_name = targets.filter(name=state["target__name"], project__memberships__user=user)
+    label = display_names(same_name)[state["target__code"]]
+    now = timezone.now()
+    links = tuple(
+        {name: row[path] for path, name in LINK_PATHS.items()}
+        | {"expired": row["share_links__expires_at"] <= now}
+        for row in sorted(rows, key=lambda row: row["share_links__pk"] or 0)
+        if row["share_links__pk"] is not None
+    )
+    return Probe(state=state, label=label, links=links)
 
 
 @functools.cache
@@ -115,46 +148,41 @@ def csrf_slot() -> str:
     return "tollgate-csrf-" + salted_hmac("portal.runs.runpage", "csrf-slot").hexdigest()[:32]
 
 
-@functools.cache
-def panel_slot() -> str:
-    return "tollgate-share-panel-" + salted_hmac("portal.runs.runpage", "panel-slot").hexdigest()[:32]
-
-
 def page_key(request: HttpRequest, found: Probe) -> str | None:
-    """The key of the page for this reader; None when it is not kept (a run still going, messages)."""
-    if not found.terminal or len(messages.get_messages(request)):
+    """The key of the page for this reader and request; None when it is not kept (a run still going,
+    messages to show)."""
+    if not found.ended or len(messages.get_messages(request)):
         return None
     user = request.user
     projects = switcher.rows_marked(user, request.session.get(SESSION_KEY))
     inputs = (
         code_digest(),
         reporting.REPORT_CACHE_VERSION,
-        str(found.code),
-        found.state,
+        sorted(found.state.items()),
         found.label,
+        [sorted(link.items()) for link in found.links],
         user.pk,
         user.get_username(),
         [(m.project.code, m.project.name, m.role, m.project.personal_of_id, m.is_current) for m in projects],
         request.scheme,
         request.get_host(),
+        request.get_full_path(),
     )
     return "run-page:" + hashlib.blake2b(repr(inputs).encode(), digest_size=20).hexdigest()
 
 
 @dataclass(frozen=True)
 class Page:
-    """A rendered page as UTF-8, cut at its slots: the parts before and after the share panel, each
-    cut where the CSRF token goes. Filling it in is joining bytes, not searching the page's text
-    (100 KB for the bench's 5-arm run) twice."""
+    """A rendered page as UTF-8, cut where the CSRF token goes: filling it in is joining bytes."""
 
-    before: tuple[bytes, ...]
-    after: tuple[bytes, ...]
+    parts: tuple[bytes, ...]
 
     @classmethod
     def of(cls, html: str) -> Page:
-        before, _, after = html.partition(panel_slot())
-        slot = csrf_slot().encode()
-        return cls(tuple(before.encode().split(slot)), tuple(after.encode().split(slot)))
+        return cls(tuple(html.encode().split(csrf_slot().encode())))
+
+    def fill(self, request: HttpRequest) -> HttpResponse:
+        return HttpResponse(get_token(request).encode().join(self.parts))
 
 
 def kept(key: str | None) -> Page | None:
@@ -162,23 +190,14 @@ def kept(key: str | None) -> Page | None:
 
 
 def forget_all() -> None:
-    """Drop every page this process keeps (tests: render anew)."""
+    """Drop every page this process keeps (tests: a web process that never read them)."""
     _kept.clear()
 
 
-def fill(request: HttpRequest, found: Probe, page: Page) -> HttpResponse:
-    """The response: the kept page with this request's share panel and CSRF token."""
-    token = get_token(request).encode()
-    share = panel.panel_html(request, found.code, found.role, found.links, csrf_slot=csrf_slot())
-    share = token.join(share.encode().split(csrf_slot().encode()))
-    return HttpResponse(b"".join((token.join(page.before), share, token.join(page.after))))
-
-
-def respond(request: HttpRequest, found: Probe, key: str | None, ctx: dict) -> HttpResponse:
-    """Render the page from ``ctx`` with its slots, keep it under ``key`` when what it shows did not
-    change while it rendered, and answer it filled in."""
-    ctx = ctx | {"csrf_token": csrf_slot(), "share_panel": mark_safe(panel_slot())}  # noqa: S308 - our slot
-    page = Page.of(render_to_string(TEMPLATE, ctx, request))
-    if key is not None and page_key(request, probe(request, found.code)) == key:
+def render(request: HttpRequest, code, key: str | None, ctx: dict) -> Page:
+    """Render the page from ``ctx`` with its CSRF slot, and keep it under ``key`` when what it shows
+    did not change while it rendered."""
+    page = Page.of(render_to_string(TEMPLATE, ctx | {"csrf_token": csrf_slot()}, request))
+    if key is not None and page_key(request, probe(request.user, code)) == key:
         _kept.put(key, page)
-    return fill(request, found, page)
+    return page

@@ -252,40 +252,48 @@ COST_LABELS = pages.COST_LABELS
 LIST_COSTS = ("keepalive_tls", "new_connection_tls", "handshake")
 
 
+# Fields of a run its page does not read: its report section is stored (portal.runs.fragments).
+SECTION_FIELDS = ("engine", "tls_info", "variants", "capacity", "probes")
+
+
 @login_required
 @require_GET
 def runs_detail(request: HttpRequest, code) -> HttpResponse:
-    # The access check and what of the page can change, in one query (portal.runs.runpage); an ended
-    # run's page is kept rendered, with its CSRF token and share panel filled in per request.
-    found = runpage.probe(request, code)
+    # Queries: the user; the run's page state with the reader's role and its share links, the
+    # reader's targets of its target's name (its label) (portal.runs.runpage.probe): an ended run's
+    # page is kept rendered by all that (3 queries). Rendering it reads the run (and the baseline's
+    # code when another run is the baseline, the stored section, the share links), then the state
+    # again.
+    found = runpage.probe(request.user, code)
     key = runpage.page_key(request, found)
     page = runpage.kept(key)
-    if page is not None:
-        return runpage.fill(request, found, page)
-    return runpage.respond(request, found, key, _detail_context(request, code))
+    if page is None:
+        page = runpage.render(request, code, key, _detail_context(request, code, found))
+    return page.fill(request)
 
 
-def _detail_context(request: HttpRequest, code) -> dict:
-    # Queries: the run with its target, scenario, the reader's role and the frozen report's signature
-    # (not its body) (1), the target labels (1); the report section of an ended run comes rendered
-    # from the cache (portal.runs.fragments).
-    run, role = get_run_for_user(
-        request, code, related=("scenario", "frozen_report"), deferred=("frozen_report__body",)
-    )
-    target_label = target_labels(targets_for(request.user), [run.target.name])[run.target.code]
+def _detail_context(request: HttpRequest, code, found: runpage.Probe) -> dict:
+    related, deferred = ("scenario", "frozen_report"), ("frozen_report__body", *SECTION_FIELDS)
+    run, role = get_run_for_user(request, code, related=related, deferred=deferred)
+    is_baseline = run.target.baseline_id == run.pk
+    baseline_code = None
+    if run.target.baseline_id and not is_baseline:
+        baseline_code = Run.objects.filter(pk=run.target.baseline_id).values_list("code", flat=True).first()
+    target_label = found.label
     json_download_url = reverse("runs-report-json", args=[run.code]) + "?download=1"
     return {
         "run": run,
         "run_role": role,
         "can_write": can(role, Role.MEMBER),
         "can_delete": may_delete_run(request.user, run, role),
-        "is_baseline": run.target.baseline_id == run.pk,
+        "is_baseline": is_baseline,
+        "baseline_code": baseline_code,  # "Compare with the baseline"
         "baseline_refusal": services.baseline_refusal(run),  # the button shows only without one
         "target_label": target_label,
         "json_download_url": json_download_url,
         "queue_note": queue_note(run),  # a queued run: what it waits for
         **fragments.report_section(
-            run, request, shared=False, json_download_url=json_download_url, target_label=target_label
+            run, shared=False, json_download_url=json_download_url, target_label=target_label
         ),
         # The signature of the frozen report (templates/signing/integrity.html), once the run has ended.
         "integrity": getattr(getattr(run, "frozen_report", None), "integrity", None),

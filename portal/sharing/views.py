@@ -119,7 +119,7 @@ def share_page(request: HttpRequest, link: ShareLink, token: str) -> HttpRespons
     run = link.run
     ctx |= {"run": run, "target_label": run.target.name}
     ctx |= fragments.report_section(
-        run, request, shared=True, json_download_url=ctx["json_download_url"], target_label=run.target.name
+        run, shared=True, json_download_url=ctx["json_download_url"], target_label=run.target.name
     )
     # The digest and key of the frozen, signed report once the run has ended (portal.signing), reached
     # by its reverse accessor as on the run page.

@@ -1,21 +1,21 @@
-"""The report section of an ended run is rendered once and served from the cache, byte for byte what
-rendering it anew gives; what varies per reader is rendered around it on every request; the report
-and compare pages read a fixed, small number of rows (portal/runs/fragments.py,
-docs/performance.md "The portal under its own load")."""
+"""The report section of an ended run is rendered once and stored, and the compare body of ended runs
+once and served from the cache, byte for byte what rendering them anew gives; what varies per reader
+is rendered around them on every request; the compare page reads a fixed, small number of rows
+(portal/runs/fragments.py, docs/performance.md "The portal under its own load"; the run page's own
+tests are tests/runs/test_run_page.py)."""
 
 from __future__ import annotations
 
 import re
 
 import pytest
-from django.core.cache import cache
 from django.template.loader import render_to_string
 from django.test import Client
 from django.urls import reverse
 
 from portal.projects.models import Membership, Role, personal_project
-from portal.runs import fragments, pages, reporting
-from portal.runs.models import Run
+from portal.runs import pages, reporting
+from portal.runs.models import Run, RunReport
 from portal.scenarios.models import Scenario
 from portal.sharing import services as sharing
 from portal.signing.services import freeze
@@ -32,33 +32,6 @@ def ended(owner, **kwargs) -> Run:
     reporting.store_summary(run)
     freeze(run)
     return Run.objects.get(pk=run.pk)
-
-
-def fresh_section(run: Run, request, *, shared: bool, json_url: str, label: str) -> str:
-    """The section rendered now, without any cache: what the page showed before it was cached."""
-    ctx = pages.report_context(run, request)
-    ctx |= {"run": run, "shared": shared, "json_download_url": json_url, "target_label": label}
-    return render_to_string("runs/_report.html", ctx, request)
-
-
-def keys_of(run: Run) -> list[str]:
-    return [key for key in cache._cache.get_client().scan_iter(f"*report-html:*{run.code}*")]  # noqa: SLF001
-
-
-def test_the_cached_section_is_what_rendering_it_anew_gives(client, owner):
-    run = ended(owner)
-    client.force_login(owner)
-    url = reverse("runs-detail", args=[run.code])
-    first = client.get(url)  # renders and stores the section
-    assert keys_of(run), "the section of an ended run is kept"
-    second = client.get(url)  # from the cache
-    assert first.status_code == second.status_code == 200
-    # Only the CSRF tokens differ between two renderings of a page (Django masks them afresh).
-    assert CSRF.sub("", first.content.decode()) == CSRF.sub("", second.content.decode())
-    json_url = reverse("runs-report-json", args=[run.code]) + "?download=1"
-    expected = fresh_section(run, second.wsgi_request, shared=False, json_url=json_url, label=run.target.name)
-    assert expected in second.content.decode()
-    assert 'id="integrity"' in second.content.decode() and run.frozen_report.sha256 in second.content.decode()
 
 
 def test_the_per_reader_parts_are_rendered_on_every_request(client, owner, django_user_model):
@@ -99,39 +72,17 @@ def pages_label(html: str) -> str:
     return re.search(r"<h1>(.*?) <span", html).group(1)
 
 
-def test_a_run_still_going_is_never_kept(client, owner):
-    run = make_run(owner, status=Run.Status.RUNNING)
-    Run.objects.filter(pk=run.pk).update(finished=None)
-    run.refresh_from_db()
-    assert fragments.cache_key(run, {}) is None
-    client.force_login(owner)
-    assert client.get(reverse("runs-detail", args=[run.code])).status_code == 200
-    assert keys_of(run) == []
-
-
-def test_the_shared_page_puts_its_token_in_after_the_cache(owner):
+def test_the_shared_page_puts_its_token_in_after_the_store(owner):
     run = ended(owner)
     _, token = sharing.create_share(owner, run=run)
     page = Client().get(reverse("sharing-view", args=[token]))
     assert page.status_code == 200
     html = page.content.decode()
     assert reverse("sharing-report-json", args=[token]) + "?download=1" in html
-    assert fragments.JSON_URL_SLOT not in html
-    kept = [cache.get(key.decode().split(":", 2)[-1]) for key in keys_of(run)]
-    assert kept and all(token not in str(value) for value in kept)  # the credential stays hashed only
+    assert "<!--live:" not in html
+    assert token not in RunReport.objects.get(run=run).section  # the credential stays hashed only
     again = Client().get(reverse("sharing-view", args=[token])).content.decode()
     assert again == html
-
-
-def test_a_report_view_reads_two_rows_once_its_page_is_kept(client, owner, django_assert_num_queries):
-    run = ended(owner)
-    client.force_login(owner)
-    url = reverse("runs-detail", args=[run.code])
-    client.get(url)
-    # The user; the run with the reader's role, what of the page can change and the share links, in
-    # one query (portal/runs/runpage.py); the session and the header's projects come from the cache.
-    with django_assert_num_queries(2):
-        assert client.get(url).status_code == 200
 
 
 def test_a_compare_of_five_reads_a_fixed_number_of_rows(client, owner, django_assert_num_queries):

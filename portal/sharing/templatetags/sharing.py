@@ -1,5 +1,7 @@
-"""``{% share_compare_panel runs %}`` on the compare page: the Share form, without the compare view
-knowing more. The run page's panel, with the run's links, is ``portal.sharing.panel``."""
+"""The Share panel (``templates/sharing/_panel.html``) of the pages that share: ``{% share_run_panel
+run role %}`` on a run's page, with the run's links; ``{% share_compare_panel runs %}`` on the compare
+page. Rendered on every request, so a new link, a view or a revocation shows at once, without the
+pages that show them knowing more."""
 
 from __future__ import annotations
 
@@ -7,7 +9,9 @@ from django import template
 
 from portal.projects.access import can, role_in
 from portal.projects.models import Role
+from portal.sharing import services
 from portal.sharing.forms import ShareForm
+from portal.sharing.models import ShareLink
 
 register = template.Library()
 
@@ -26,4 +30,24 @@ def share_compare_panel(context, runs) -> dict:
         "links": None,
         "next": request.get_full_path(),
         "what": "this compare view (in this order, run 1 the reference)",
+    }
+
+
+@register.inclusion_tag("sharing/_panel.html", takes_context=True)
+def share_run_panel(context, run, role: str) -> dict:
+    """The panel of ``run``'s page for a reader of ``role``: its links (one query), with their views
+    and a Revoke button where the reader may revoke."""
+    request = context["request"]
+    links = list(ShareLink.objects.filter(run=run).select_related("created_by", "revoked_by"))
+    for link in links:
+        link.may_revoke = services.may_revoke(request.user, link, role)
+    return {
+        "request": request,
+        "csrf_token": context.get("csrf_token"),
+        "can_share": can(role, Role.MEMBER),
+        "form": ShareForm(),
+        "query": f"run={run.code}",
+        "links": links,
+        "next": request.get_full_path(),
+        "what": "this run's report",
     }
