@@ -1,12 +1,14 @@
-"""Stored runs for view tests: real encoded histograms built from given latencies."""
+"""Stored runs for view tests: real encoded histograms built from given latencies (the rows are made
+by ``portal/runs/samples.py``, which the benchmarks' seeds use too)."""
 
 from __future__ import annotations
 
 from django.utils import timezone
 
-from portal.lib import hdr
 from portal.projects.models import personal_project
+from portal.runs import samples
 from portal.runs.models import ArmResult, Run, RunAttempt
+from portal.runs.samples import encoded
 from portal.targets.models import Target
 
 # A run form the portal accepts (loopback URLs, two arms, a short window): the base of the bad-input
@@ -20,13 +22,6 @@ VALID_FORM = {
     "warmup_s": "1",
     "duration_s": "3",
 }
-
-
-def encoded(values: list[int]) -> str:
-    h = hdr.new_histogram()
-    for v in values:
-        h.record_value(v)
-    return h.encode().decode("ascii")
 
 
 def make_run(
@@ -55,66 +50,36 @@ def make_run(
         defaults={"name": target_name},
     )
     arms = arms if arms is not None else {"plain": [400] * 100, "tls": [500] * 100, "tls_new": [3000] * 100}
-    config = {
-        "arms": [
-            {"name": name, "url": target.tls_url if "tls" in name else target.plain_url} for name in arms
-        ],
-        "users": 2,
-        "spawn_rate": 2,
-        "warmup_s": 1,
-        "duration_s": 10,
-        "verify_tls": False,
-    }
-    now = timezone.now()
-    run = Run.objects.create(
-        project_id=target.project_id,
-        owner=owner,
-        target=target,
-        config=config,
+    urls = {name: target.tls_url if "tls" in name else target.plain_url for name in arms}
+    run = samples.new_run(
+        owner,
+        target,
+        urls,
+        users=2,
+        warmup_s=1,
+        duration_s=10,
+        verify_tls=False,
         status=status,
-        started=now,
-        finished=now,
-        probes=probes or {},
+        probes=probes,
     )
-    for position, (name, values) in enumerate(arms.items()):
-        ArmResult.objects.create(
-            run=run,
-            arm=name,
-            position=position,
-            url=config["arms"][position]["url"],
-            users=2,
-            warmup_s=1,
-            duration_s=10,
+    rows = [
+        samples.arm_row(
+            run,
+            name,
+            position,
             requests=len(values),
-            failures=0,
-            rps=len(values) / 10,
             ttfb_hist=encoded([v // 2 for v in values]),
             ttlb_hist=encoded(values),
-            status_codes={"200": len(values)},
             connections_reopened=0,
-            response_bytes_min=1024,
-            response_bytes_max=1024,
-            series=[
-                {
-                    "t_s": t + 1,
-                    "requests": len(values) // max(seconds, 1),
-                    "failures": 0,
-                    "p50_us": sorted(values)[len(values) // 2] + (t % 3),
-                    "p95_us": max(values),
-                    "p99_us": max(values),
-                    "users": 2,
-                    "gen_cpu_pct": 20.0,
-                    "loop_lag_ms": 0.2,
-                }
-                for t in range(seconds)
-            ],
-            started=now,
-            finished=now,
+            series=_series(values, seconds),
             server_cpu={
                 **_server_cpu(server_cpu_ms, name, len(values)),
                 **_local_cpu(local_cpu_ms, name, len(values)),
             },
         )
+        for position, (name, values) in enumerate(arms.items())
+    ]
+    ArmResult.objects.bulk_create(rows)
     if created is not None:
         Run.objects.filter(pk=run.pk).update(created=created)
         run.refresh_from_db()
@@ -124,6 +89,23 @@ def make_run(
         Run.objects.filter(pk=run.pk).update(summary=summary_of(run))
         run.refresh_from_db()
     return run
+
+
+def _series(values: list[int], seconds: int) -> list[dict]:
+    return [
+        {
+            "t_s": t + 1,
+            "requests": len(values) // max(seconds, 1),
+            "failures": 0,
+            "p50_us": sorted(values)[len(values) // 2] + (t % 3),
+            "p95_us": max(values),
+            "p99_us": max(values),
+            "users": 2,
+            "gen_cpu_pct": 20.0,
+            "loop_lag_ms": 0.2,
+        }
+        for t in range(seconds)
+    ]
 
 
 def _server_cpu(per_req: dict[str, float] | None, arm: str, requests: int) -> dict:
