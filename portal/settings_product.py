@@ -60,6 +60,11 @@ TOLLGATE_CALLBACK_ATTEMPTS = envint("TOLLGATE_CALLBACK_ATTEMPTS", "5")
 TOLLGATE_CALLBACK_BACKOFF_S = envint("TOLLGATE_CALLBACK_BACKOFF_S", "2")
 # Logs callers can grow (workers.retention, daily from beat): refused webhook deliveries and share
 # views go after this many days; a trigger stores at most this many refused deliveries a minute.
+# Project invitations (portal.projects): one not accepted within this many days can no longer be
+# accepted; the owner sees it as expired and invites again (which starts the time afresh).
+TOLLGATE_INVITATION_DAYS = envint("TOLLGATE_INVITATION_DAYS", "14")
+if TOLLGATE_INVITATION_DAYS < 1:
+    raise ImproperlyConfigured(f"TOLLGATE_INVITATION_DAYS must be at least 1, got {TOLLGATE_INVITATION_DAYS}")
 TOLLGATE_LOG_RETENTION_DAYS = envint("TOLLGATE_LOG_RETENTION_DAYS", "90")
 TOLLGATE_WEBHOOK_REFUSED_LOG_PER_MINUTE = envint("TOLLGATE_WEBHOOK_REFUSED_LOG_PER_MINUTE", "60")
 # Distributed runs (docs/scaling.md). The address the run's Locust master binds: loopback unless other
