@@ -169,7 +169,8 @@ def test_the_trend_band_is_a_tint_not_a_black_block(page, live_server, django_us
     assert page.evaluate(DARK) < 0.002  # axis text is grey; a black block would be tens of percent
     # The legend names each cost as the table's header does, never by its report key.
     legend = page.evaluate(
-        "() => Chart.getChart('chart-trend').data.datasets.map(d => d.label).filter(t => t.indexOf('95%') < 0)"
+        "() => Chart.getChart('chart-trend').data.datasets.map(d => d.label)"
+        ".filter(t => t.indexOf('95%') < 0)"
     )
     headers = page.locator("#trend-table thead th").all_inner_texts()[1:]
     assert legend and sorted(legend) == sorted(headers), (legend, headers)
