@@ -182,6 +182,7 @@ class Command(BaseCommand):
                 "local_process": options.get("local_process") or "",
                 **cli_options.saturation_fields(options, values["arms"]),
                 **cli_options.auth_from_env(options),
+                **cli_options.client_cert_files(options),
             },
             project=project,
         )
@@ -202,7 +203,13 @@ class Command(BaseCommand):
             if ssh is not None:
                 self._store_ssh(target, ssh, options.get("server_process") or "")
             return services.create_run(
-                owner, target, form.engine_config(), source="cli", secrets=form.secrets(), budgets=budgets
+                owner,
+                target,
+                form.engine_config(),
+                source="cli",
+                secrets=form.secrets(),
+                budgets=budgets,
+                client_cert=form.client_cert(),
             )
 
     def _execute(self, run: Run) -> Run:
