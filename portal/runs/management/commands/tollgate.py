@@ -33,7 +33,7 @@ from portal.sharing import cli as sharing_cli
 from portal.signing import cli as signing_cli
 from portal.signing import services as signing_services
 from portal.targets.forms import SshAccessForm
-from portal.targets.models import SshAccess
+from portal.targets.models import ClientCertificate, SshAccess
 from portal.targets.sshaccess import save_ssh_access
 from portal.validators import validate_text
 
@@ -318,6 +318,15 @@ class Command(BaseCommand):
                     ) from None
                 SshAccess.objects.filter(pk=access.pk).update(private_key_enc=rotated)
                 counts["ssh_keys"] += 1
+            for stored in ClientCertificate.objects.select_for_update().only("pk", "pair_enc"):
+                try:
+                    rotated = vault.rotate(stored.pair_enc)
+                except vault.SecretError as exc:
+                    raise CommandError(
+                        f"client certificate {stored.pk}: {exc}; nothing was changed"
+                    ) from None
+                ClientCertificate.objects.filter(pk=stored.pk).update(pair_enc=rotated)
+                counts["ssh_keys"] += 1  # said with the SSH keys: "SSH key(s) and client certificate(s)"
             try:
                 counts["signing_keys"] = signing_services.reseal_keys()
                 counts["webhooks"] = hooks_services.rotate_stored_secrets()
@@ -325,7 +334,8 @@ class Command(BaseCommand):
                 raise CommandError(f"{exc}; nothing was changed") from None
         self.stdout.write(
             f"re-encrypted the secrets of {counts['runs']} run(s) and {counts['scenarios']} scenario(s) "
-            f"and {counts['ssh_keys']} SSH key(s) and {counts['signing_keys']} report-signing key(s) "
+            f"and {counts['ssh_keys']} SSH key(s) and client certificate(s) "
+            f"and {counts['signing_keys']} report-signing key(s) "
             f"and {counts['webhooks']} webhook secret(s)"
         )
 
