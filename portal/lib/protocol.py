@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 from typing import IO
 from urllib.parse import urlsplit
 
-from portal.lib import matrix
+from portal.lib import clientcerts, matrix
 from portal.lib import saturation as saturation_plan
 from portal.lib.runspec import ARM_NAMES, MAX_GENERATORS, TLS_LIBRARIES, parse_generators  # noqa: F401
 
@@ -44,6 +44,7 @@ ARM_SCHEMES = {
     "tls": "https",
     "tls_new": "https",
     "tls_resumed": "https",
+    "tls_mtls": "https",
 }
 EXIT_OK = 0
 EXIT_ARM_ERROR = 3
@@ -97,6 +98,10 @@ class EngineConfig:
     # Locust worker processes per generator host (workers.engine.distributed); 1: the single-process
     # local runner; 0 ("auto"): one per core of each generator host, resolved by the engine there.
     generators: int = 1
+    # Client certificates (portal/lib/clientcerts.py), {"rsa"|"ecdsa": {"cert": PEM, "key": PEM}}: on the
+    # engine's stdin only (the stored run config holds them sealed). The tls_mtls arm presents one
+    # (clientcerts.arm_key_type), the matrix's client_cert variants each theirs; other arms none.
+    client_certs: dict[str, dict] = field(default_factory=dict)
     # Saturation search (portal/lib/saturation.py): after the run's arms, each of ``arms`` again in
     # stages of rising load until its knee. None: no search.
     saturation: dict | None = None
@@ -131,6 +136,15 @@ class EngineConfig:
             matrix.parse_dimensions(self.tls_matrix)
             if not any(arm.name == matrix.MATRIX_ARM for arm in self.arms):
                 raise ValueError(f"tls_matrix needs the {matrix.MATRIX_ARM} arm")
+        for kind, pair in self.client_certs.items():
+            if (
+                kind not in clientcerts.KEY_TYPES
+                or not isinstance(pair, dict)
+                or set(pair) != {"cert", "key"}
+            ):
+                raise ValueError(
+                    f"client_certs: {{{'|'.join(clientcerts.KEY_TYPES)}: {{cert, key}}}} expected"
+                )
         if not 0 <= self.generators <= MAX_GENERATORS:
             raise ValueError(f"generators must be 1..{MAX_GENERATORS} or 0 (auto: one per core)")
         if self.generators != 1 and self.tls_matrix:
