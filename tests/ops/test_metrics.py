@@ -14,6 +14,7 @@ from portal.runs.models import ArmResult, Run, RunAttempt
 from portal.scenarios.models import Scenario
 from tests.ops.conftest import seen
 from tests.runs.factories import make_run
+from tests.test_settings import clean_env, load_settings, refused
 
 pytestmark = pytest.mark.django_db
 
@@ -141,3 +142,9 @@ def test_metrics_of_an_empty_portal_parse_too(client, settings, django_assert_ma
     assert m["tollgate_run_queue_depth"][()] == 0
     assert m["tollgate_run_duration_seconds_count"][(("status", "succeeded"),)] == 0
     assert m["tollgate_generator_hosts_alive"][()] == 0
+
+
+def test_a_bad_metrics_network_stops_the_start(tmp_path):
+    env = clean_env(tmp_path, TOLLGATE_DEMO="1", TOLLGATE_METRICS_NETWORKS="10.0.0.1/8")
+    message = refused(load_settings(env))
+    assert message.startswith("django.core.exceptions.ImproperlyConfigured: TOLLGATE_METRICS_NETWORKS: ")
