@@ -96,3 +96,14 @@ TOLLGATE_MAX_RUN_ATTEMPTS = envint("TOLLGATE_MAX_RUN_ATTEMPTS", "3")
 TOLLGATE_GENERATOR_WAIT_S = envint("TOLLGATE_GENERATOR_WAIT_S", "1800")
 # A worker is shown as present while it reported itself within this (workers/presence.py).
 TOLLGATE_WORKER_SEEN_S = envint("TOLLGATE_WORKER_SEEN_S", "30")
+
+# Operations (portal/ops, docs/operations.md). /metrics answers only clients in these networks (CIDRs,
+# comma-separated; the client address as the audit log reads it, behind TOLLGATE_TRUSTED_PROXY_COUNT
+# proxies); empty: /metrics answers 404 to everyone.
+try:
+    _metrics = envlist("TOLLGATE_METRICS_NETWORKS", "")
+    TOLLGATE_METRICS_NETWORKS = [str(net) for net in netpolicy.parse_networks(_metrics)]
+except netpolicy.PolicyError as exc:
+    raise ImproperlyConfigured(f"TOLLGATE_METRICS_NETWORKS: {exc}") from None
+# /readyz wants a worker consuming the runs queue that reported itself within this many seconds.
+TOLLGATE_READY_WORKER_S = envint("TOLLGATE_READY_WORKER_S", "60")

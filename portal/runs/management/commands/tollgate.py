@@ -20,6 +20,7 @@ from portal.hooks import cli as hooks_cli
 from portal.hooks import services as hooks_services
 from portal.lib import budgets as budgetlib
 from portal.lib import evidence
+from portal.ops import cli as ops_cli
 from portal.projects import cli as project_cli
 from portal.projects import user_cli
 from portal.runs import reporting, services, tuning
@@ -45,7 +46,7 @@ EXIT_RUN_FAILED = 1
 # A budget (--budget, docs/budgets.md) failed: the run itself succeeded.
 EXIT_BUDGET_FAILED = 3
 # Apps that add sub-commands: each has ACTIONS, add_arguments(sub) and handle(command, options).
-APP_CLIS = (scenarios_cli, signing_cli, sharing_cli, api_cli, hooks_cli, baseline_cli, user_cli)
+APP_CLIS = (scenarios_cli, signing_cli, sharing_cli, api_cli, hooks_cli, baseline_cli, user_cli, ops_cli)
 
 
 class Command(BaseCommand):
