@@ -12,7 +12,8 @@ with a non-zero count):
   included; the default three arms answer it, ``plain_new`` isolates the handshake);
 - ``handshake``: ``tls_new`` − ``plain_new`` (a new connection with a full TLS handshake, minus a new
   TCP connection alone);
-- ``resumption_saving``: ``tls_new`` − ``tls_resumed`` (positive: resumption saves that much).
+- ``resumption_saving``: ``tls_new`` − ``tls_resumed`` (positive: resumption saves that much);
+- HTTP/2 (either way, ``verdicts.TWO_SIDED``): h2 − tls, h2 − plain, h2_new − tls_new; h2 − h2c (TLS).
 
 Metrics (``METRICS``): ``ttlb_p50_us``, ``ttlb_p95_us``, ``ttfb_p50_us`` (µs, whole numbers) and
 ``rps`` (requests/s, 3 decimals; arm − base, so a TLS cost shows as a negative delta). The point
@@ -91,6 +92,8 @@ COSTS = (
     ("new_connection_tls", "tls_new", "plain"),
     ("handshake", "tls_new", "plain_new"),
     ("resumption_saving", "tls_new", "tls_resumed"),
+    *(("h2_vs_tls", "h2", "tls"), ("h2_vs_plain", "h2", "plain")),
+    *(("h2_new_vs_tls_new", "h2_new", "tls_new"), ("h2_tls", "h2", "h2c")),
 )
 
 

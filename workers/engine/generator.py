@@ -55,7 +55,7 @@ class Generator:
         data = msg.data
         config = EngineConfig.from_dict(data["config"])
         endpoint = Endpoint(**data["endpoint"])
-        context = run_context(config) if endpoint.tls else None
+        context = run_context(config, http2=data["policy"].get("http2", False)) if endpoint.tls else None
         prepared = Prepared(endpoint, context, data["targets"], [], data["origin"])
         arm = ArmSpec(**data["arm"])
         self.arm_index = data["index"]

@@ -23,10 +23,11 @@ from locust.event import Events
 from portal.lib.matrix import MATRIX_ARMS, base_arm
 from portal.lib.protocol import EXIT_ARM_ERROR, EXIT_OK, ArmSpec, EngineConfig, emit
 from workers.engine import saturation
-from workers.engine.client import ARM_POLICIES, TimedClient
+from workers.engine.client import ARM_POLICIES
+from workers.engine.clients import client_factory
 from workers.engine.distributed_arm import DistributedArm, Fleet
 from workers.engine.facts import engine_facts
-from workers.engine.preflight import PreflightFailed, Prepared, preflight, tls_facts
+from workers.engine.preflight import ArmRefused, PreflightFailed, Prepared, preflight, tls_facts
 from workers.engine.recorder import ArmRecorder, CpuMeter
 from workers.engine.unreachable import TargetUnreachable, Watch
 from workers.engine.users import arm_user_class
@@ -178,6 +179,13 @@ class Swarm:
                 return None
             try:
                 prepared[arm.name] = self.preflight(arm)
+            except ArmRefused as exc:  # not the server's protocol (HTTP/2): the other arms are measured
+                emit(self.out, "refused", arm=arm.name, url=exc.url, reason=str(exc))
+                order.remove(arm)
+                self.arms_total -= self.config.rounds
+                if not order:
+                    return arm, f"preflight of {exc.url} failed: {exc}"
+                continue
             except PreflightFailed as exc:
                 return arm, f"preflight of {exc.url} failed: {exc}"
             except Exception as exc:  # noqa: BLE001 - reported to the task, which fails the run
@@ -227,11 +235,9 @@ class Swarm:
                 return paths[0]
             return random.choices(paths, cum_weights=cum_weights)[0]  # noqa: S311 - load mix, not crypto
 
-        def new_client() -> TimedClient:
-            return TimedClient(endpoint, policy, context, timeout_s=timeout_s, headers=headers)
-
+        new_client, lanes = client_factory(endpoint, policy, context, timeout_s, headers, cfg.h2_streams)
         return arm_user_class(
-            arm.name, new_client, pick, recorder.record, expected, interval_ns, cfg.think_time_s
+            arm.name, new_client, pick, recorder.record, expected, interval_ns, cfg.think_time_s, lanes
         )
 
     def run_arm(
