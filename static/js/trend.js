@@ -2,7 +2,8 @@
 (function () {
   "use strict";
   var COLORS = {
-    keepalive_tls: "#d62728", new_connection_tls: "#9467bd", handshake: "#ff7f0e", resumption_saving: "#2ca02c"
+    keepalive_tls: "#d62728", new_connection_tls: "#9467bd", handshake: "#ff7f0e", resumption_saving: "#2ca02c",
+    h2_vs_tls: "#17becf", h2_vs_plain: "#8c564b", h2_new_vs_tls_new: "#e377c2", h2_tls: "#7f7f7f"
   };
   var BAND_ALPHA = 0.15;  // the 95% interval: a tint behind the line, never a block
 

@@ -56,7 +56,8 @@ class Generator:
         config = EngineConfig.from_dict(data["config"])
         endpoint = Endpoint(**data["endpoint"])
         arm = ArmSpec(**data["arm"])
-        context = run_context(config, arm.name) if endpoint.tls else None
+        http2 = data["policy"].get("http2", False)
+        context = run_context(config, arm.name, http2=http2) if endpoint.tls else None
         prepared = Prepared(endpoint, context, data["targets"], [], data["origin"])
         self.arm_index = data["index"]
         self.recorder = ArmRecorder(arm.name)
