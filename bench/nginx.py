@@ -128,6 +128,8 @@ class Nginx:
         ssl_conf_command: str = "",
         access_log_format: str = "",
         keepalive_requests: int = 100_000,
+        client_ca_pem: str = "",
+        verify_client: str = "on",
     ) -> None:
         if worker_processes < 1:
             raise ValueError("worker_processes must be at least 1")
@@ -155,6 +157,10 @@ class Nginx:
         self.access_log_format = access_log_format
         # nginx's keepalive_requests: the answer to the N-th request on a connection closes it.
         self.keepalive_requests = keepalive_requests
+        # Mutual TLS: the CA (PEM) client certificates must chain to, and nginx's ssl_verify_client
+        # ("on": required, "optional": asked for, not required). Empty: no client certificate asked.
+        self.client_ca_pem = client_ca_pem
+        self.verify_client = verify_client
         self.plain_port = 0
         self.tls_port = 0
         self.directory: Path | None = None
@@ -291,6 +297,10 @@ class Nginx:
         )
         if self.ssl_conf_command:
             extra += f"    ssl_conf_command {self.ssl_conf_command};\n"
+        if self.client_ca_pem:
+            ca = d / "tls" / "client-ca.crt"
+            ca.write_text(self.client_ca_pem)
+            extra += f"    ssl_client_certificate {ca};\n    ssl_verify_client {self.verify_client};\n"
         access_log = "access_log off;"
         if self.access_log_format:
             access_log = (

@@ -6,6 +6,7 @@ import shutil
 
 import pytest
 
+from portal.lib import hostcapacity
 from tests.conftest import bench_report
 
 
@@ -20,3 +21,6 @@ def test_bench_generator_tiny_run_prints_the_ratios():
     assert report["engine"]["plain"]["requests"] > 0 and report["wrk"]["plain"]["requests"] > 0
     assert report["s_time"]["connections"] > 0
     assert set(report["overhead"]) == {"plain_new", "tls_new"}
+    # What `manage.py tollgate record-bench` keeps of it for the operators' page (docs/operations.md).
+    figures = hostcapacity.bench_figures(report)
+    assert all(figures[arm] > 0 for arm in ("plain", "tls", "tls_new")) and figures["cores"] >= 1

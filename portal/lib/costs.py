@@ -12,7 +12,9 @@ with a non-zero count):
   included; the default three arms answer it, ``plain_new`` isolates the handshake);
 - ``handshake``: ``tls_new`` − ``plain_new`` (a new connection with a full TLS handshake, minus a new
   TCP connection alone);
-- ``resumption_saving``: ``tls_new`` − ``tls_resumed`` (positive: resumption saves that much).
+- ``resumption_saving``: ``tls_new`` − ``tls_resumed`` (positive: resumption saves that much);
+- ``client_certificate``: ``tls_mtls`` − ``tls_new`` (a full handshake presenting a client
+  certificate, minus one without: what requesting and verifying it costs per new connection).
 
 Metrics (``METRICS``): ``ttlb_p50_us``, ``ttlb_p95_us``, ``ttfb_p50_us`` (µs, whole numbers) and
 ``rps`` (requests/s, 3 decimals; arm − base, so a TLS cost shows as a negative delta). The point
@@ -91,6 +93,7 @@ COSTS = (
     ("new_connection_tls", "tls_new", "plain"),
     ("handshake", "tls_new", "plain_new"),
     ("resumption_saving", "tls_new", "tls_resumed"),
+    ("client_certificate", "tls_mtls", "tls_new"),
 )
 
 

@@ -36,7 +36,7 @@ from urllib.parse import urlsplit
 
 from pydantic import ConfigDict, Field, ValidationError, create_model
 
-from portal.lib import matrix
+from portal.lib import clientcerts, matrix
 from portal.lib import saturation as saturation_plan
 from portal.lib.runoptions import Option
 from portal.lib.runspec import ARM_NAMES, MAX_GENERATORS, OPTIONS, parse_generators  # noqa: F401
@@ -48,6 +48,7 @@ ARM_SCHEMES = {
     "tls": "https",
     "tls_new": "https",
     "tls_resumed": "https",
+    "tls_mtls": "https",
 }
 EXIT_OK = 0
 EXIT_ARM_ERROR = 3
@@ -77,6 +78,10 @@ ENGINE_ONLY_FIELDS = (
     # (portal/lib/netpolicy.py) at run start: the engine never resolves these hosts again, so DNS
     # rebinding cannot move the target mid-run. None: resolve (only tools that run the engine directly).
     ("pinned", dict[str, str] | None, field(default=None)),
+    # Client certificates (portal/lib/clientcerts.py), {"rsa"|"ecdsa": {"cert": PEM, "key": PEM}}: on the
+    # engine's stdin only (the stored run config holds them sealed). The tls_mtls arm presents one
+    # (clientcerts.arm_key_type), the matrix's client_cert variants each theirs; other arms none.
+    ("client_certs", dict[str, dict], field(default_factory=dict)),
     # A resumption (workers/attempts.py): "arm#round" pairs an earlier attempt already measured; the
     # engine runs everything else, in the same order.
     ("skip", list[str], field(default_factory=list)),
@@ -119,6 +124,15 @@ class _EngineConfig:
                 raise ValueError(f"a path must start with /: {spec}")
         if self.tls_matrix and not any(arm.name == matrix.MATRIX_ARM for arm in self.arms):
             raise ValueError(f"tls_matrix needs the {matrix.MATRIX_ARM} arm")
+        for kind, pair in self.client_certs.items():
+            if (
+                kind not in clientcerts.KEY_TYPES
+                or not isinstance(pair, dict)
+                or set(pair) != {"cert", "key"}
+            ):
+                raise ValueError(
+                    f"client_certs: {{{'|'.join(clientcerts.KEY_TYPES)}: {{cert, key}}}} expected"
+                )
         if self.generators != 1 and self.tls_matrix:
             raise ValueError("the TLS matrix runs with one generator process (generators 1)")
         self.saturation = saturation_plan.normalise(self.saturation, [arm.name for arm in self.arms])

@@ -37,7 +37,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from portal.lib import matrix, wan
+from portal.lib import clientcerts, matrix, wan
 from portal.lib.runoptions import Option, bounds_of, item_type  # noqa: F401 (the surfaces read them here)
 from portal.lib.runoptions import options as spec_options
 
@@ -48,7 +48,7 @@ from portal.lib.runoptions import options as spec_options
 # expensive arms (``tls_new`` and ``tls_resumed``: a handshake per request costs the client about 1 ms
 # of CPU too), measured by ``bench/calibrate`` against the demo target and nginx on loopback
 # (docs/performance.md), with windows long enough for 1,000+ samples per arm (p99).
-ARM_NAMES = ("plain", "tls", "plain_new", "tls_new", "tls_resumed")  # portal.lib.protocol.ARMS
+ARM_NAMES = ("plain", "tls", "plain_new", "tls_new", "tls_resumed", "tls_mtls")  # portal.lib.protocol.ARMS
 ARMS = ("plain", "tls", "tls_new")
 ARRIVAL_RATE = 60.0  # requests/s over all users, open loop
 # Each user sends every USERS / ARRIVAL_RATE = 200 ms: room for a full handshake over a WAN before a
@@ -81,6 +81,7 @@ DIMENSION_LABELS = {
     "group": "group — key exchange X25519 vs P-256 vs X25519MLKEM768 (post-quantum hybrid)",
     "cert": "cert — RSA vs ECDSA certificate (when the server holds both; chosen in TLS 1.2)",
     "resumption": "resumption — none vs session ticket vs session ID",
+    "client_cert": "client_cert — no client certificate vs RSA vs ECDSA (mutual TLS; the target's)",
 }
 TLS_LIBRARIES = ("system", "bundled")  # workers/engine/tlslib.py
 TLS_LIBRARY_LABELS = {
@@ -93,6 +94,7 @@ ARM_LABELS = {
     "plain_new": "plain_new — HTTP, new TCP connection per request (control for tls_new)",
     "tls_new": "tls_new — HTTPS, new connection and full handshake per request",
     "tls_resumed": "tls_resumed — HTTPS, new connection per request, session resumption",
+    "tls_mtls": "tls_mtls — as tls_new, presenting the target's client certificate (mutual TLS)",
 }
 
 
@@ -270,6 +272,9 @@ class RunSpec(BaseModel):
         overridable=True,
         engine=True,
     )
+    client_cert: dict | None = _field(
+        None, label="Client certificate (mutual TLS)", description=clientcerts.RUN_OPTION_HELP, custom=True
+    )
     probes: dict | None = _field(
         None,
         label="Server probes",
@@ -309,7 +314,7 @@ class RunSpec(BaseModel):
         help="Repeats tls_new under every combination of the ticked dimensions (and the keep-alive tls "
         "arm, when it runs, for the protocol), each a sub-arm with its own histograms, CPU and costs. "
         "Each variant is probed with one handshake first: one the server or the generator refuses is "
-        "listed as refused, not measured. Each adds warm-up + duration per round (all four: up to 36 "
+        "listed as refused, not measured. Each adds warm-up + duration per round (all five: up to 108 "
         "sub-arms).",
         description="TLS configuration matrix: repeat tls_new (which arms must name) under each variant "
         'of these dimensions, e.g. ["protocol", "cert"] (or "protocol,cert"); docs/report-schema.md, '
@@ -318,7 +323,7 @@ class RunSpec(BaseModel):
         item="dimension",
         cli="--tls-matrix",
         cli_help="repeat tls_new under each client-side TLS variant of these dimensions, comma-separated: "
-        "protocol,group,cert,resumption (refused variants are listed, not measured)",
+        "protocol,group,cert,resumption,client_cert (refused variants are listed, not measured)",
         optional=True,
         overridable=True,
         engine=True,

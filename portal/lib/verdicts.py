@@ -34,6 +34,7 @@ NATURAL_DIRECTION = {
     "new_connection_tls": COST,
     "handshake": COST,
     "resumption_saving": SAVING,
+    "client_certificate": COST,
 }
 # Per metric: 1 when a higher value is worse (time, CPU), -1 when a lower one is (throughput).
 WORSE = {"rps": -1}

@@ -51,8 +51,8 @@ MAX_RTT_MS = 2000.0
 MSS_BYTES = 1460
 INITCWND_SEGMENTS = 10
 HANDSHAKE_OVERHEAD_BYTES = 1000
-NEW_CONNECTION_ARMS = ("plain_new", "tls_new", "tls_resumed")
-TLS_ARMS = ("tls", "tls_new", "tls_resumed")
+NEW_CONNECTION_ARMS = ("plain_new", "tls_new", "tls_resumed", "tls_mtls")
+TLS_ARMS = ("tls", "tls_new", "tls_resumed", "tls_mtls")
 FULL_ROUND_TRIPS = {"TLSv1.3": 1, "TLSv1.2": 2, "TLSv1.1": 2, "TLSv1": 2}
 RESUMED_ROUND_TRIPS = 1
 FORMULA = "projected TTLB = measured TTLB p50 + round trips × RTT"

@@ -78,7 +78,7 @@ def test_the_engine_config_is_made_from_the_spec():
     """EngineConfig has a field per engine option, in the spec's order, with the spec's default; the
     engine refuses a value past the spec's bound (its own where the option gives one), naming it."""
     fields = [field.name for field in dataclasses.fields(protocol.EngineConfig)]
-    engine_only = {"arms", "timeout_s", "headers", "pinned", "skip"}  # the engine's own, no run option
+    engine_only = {"arms", "timeout_s", "headers", "pinned", "client_certs", "skip"}  # no run options
     assert [key for key in fields if key not in engine_only] == list(runspec.ENGINE_KEYS)
     assert fields[0] == "arms" and set(fields) - set(runspec.ENGINE_KEYS) == engine_only
     config = protocol.EngineConfig.from_dict({"arms": ARMS})

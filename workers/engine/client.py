@@ -86,6 +86,8 @@ ARM_POLICIES: dict[str, tuple[str, ConnectionPolicy]] = {
     "tls": ("https", ConnectionPolicy(new_connection_per_request=False, resume_sessions=False)),
     "tls_new": ("https", ConnectionPolicy(new_connection_per_request=True, resume_sessions=False)),
     "tls_resumed": ("https", ConnectionPolicy(new_connection_per_request=True, resume_sessions=True)),
+    # tls_new's policy; its context presents the run's client certificate (tlslib.run_context).
+    "tls_mtls": ("https", ConnectionPolicy(new_connection_per_request=True, resume_sessions=False)),
 }
 
 

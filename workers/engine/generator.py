@@ -55,9 +55,9 @@ class Generator:
         data = msg.data
         config = EngineConfig.from_dict(data["config"])
         endpoint = Endpoint(**data["endpoint"])
-        context = run_context(config) if endpoint.tls else None
-        prepared = Prepared(endpoint, context, data["targets"], [], data["origin"])
         arm = ArmSpec(**data["arm"])
+        context = run_context(config, arm.name) if endpoint.tls else None
+        prepared = Prepared(endpoint, context, data["targets"], [], data["origin"])
         self.arm_index = data["index"]
         self.recorder = ArmRecorder(arm.name)
         swarm = Swarm(config, io.StringIO())

@@ -15,7 +15,9 @@ import ssl
 from dataclasses import dataclass
 from urllib.parse import urljoin
 
+from portal.lib import clientcerts
 from portal.lib.protocol import ArmSpec, EngineConfig
+from workers.engine import mtls
 from workers.engine.client import (
     ARM_POLICIES,
     MAX_HEAD_BYTES,
@@ -136,13 +138,19 @@ def preflight(config: EngineConfig, arm: ArmSpec, headers: dict[str, str]) -> Pr
     because the arm would then measure another scheme, host or port.
     """
     endpoint = Endpoint.resolve(arm.url, config.pinned)
-    context = run_context(config) if endpoint.tls else None
+    context = run_context(config, arm.name) if endpoint.tls else None
     _, policy = ARM_POLICIES[arm.name]
     specs = config.paths or []
     wanted = [(spec.path, spec.weight) for spec in specs] or [(split_target(arm.url), 1.0)]
     origin = origin_of(arm.url)
     targets: list[dict] = []
     redirects: list[dict] = []
+    if arm.name == clientcerts.MTLS_ARM:
+        # Asked for, sent and accepted, or the arm fails here with the server's alert.
+        try:
+            mtls.check(config, endpoint, clientcerts.arm_key_type(config.client_certs), wanted[0][0])
+        except mtls.Rejected as exc:
+            raise PreflightFailed(origin + wanted[0][0], str(exc)) from None
     client = PeekingClient(endpoint, policy, context, timeout_s=config.timeout_s, headers=headers)
     try:
         for path, weight in wanted:
@@ -167,6 +175,8 @@ def preflight(config: EngineConfig, arm: ArmSpec, headers: dict[str, str]) -> Pr
                 raise PreflightFailed(origin + path, f"more than {MAX_REDIRECTS} redirects")
             if not expected(config.expected_status, sample.status):
                 answer = unexpected_answer(sample, client.body_head(), config, headers)
+                if arm.name == clientcerts.MTLS_ARM and sample.status in (400, 403, 495, 496):
+                    answer += " (with the client certificate presented: did the server reject it?)"
                 raise PreflightFailed(origin + current, answer)
             targets.append({"path": current, "weight": weight, "requested": path})
     finally:

@@ -21,12 +21,14 @@ import os
 import select
 import socket
 import ssl
+import tempfile
 
 import OpenSSL
-from OpenSSL import SSL
+from OpenSSL import SSL, crypto
 from OpenSSL._util import ffi as _ffi
 from OpenSSL._util import lib as _lib
 
+from portal.lib import clientcerts
 from portal.lib.protocol import EngineConfig
 
 # pyOpenSSL's cffi binding (``OpenSSL._util.lib``) and ``Connection._ssl`` are private: checked on this
@@ -92,10 +94,40 @@ def make_context(library: str, verify: bool, cafile: str | None = None) -> ssl.S
     return make_ssl_context(verify, cafile)
 
 
-def run_context(config: EngineConfig) -> ssl.SSLContext | SSL.Context:
+def run_context(config: EngineConfig, arm: str | None = None) -> ssl.SSLContext | SSL.Context:
     """The client context of a run's arm, from its ``EngineConfig``: the one place where the run's TLS
-    options (library, verification) become a context, so a new TLS option of the run is read here."""
-    return make_context(config.tls_library, config.verify_tls)
+    options (library, verification) become a context, so a new TLS option of the run is read here.
+    The ``tls_mtls`` arm's presents the run's client certificate (``clientcerts.arm_key_type``)."""
+    context = make_context(config.tls_library, config.verify_tls)
+    if arm == clientcerts.MTLS_ARM:
+        kind = clientcerts.arm_key_type(config.client_certs)
+        if kind is None:
+            raise ValueError(f"the {arm} arm has no client certificate: {clientcerts.NO_CERTIFICATE_HINT}")
+        load_client_cert(context, config.client_certs[kind])
+    return context
+
+
+def load_client_cert(context: ssl.SSLContext | SSL.Context, pair: dict) -> None:
+    """Make ``context`` present the client certificate ``pair`` (``{"cert": PEM chain, "key": PEM}``)
+    when a server asks for one. pyOpenSSL takes it from memory (``use_certificate``,
+    ``use_privatekey``, the rest of the chain as extra certificates); Python's ``ssl`` reads files
+    only, so the pair is written to a private file (0600, in a fresh 0700 directory) that is gone
+    once loaded."""
+    if isinstance(context, SSL.Context):
+        blocks = clientcerts.CERT_BLOCK.findall(pair["cert"])
+        certs = [crypto.load_certificate(crypto.FILETYPE_PEM, block.encode("ascii")) for block in blocks]
+        context.use_certificate(certs[0])
+        for extra in certs[1:]:
+            context.add_extra_chain_cert(extra)
+        context.use_privatekey(crypto.load_privatekey(crypto.FILETYPE_PEM, pair["key"].encode("utf-8")))
+        context.check_privatekey()
+        return
+    with tempfile.TemporaryDirectory(prefix="tollgate-mtls-") as directory:
+        path = os.path.join(directory, "pair.pem")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(pair["cert"].strip() + "\n" + pair["key"].strip() + "\n")
+        context.load_cert_chain(path)
 
 
 def _eof() -> ssl.SSLEOFError:
