@@ -22,11 +22,8 @@ A field's extras (``json_schema_extra``), read through ``option()``:
   fields or secrets behind one key: ``auth``, ``probes``, ``headers``, ``saturation``, the URLs);
 * ``optional``: the form takes a blank (the default applies);
 * ``overridable``: a scenario's run may change it (how it loads the target, never what it targets
-  or which secrets it sends); ``engine``: it is a field of the engine's config
-  (``portal.lib.protocol.EngineConfig``, made from these fields: the spec's type, bounds and default)
-  and the form fills it as it cleans it; a dict instead of True gives the engine's own ``type`` and
-  bounds where the engine holds it differently (``generators``: "auto" is 0) or takes more than the
-  form offers (``duration_s``: tests measure sub-second windows).
+  or which secrets it sends); ``engine``: a field of ``protocol.EngineConfig`` (this type, bounds and
+  default) the form fills; a dict gives the engine's own ``type`` and bounds instead.
 
 No Django here: ``bench/calibrate`` and the engine's contract import it.
 """
