@@ -8,6 +8,8 @@ do not overlap are a significant change; overlapping ones are not (a conservativ
 
 from __future__ import annotations
 
+from portal.lib import runspec
+
 ARM_METRICS = (
     ("ttlb_us", "p50"),
     ("ttlb_us", "p95"),
@@ -16,36 +18,53 @@ ARM_METRICS = (
     ("tls_handshake_us", "p50"),
     ("connect_us", "p50"),
 )
-# Setup facts whose differences are listed first.
-SETUP_KEYS = (
-    ("target", lambda r: r["run"]["target"]["name"]),
-    ("arms", lambda r: ", ".join(a["name"] for a in r["run"]["config"].get("arms", []))),
-    ("users", lambda r: r["run"]["config"].get("users")),
-    ("arrival_rate", lambda r: r["run"]["config"].get("arrival_rate")),
-    ("think_time_s", lambda r: r["run"]["config"].get("think_time_s", 0)),
-    ("duration_s", lambda r: r["run"]["config"].get("duration_s")),
-    ("warmup_s", lambda r: r["run"]["config"].get("warmup_s")),
-    ("rounds", lambda r: r["run"]["config"].get("rounds", 1)),
-    (
-        "paths",
-        lambda r: (
-            " ".join(f"{p['path']}×{p['weight']:g}" for p in r["run"]["config"].get("paths", [])) or "—"
-        ),
-    ),
-    ("plain_url", lambda r: r["run"]["target"]["plain_url"]),
-    ("tls_url", lambda r: r["run"]["target"]["tls_url"]),
-    ("verify_tls", lambda r: r["run"]["config"].get("verify_tls")),
-    ("tls_protocol", lambda r: (r.get("tls_info") or {}).get("protocol")),
-    ("tls_cipher", lambda r: (r.get("tls_info") or {}).get("cipher")),
-    ("tls_group", lambda r: (r.get("tls_info") or {}).get("group")),
-    ("cert_key", lambda r: _cert(r)),
-    ("generator_host", lambda r: (r["run"].get("engine") or {}).get("host")),
-    ("generator_cpu", lambda r: (r["run"].get("engine") or {}).get("cpu_model")),
-    ("locust", lambda r: (r["run"].get("engine") or {}).get("locust")),
-    ("openssl", lambda r: (r["run"].get("engine") or {}).get("openssl")),
-    ("tls_library", lambda r: _tls_library(r)),
-    ("config_hash", lambda r: r["run"].get("config_hash")),
-)
+
+
+def _option_value(opt: runspec.Option):
+    """A run option as the run's config recorded it; a run from before the option existed ran with
+    its default (a new option's default is what the engine did before it)."""
+    return lambda r: _shown(r["run"]["config"].get(opt.name, opt.default))
+
+
+def _shown(value):
+    """A config value in a table cell: numbers and flags as they are, lists of arms and paths in words."""
+    if isinstance(value, list):
+        return ", ".join(str(_shown(item)) for item in value) or "—"
+    if isinstance(value, dict) and "path" in value:
+        return f"{value['path']}×{value.get('weight', 1):g}"
+    if isinstance(value, dict) and "name" in value:
+        return value["name"]
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_shown(v)}" for k, v in value.items())
+    return value
+
+
+# How compare reads an option when the report knows more than the config: the TLS library that ran.
+_FROM_REPORT = {"tls_library": lambda r: _tls_library(r)}
+
+
+def setup_keys(options: dict[str, runspec.Option] = runspec.OPTIONS) -> tuple:
+    """Setup facts whose differences are listed first: the target, every option that shapes the load
+    (the arms and ``RunSpec``'s engine options, in the spec's order), then what the engine found."""
+    load = [name for name, opt in options.items() if name == "arms" or opt.engine]
+    return (
+        ("target", lambda r: r["run"]["target"]["name"]),
+        ("plain_url", lambda r: r["run"]["target"]["plain_url"]),
+        ("tls_url", lambda r: r["run"]["target"]["tls_url"]),
+        *((name, _FROM_REPORT.get(name) or _option_value(options[name])) for name in load),
+        ("tls_protocol", lambda r: (r.get("tls_info") or {}).get("protocol")),
+        ("tls_cipher", lambda r: (r.get("tls_info") or {}).get("cipher")),
+        ("tls_group", lambda r: (r.get("tls_info") or {}).get("group")),
+        ("cert_key", lambda r: _cert(r)),
+        ("generator_host", lambda r: (r["run"].get("engine") or {}).get("host")),
+        ("generator_cpu", lambda r: (r["run"].get("engine") or {}).get("cpu_model")),
+        ("locust", lambda r: (r["run"].get("engine") or {}).get("locust")),
+        ("openssl", lambda r: (r["run"].get("engine") or {}).get("openssl")),
+        ("config_hash", lambda r: r["run"].get("config_hash")),
+    )
+
+
+SETUP_KEYS = setup_keys()
 
 
 def _cert(report: dict) -> str | None:
@@ -66,10 +85,10 @@ def _tls_library(report: dict) -> str | None:
     return f"{lib['choice']}: {lib['binding']} on {lib['openssl']}"
 
 
-def setup_differences(reports: list[dict]) -> tuple[list[dict], list[dict]]:
+def setup_differences(reports: list[dict], keys: tuple = SETUP_KEYS) -> tuple[list[dict], list[dict]]:
     """(differing, same): [{"key", "values": [per run]}]."""
     differing, same = [], []
-    for key, get in SETUP_KEYS:
+    for key, get in keys:
         values = [get(r) for r in reports]
         (differing if len({repr(v) for v in values}) > 1 else same).append({"key": key, "values": values})
     return differing, same

@@ -30,21 +30,19 @@ stdout messages, one JSON object per line, each with a "type":
 
 from __future__ import annotations
 
+import copy
 import ipaddress
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, make_dataclass
 from typing import IO
 from urllib.parse import urlsplit
 
+from pydantic import ConfigDict, Field, ValidationError, create_model
+
 from portal.lib import clientcerts, matrix
 from portal.lib import saturation as saturation_plan
-from portal.lib.runspec import (  # noqa: F401
-    ARM_NAMES,
-    MAX_GENERATORS,
-    MAX_H2_STREAMS,
-    TLS_LIBRARIES,
-    parse_generators,
-)
+from portal.lib.runoptions import Option
+from portal.lib.runspec import ARM_NAMES, MAX_GENERATORS, OPTIONS, parse_generators  # noqa: F401
 
 ARMS = ARM_NAMES
 ARM_SCHEMES = {
@@ -75,54 +73,42 @@ class PathSpec:
     weight: float = 1.0
 
 
-@dataclass
-class EngineConfig:
-    arms: list[ArmSpec]
-    users: int = 4
-    spawn_rate: float = 4.0
-    warmup_s: float = 2.0
-    duration_s: float = 10.0
-    verify_tls: bool = True
-    timeout_s: float = 10.0
-    expected_status: list[int] = field(default_factory=list)  # empty: any 2xx
-    # Weighted request targets (path + query), the same for every arm; empty: each arm's URL path.
-    paths: list[PathSpec] = field(default_factory=list)
+# The engine's own fields, after the run options: the portal fills them per run, a user never types them.
+ENGINE_ONLY_FIELDS = (
+    ("timeout_s", float, field(default=10.0)),  # per request
     # Sent on every request, so credentials go out pre-emptively (no 401 round trip): on the https
-    # arms only, unless headers_over_http says the user allowed them over plain HTTP too.
-    headers: dict[str, str] = field(default_factory=dict)
-    headers_over_http: bool = False
-    think_time_s: float = 0.0
-    # Open loop: total requests/s spread over the users, latency measured from the intended start
-    # (no coordinated omission). None: closed loop.
-    arrival_rate: float | None = None
-    rounds: int = 1
-    follow_redirects: bool = True
+    # arms only, unless headers_over_http says the user allowed them over plain HTTP too. The run's
+    # sealed headers and credentials, opened on their way to the engine's stdin (portal/runs/configs.py).
+    ("headers", dict[str, str], field(default_factory=dict)),
     # The address to connect to per "host:port" (``pin_key``), checked by the outbound address policy
     # (portal/lib/netpolicy.py) at run start: the engine never resolves these hosts again, so DNS
     # rebinding cannot move the target mid-run. None: resolve (only tools that run the engine directly).
-    pinned: dict[str, str] | None = None
-    # The TLS library of every arm and sub-arm (workers/engine/tlslib.py): "system" (Python's ssl) or
-    # "bundled" (pyOpenSSL on the cryptography wheel's OpenSSL).
-    tls_library: str = "system"
-    # TLS configuration matrix (portal/lib/matrix.py): the dimensions to vary ("protocol", "group",
-    # "cert", "resumption"); tls_new is repeated under each client-side variant as a sub-arm.
-    tls_matrix: list[str] = field(default_factory=list)
-    # Locust worker processes per generator host (workers.engine.distributed); 1: the single-process
-    # local runner; 0 ("auto"): one per core of each generator host, resolved by the engine there.
-    generators: int = 1
+    ("pinned", dict[str, str] | None, field(default=None)),
     # Client certificates (portal/lib/clientcerts.py), {"rsa"|"ecdsa": {"cert": PEM, "key": PEM}}: on the
     # engine's stdin only (the stored run config holds them sealed). The tls_mtls arm presents one
     # (clientcerts.arm_key_type), the matrix's client_cert variants each theirs; other arms none.
-    client_certs: dict[str, dict] = field(default_factory=dict)
-    # Saturation search (portal/lib/saturation.py): after the run's arms, each of ``arms`` again in
-    # stages of rising load until its knee. None: no search.
-    saturation: dict | None = None
-    # The h2 and h2c arms: requests in flight per user on its one connection (HTTP/2 streams), at most
-    # the server's SETTINGS_MAX_CONCURRENT_STREAMS (workers.engine.http2).
-    h2_streams: int = 1
+    ("client_certs", dict[str, dict], field(default_factory=dict)),
     # A resumption (workers/attempts.py): "arm#round" pairs an earlier attempt already measured; the
     # engine runs everything else, in the same order.
-    skip: list[str] = field(default_factory=list)
+    ("skip", list[str], field(default_factory=list)),
+)
+
+
+def _option_field(opt: Option) -> tuple[str, object, object]:
+    """A run option's ``EngineConfig`` field: its type and default as ``RunSpec`` declares them."""
+    if isinstance(opt.default, (list, dict)):
+        return opt.name, opt.engine_type, field(default_factory=lambda: copy.deepcopy(opt.default))
+    return opt.name, opt.engine_type, field(default=opt.default)
+
+
+class _EngineConfig:
+    """What the engine reads on stdin: its arms (each with its URL), every run option of ``RunSpec``
+    that the engine uses (``runspec.ENGINE_KEYS``, ``OPTION_KEYS`` here: each field's type, bounds
+    and default declared there, once) and the engine's own fields (``ENGINE_ONLY_FIELDS``);
+    docs/engine-protocol.md.
+
+    A key left out takes ``RunSpec``'s default, the run form's (a paced open loop); tools that run
+    the engine directly (benches, tests) give the load they want."""
 
     def validate(self) -> None:
         if not self.arms:
@@ -136,23 +122,14 @@ class EngineConfig:
             seen.add(arm.name)
             if not arm.url.startswith(ARM_SCHEMES[arm.name] + "://"):
                 raise ValueError(f"arm {arm.name!r} needs an {ARM_SCHEMES[arm.name]}:// URL, got {arm.url!r}")
-        if self.users < 1 or self.spawn_rate <= 0 or self.warmup_s < 0 or self.duration_s <= 0:
-            raise ValueError("users, spawn_rate and duration_s must be positive, warmup_s not negative")
-        if not 1 <= self.h2_streams <= MAX_H2_STREAMS:
-            raise ValueError(f"h2_streams must be 1..{MAX_H2_STREAMS}")
-        if self.rounds < 1 or self.think_time_s < 0:
-            raise ValueError("rounds must be at least 1 and think_time_s not negative")
-        if self.arrival_rate is not None and self.arrival_rate <= 0:
-            raise ValueError("arrival_rate must be positive")
-        for spec in self.paths:
-            if not spec.path.startswith("/") or spec.weight <= 0:
-                raise ValueError(f"a path must start with / and have a positive weight: {spec}")
-        if self.tls_library not in TLS_LIBRARIES:
-            raise ValueError(f"tls_library must be {' or '.join(TLS_LIBRARIES)}, got {self.tls_library!r}")
-        if self.tls_matrix:
+        if self.tls_matrix:  # in the matrix's own words first ("unknown matrix dimension …")
             matrix.parse_dimensions(self.tls_matrix)
-            if not any(arm.name == matrix.MATRIX_ARM for arm in self.arms):
-                raise ValueError(f"tls_matrix needs the {matrix.MATRIX_ARM} arm")
+        self._check_options()
+        for spec in self.paths:
+            if not spec.path.startswith("/"):
+                raise ValueError(f"a path must start with /: {spec}")
+        if self.tls_matrix and not any(arm.name == matrix.MATRIX_ARM for arm in self.arms):
+            raise ValueError(f"tls_matrix needs the {matrix.MATRIX_ARM} arm")
         for kind, pair in self.client_certs.items():
             if (
                 kind not in clientcerts.KEY_TYPES
@@ -162,8 +139,6 @@ class EngineConfig:
                 raise ValueError(
                     f"client_certs: {{{'|'.join(clientcerts.KEY_TYPES)}: {{cert, key}}}} expected"
                 )
-        if not 0 <= self.generators <= MAX_GENERATORS:
-            raise ValueError(f"generators must be 1..{MAX_GENERATORS} or 0 (auto: one per core)")
         if self.generators != 1 and self.tls_matrix:
             raise ValueError("the TLS matrix runs with one generator process (generators 1)")
         self.saturation = saturation_plan.normalise(self.saturation, [arm.name for arm in self.arms])
@@ -174,6 +149,20 @@ class EngineConfig:
                     ipaddress.ip_address(address)
                 except ValueError:
                     raise ValueError(f"no pinned address for {pin_key(arm.url)} (arm {arm.name!r})") from None
+
+    def _check_options(self) -> None:
+        """Each run option against its type and bounds in ``RunSpec`` (the engine's own where the field
+        gives them); numbers given as other numbers (a float of users) take the field's type."""
+        values = asdict(self)
+        try:
+            checked = self._checked.model_validate({key: values[key] for key in self.OPTION_KEYS})
+        except ValidationError as error:
+            raise ValueError(
+                "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
+            ) from None
+        for key in self.OPTION_KEYS:
+            if key != "paths":  # PathSpec, as from_dict made them
+                setattr(self, key, getattr(checked, key))
 
     def arm_count(self) -> int:
         """Arms per round, the matrix's sub-arms included (at most: refused variants are skipped)."""
@@ -199,6 +188,29 @@ class EngineConfig:
         config = cls(**data)
         config.validate()
         return config
+
+
+def config_class(options: dict[str, Option]) -> type:
+    """The engine config's dataclass for a spec's options (``runspec.options()``): its arms, a field
+    per ``engine`` option, the engine's own fields; the options' types and bounds checked by pydantic
+    in ``validate``."""
+    keys = tuple(name for name, opt in options.items() if opt.engine)
+    checked = create_model(
+        "EngineOptions",
+        __config__=ConfigDict(extra="ignore"),
+        **{key: (options[key].engine_type, Field(**options[key].engine_bounds)) for key in keys},
+    )
+    cls = make_dataclass(
+        "EngineConfig",
+        [("arms", list[ArmSpec]), *(_option_field(options[key]) for key in keys), *ENGINE_ONLY_FIELDS],
+        bases=(_EngineConfig,),
+        namespace={"OPTION_KEYS": keys, "_checked": checked, "__doc__": _EngineConfig.__doc__},
+    )
+    cls.__module__ = __name__
+    return cls
+
+
+EngineConfig = config_class(OPTIONS)
 
 
 def pin_key(url: str) -> str:

@@ -41,6 +41,23 @@ class Option:
         return bool(self.extra.get("engine"))
 
     @property
+    def engine_type(self) -> Any:
+        """The type of its ``EngineConfig`` field: the spec's, unless ``engine`` names another."""
+        engine = self.extra.get("engine")
+        if isinstance(engine, dict) and "type" in engine:
+            return {"int": int, "float": float}[engine["type"]]  # a name: the extras are JSON (the schema)
+        return self.annotation
+
+    @property
+    def engine_bounds(self) -> dict:
+        """The bounds the engine checks: the spec's, unless ``engine`` gives its own (wider: the engine
+        also serves callers other than the form, such as tests measuring a sub-second window)."""
+        engine = self.extra.get("engine")
+        if isinstance(engine, dict):
+            return {key: value for key, value in engine.items() if key != "type"}
+        return self.bounds
+
+    @property
     def custom(self) -> bool:
         return bool(self.extra.get("custom"))
 

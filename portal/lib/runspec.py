@@ -5,9 +5,9 @@ Every surface is derived from ``RunSpec``: the run form's fields (``portal.runs.
 API's request schema (``portal.api.serializers.InlineRunIn``) and its validation (the API's JSON
 goes to those form fields as typed values, never written back out as text), the options of
 ``manage.py tollgate run`` and ``scenario create`` (``portal.runs.management.cli_options``), the keys
-a scenario's run may override (``OVERRIDABLE``) and the run's engine config (``ENGINE_KEYS``, the
-keys of ``portal.lib.protocol.EngineConfig`` the form fills). ``tests/runs/test_runspec.py`` walks
-every field over every surface.
+a scenario's run may override (``OVERRIDABLE``) and the run's engine config (``ENGINE_KEYS``:
+``portal.lib.protocol.EngineConfig`` is made from these fields, and the form fills them).
+``tests/runs/test_runspec.py`` walks every field over every surface.
 
 A field's extras (``json_schema_extra``), read through ``option()``:
 
@@ -22,7 +22,8 @@ A field's extras (``json_schema_extra``), read through ``option()``:
   fields or secrets behind one key: ``auth``, ``probes``, ``headers``, ``saturation``, the URLs);
 * ``optional``: the form takes a blank (the default applies);
 * ``overridable``: a scenario's run may change it (how it loads the target, never what it targets
-  or which secrets it sends); ``engine``: it goes to the engine config as the form cleans it.
+  or which secrets it sends); ``engine``: a field of ``protocol.EngineConfig`` (this type, bounds and
+  default) the form fills; a dict gives the engine's own ``type`` and bounds instead.
 
 No Django here: ``bench/calibrate`` and the engine's contract import it.
 """
@@ -155,7 +156,7 @@ class RunSpec(BaseModel):
         cli="--duration",
         cli_help="measured seconds per arm",
         overridable=True,
-        engine=True,
+        engine={"gt": 0},  # the engine measures any window; tests and benches use sub-second ones
     )
     paths: list[PathItem] = _field(
         default_factory=list,
@@ -352,7 +353,7 @@ class RunSpec(BaseModel):
         "engine runs Locust's master/worker mode and merges the workers' histograms exactly "
         "(docs/scaling.md)",
         overridable=True,
-        engine=True,
+        engine={"type": "int", "ge": 0, "le": MAX_GENERATORS},  # the engine's "auto" is 0
     )
     saturation: dict | None = _field(
         None,

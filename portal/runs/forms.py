@@ -238,15 +238,8 @@ class RunForm(TuningFields, SpecFields):
     def _clean_quota(self, data: dict) -> None:
         """Above a limit of the project: a field error, or the form's own (request budget, runs in
         flight, runs per day); nothing is queued."""
-        config = {key: data.get(key) for key in ("users", "warmup_s", "duration_s", "think_time_s")}
-        config.update(
-            arms=data.get("arms") or [],
-            arrival_rate=data.get("arrival_rate"),
-            rounds=data.get("rounds"),
-            tls_matrix=data.get("tls_matrix") or [],
-            generators=data.get("generators"),
-            saturation=data.get("saturation"),
-        )
+        config = {key: data.get(OPTIONS[key].form_name) for key in ENGINE_KEYS}  # as cleaned so far
+        config["arms"] = data.get("arms") or []
         refusals = quotas.check(self.limits, config, self.project_name)
         if self.project is not None and self.queueing:
             refusals += [(None, message) for message in count_problems(self.project, self.limits)]

@@ -26,19 +26,14 @@ from portal.scenarios import queries
 from portal.scenarios.models import Scenario
 
 ACTIONS: tuple[str, ...] = ("scenario",)
-# JSON keys of save_scenario → the options that filled them, so an error names what the user typed.
+# JSON keys of save_scenario → the options that filled them, so an error names what the user typed:
+# RunSpec's own options, and the ones written by hand (``--name`` is the scenario's name here).
 OPTION_OF = {
+    **{key: opt.cli for key, opt in cli_options.SPEC_OPTIONS.items()},
     "target_name": "--target-name",
-    "warmup_s": "--warmup",
-    "duration_s": "--duration",
-    "verify_tls": "--insecure",
     "paths": "--path",
     "headers": "--header",
     "auth": "--basic-auth-env/--bearer-env",
-    "expected_status": "--expect",
-    "think_time_s": "--think-time",
-    "follow_redirects": "--no-follow-redirects",
-    "headers_over_http": "--send-credentials-over-http",
     "non_field_errors": "target",
 }
 

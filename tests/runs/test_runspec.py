@@ -15,7 +15,7 @@ from pydantic import create_model
 
 from portal.api import tokens
 from portal.api.serializers import InlineRunIn, inline_run_fields
-from portal.lib import protocol, runspec
+from portal.lib import compare, protocol, runspec
 from portal.projects.models import personal_project
 from portal.runs import starting
 from portal.runs.forms import CUSTOM_FIELDS, RunForm
@@ -41,6 +41,7 @@ def test_every_field_is_offered_by_every_surface():
     api = InlineRunIn().fields
     cli = {action.option_strings[0]: action for action in _parser()._actions if action.option_strings}
     engine = {field.name for field in dataclasses.fields(protocol.EngineConfig)}
+    compared = {key for key, _ in compare.SETUP_KEYS}
     for key, opt in OPTIONS.items():
         assert opt.label and (opt.help or opt.description), key
         assert key in api and key in starting.KEYS, key
@@ -51,6 +52,7 @@ def test_every_field_is_offered_by_every_surface():
         assert (key in starting.OVERRIDABLE) == opt.overridable, key
         if opt.engine:
             assert key in engine, f"{key} is no field of EngineConfig"
+            assert key in compared, f"compare does not list {key} among the setup differences"
 
 
 @pytest.mark.parametrize("key", NUMBERS)
@@ -67,6 +69,37 @@ def test_numbers_have_the_same_bounds_and_default_everywhere(key):
     assert schema.get(
         "minimum", next((s.get("minimum") for s in schema.get("anyOf", [])), None)
     ) == opt.bounds.get("ge")
+
+
+ARMS = [{"name": "plain", "url": PLAIN}]
+
+
+def test_the_engine_config_is_made_from_the_spec():
+    """EngineConfig has a field per engine option, in the spec's order, with the spec's default; the
+    engine refuses a value past the spec's bound (its own where the option gives one), naming it."""
+    fields = [field.name for field in dataclasses.fields(protocol.EngineConfig)]
+    engine_only = {"arms", "timeout_s", "headers", "pinned", "client_certs", "skip"}  # no run options
+    assert [key for key in fields if key not in engine_only] == list(runspec.ENGINE_KEYS)
+    assert fields[0] == "arms" and set(fields) - set(runspec.ENGINE_KEYS) == engine_only
+    config = protocol.EngineConfig.from_dict({"arms": ARMS})
+    for key in runspec.ENGINE_KEYS:
+        assert getattr(config, key) == OPTIONS[key].default, key
+    checked = 0
+    for key in runspec.ENGINE_KEYS:
+        bounds, step = OPTIONS[key].engine_bounds, 1 if OPTIONS[key].engine_type is int else 0.5
+        for name, past in (("ge", -step), ("gt", 0), ("le", step)):
+            if name in bounds:
+                with pytest.raises(ValueError, match=f"^{key}: Input should be (greater|less) than"):
+                    protocol.EngineConfig.from_dict({"arms": ARMS, key: bounds[name] + past})
+                checked += 1
+    assert checked >= 8  # users, spawn_rate (2), warmup_s, duration_s, think_time_s (2), arrival_rate, …
+    # Where the engine takes more than the form: a sub-second window (tests), generators 0 ("auto").
+    assert OPTIONS["duration_s"].bounds["ge"] == 1
+    assert (
+        protocol.EngineConfig.from_dict({"arms": ARMS, "duration_s": 0.3, "generators": 0}).duration_s == 0.3
+    )
+    with pytest.raises(ValueError, match="^tls_library: Input should be 'system' or 'bundled'"):
+        protocol.EngineConfig.from_dict({"arms": ARMS, "tls_library": "boring"})
 
 
 def _below(opt) -> float:
@@ -110,7 +143,9 @@ def test_a_value_below_the_bound_gets_the_same_words_on_every_surface(key, clien
 
 def test_a_field_added_to_the_spec_appears_on_every_surface():
     """What a new option costs: its field in RunSpec; the form, the API schema, the CLI, the
-    override list and the JSON keys follow (the engine reads it from its config)."""
+    override list, the JSON keys, the engine's config and compare's setup keys follow (the engine
+    code that acts on it reads it from its config; docs/architecture.md, "What a new option
+    touches")."""
     extra = runspec._field(
         4,
         ge=1,
@@ -140,3 +175,15 @@ def test_a_field_added_to_the_spec_appears_on_every_surface():
     cli_options.add_spec_argument(parser, opt)
     assert parser.parse_args([]).streams == 4 and parser.parse_args(["--streams", "8"]).streams == 8
     assert runspec.defaults(spec)["streams"] == 4
+
+    engine = protocol.config_class(runspec.options(spec))
+    assert (
+        engine.from_dict({"arms": ARMS}).streams == 4
+        and engine.from_dict({"arms": ARMS, "streams": 8}).streams == 8
+    )
+    with pytest.raises(ValueError, match="^streams: Input should be less than or equal to 100"):
+        engine.from_dict({"arms": ARMS, "streams": 101})
+
+    keys = dict(compare.setup_keys(runspec.options(spec)))
+    run = {"target": {"name": "t", "plain_url": PLAIN, "tls_url": TLS}, "config": {"streams": 8}}
+    assert keys["streams"]({"run": run}) == 8 and keys["streams"]({"run": {**run, "config": {}}}) == 4

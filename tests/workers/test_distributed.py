@@ -78,6 +78,7 @@ def test_workers_missing_at_start_are_reported_and_the_run_ends(plain_server):
         "spawn_rate": 100,
         "warmup_s": 0.2,
         "duration_s": 1,
+        "arrival_rate": None,  # closed loop
         "verify_tls": False,
         "generators": 2,
     }
@@ -108,6 +109,7 @@ def test_an_invited_host_that_never_joins_leaves_the_arms_partial(plain_server):
         "spawn_rate": 100,
         "warmup_s": 0.2,
         "duration_s": 1,
+        "arrival_rate": None,  # closed loop
         "verify_tls": False,
         "generators": 2,
     }

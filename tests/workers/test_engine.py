@@ -30,7 +30,7 @@ def config(
         "warmup_s": warmup_s,
         "duration_s": duration_s,
         "verify_tls": False,
-        **({"arrival_rate": rate} if rate else {}),
+        "arrival_rate": rate or None,
     }
 
 

@@ -44,6 +44,7 @@ def config(arms: dict[str, str], pinned: dict[str, str] | None) -> dict:
         "spawn_rate": 10,
         "warmup_s": 0.2,
         "duration_s": 1.0,
+        "arrival_rate": None,  # closed loop
         "verify_tls": False,
         "pinned": pinned,
     }

@@ -55,6 +55,7 @@ def search_config(url: str, sat: dict) -> dict:
         "spawn_rate": 100,
         "warmup_s": 0.2,
         "duration_s": 0.5,
+        "arrival_rate": None,  # closed loop
         "verify_tls": False,
         "saturation": {"arms": ["plain"], "stage_s": 1.0, "warmup_s": 0.3, **sat},
     }

@@ -22,6 +22,7 @@ def _config(arm: str, url: str, users: int = 4, duration_s: float = 30.0) -> dic
         "spawn_rate": 100,
         "warmup_s": 0.5,
         "duration_s": duration_s,
+        "arrival_rate": None,  # closed loop
         "verify_tls": False,
         "timeout_s": 5,
     }

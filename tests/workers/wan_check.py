@@ -38,6 +38,7 @@ def measure(
         "warmup_s": warmup_s,
         "duration_s": duration_s,
         "rounds": rounds,
+        "arrival_rate": None,  # closed loop
         "verify_tls": False,
         "tls_matrix": list(matrix),
     }
