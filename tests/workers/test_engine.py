@@ -10,6 +10,7 @@ import time
 
 from hdrh.histogram import HdrHistogram
 
+from portal.lib.protocol import EXIT_BAD_CONFIG
 from tests.conftest import ROOT
 from tests.servers import LocalServer, Paced, PassesPreflight, closed_port
 
@@ -185,6 +186,20 @@ def test_sigterm_cuts_the_arm_short_and_keeps_it(plain_server):
     assert 0 < arm["result"]["measured_s"] < 10
     assert arm["result"]["requests"] > 0
     assert rest[-1] == {"type": "done", "status": "cancelled"}
+
+
+def test_a_config_outside_the_specs_bounds_exits_2_naming_the_field(plain_server):
+    """Bad JSON or a field outside RunSpec's bounds: exit code 2 (EXIT_BAD_CONFIG) and the reason on
+    stderr, before anything is sent to the target; never a traceback with exit code 1."""
+    bad = {"users": json.dumps(config(("plain", plain_server.url()), users=0)), "JSON": "{not json"}
+    for named, text in bad.items():
+        done = subprocess.run(  # noqa: S603
+            [sys.executable, "-m", "workers.engine"], input=text, capture_output=True, text=True, cwd=ROOT,
+            timeout=60,
+        )  # fmt: skip
+        assert done.returncode == EXIT_BAD_CONFIG, done.stderr[-2000:]
+        assert "tollgate engine: bad config:" in done.stderr and named in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr and done.stdout == ""
 
 
 def test_open_loop_counts_latency_from_the_scheduled_start(engine):

@@ -24,8 +24,30 @@ def _protocol_stream():
     return out
 
 
+def _bad_config(text: str) -> str | None:
+    """Why the config cannot be run (bad JSON, a field outside RunSpec's bounds), or None."""
+    import json
+
+    from portal.lib.protocol import EngineConfig
+
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        return f"not JSON: {exc}"
+    try:
+        EngineConfig.from_dict(data)
+    except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
+        return str(exc)
+    return None
+
+
 if __name__ == "__main__":
+    from portal.lib.protocol import EXIT_BAD_CONFIG
     from workers.engine.swarm import main
 
     stream = _protocol_stream()
-    sys.exit(main(sys.stdin.read(), stream, terminated=lambda: bool(_TERMINATED)))
+    text = sys.stdin.read()
+    if (why := _bad_config(text)) is not None:
+        print(f"tollgate engine: bad config: {why}", file=sys.stderr)
+        sys.exit(EXIT_BAD_CONFIG)
+    sys.exit(main(text, stream, terminated=lambda: bool(_TERMINATED)))
