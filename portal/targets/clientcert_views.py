@@ -14,9 +14,10 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_http_methods
 
-from portal.lib.clientcerts import KEY_TYPES, LABELS, MTLS_ARM
+from portal.lib.clientcerts import KEY_TYPES, LABELS, MAX_PEM_CHARS, MTLS_ARM
 from portal.projects.access import can, require_role
 from portal.projects.deleting import confirm_then_delete
 from portal.projects.models import Role
@@ -25,10 +26,24 @@ from portal.targets.clientcerts import forget, save_client_cert
 from portal.targets.forms import ClientCertForm
 from portal.targets.models import ClientCertificate
 
+# Two PEM files and two pasted texts of at most MAX_PEM_CHARS each, with the form's framing.
+MAX_POST_BYTES = 4 * MAX_PEM_CHARS + 16 * 1024
 
-@login_required
+
+@csrf_exempt  # CSRF is checked by _page, after the size (the middleware would parse the body first)
 @require_http_methods(["GET", "POST"])
 def client_certs(request: HttpRequest, code) -> HttpResponse:
+    """A POST larger than any pair is refused unread (Django would spool a large upload to disk)."""
+    if request.method == "POST" and int(request.META.get("CONTENT_LENGTH") or 0) > MAX_POST_BYTES:
+        return HttpResponse(
+            f"A client certificate upload is at most {MAX_POST_BYTES // 1024} KiB.", status=413
+        )
+    return _page(request, code)
+
+
+@csrf_protect
+@login_required
+def _page(request: HttpRequest, code) -> HttpResponse:
     target, role = get_target_for_user(request, code)
     held = sorted(ClientCertificate.objects.filter(target=target), key=lambda c: KEY_TYPES.index(c.key_type))
     form = ClientCertForm()

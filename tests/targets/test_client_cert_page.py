@@ -6,9 +6,11 @@ what. And the run report's method naming the mTLS arm and its certificate."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
 from django.urls import reverse
 
 from portal import vault
@@ -153,6 +155,20 @@ def test_a_refused_pair_says_why_stores_nothing_and_renders_nothing_back(
     assert 'id="error-summary"' in html
     # Neither the key nor the certificate typed comes back in the form.
     assert not any(line in html for pair in pairs.values() for line in secret_lines(pair[0] + pair[1]))
+
+
+def test_an_upload_larger_than_any_pair_is_refused_unread_and_csrf_still_holds(team, pairs):
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(team["users"]["owner"])
+    url = page_url(team["target"])
+    huge = browser.post(url, {"cert_file": upload("c.pem", "-" * (300 * 1024)), "key_pem": "x"})
+    assert huge.status_code == 413 and b"at most 272 KiB" in huge.content
+    # The page checks the CSRF token itself (after the size): none, 403; the page's own, saved.
+    assert browser.post(url, {"cert_pem": pairs["rsa"][0], "key_pem": pairs["rsa"][1]}).status_code == 403
+    assert not ClientCertificate.objects.exists()
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', browser.get(url).content.decode())[1]
+    data = {"cert_pem": pairs["rsa"][0], "key_pem": pairs["rsa"][1], "csrfmiddlewaretoken": token}
+    assert browser.post(url, data).status_code == 302 and ClientCertificate.objects.count() == 1
 
 
 def test_viewers_read_members_may_not_forget_owners_forget_after_confirming(
