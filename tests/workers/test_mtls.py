@@ -13,9 +13,9 @@ import pytest
 
 from bench.nginx import Nginx, find_binary
 from portal.lib import certs, clientcerts
-from portal.lib.protocol import EngineConfig
+from portal.lib.protocol import ArmSpec, EngineConfig
 from tests.workers.test_engine import arm_results, config
-from workers.engine import mtls
+from workers.engine import mtls, variants
 from workers.engine.client import Endpoint
 from workers.engine.preflight import PreflightFailed, preflight
 
@@ -175,3 +175,20 @@ def test_the_matrix_client_cert_variants_present_none_rsa_and_ecdsa_as_nginx_saw
         assert expected <= count <= expected + 3 * len(arms), (arms, count, expected, blocks)
     # Before the windows, each presenting variant presented its own certificate once (its probe).
     assert [kind for kind, _ in blocks[:-3] if kind != "none"] == ["rsa", "ecdsa"], blocks
+
+
+def test_a_variant_the_server_does_not_ask_for_or_the_target_lacks_is_refused_with_the_reason(pairs):
+    """Probed as the engine does before any window (``variants.expand``), in this process."""
+    with Nginx(access_log_format=LOG) as nginx:  # asks for no client certificate
+        endpoint = Endpoint("https", "127.0.0.1", nginx.tls_port, "127.0.0.1", f"127.0.0.1:{nginx.tls_port}")
+        rsa_only = {"rsa": {"cert": pairs["rsa"][0], "key": pairs["rsa"][1]}}
+        sub_arms, entries = variants.expand(
+            ArmSpec("tls_new", nginx.tls_url()), endpoint, ["client_cert"], False, 5, client_certs=rsa_only
+        )
+    found = {e["name"]: e for e in entries}
+    assert [sub.spec.name for sub in sub_arms] == ["tls_new@nocc"]
+    assert found["tls_new@nocc"]["negotiated"]["client_cert_requested"] is False
+    assert found["tls_new@ccrsa"]["status"] == "refused"
+    assert "did not ask for a client certificate" in found["tls_new@ccrsa"]["detail"]
+    assert "tls_new@ccrsa would measure a handshake without one" in found["tls_new@ccrsa"]["detail"]
+    assert found["tls_new@ccecdsa"]["detail"].startswith("the target holds no ECDSA client certificate")
