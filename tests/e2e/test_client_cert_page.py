@@ -37,6 +37,8 @@ def test_upload_list_and_forget_a_client_certificate(page, live_server, django_u
     assert stored.fingerprint_sha256 in row.inner_text()
     html = page.content()
     assert key_pem.splitlines()[1] not in html and cert_pem.splitlines()[1] not in html
+    # The 95-character fingerprint wraps in its cell: the page fits a 1280-pixel window.
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     page.screenshot(path=str(ARTIFACTS / "client-certs.png"), full_page=True)
     page.click("#forget-ecdsa")
     page.wait_for_load_state()
