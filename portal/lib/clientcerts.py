@@ -128,3 +128,44 @@ def needs_client_cert(config: dict) -> bool:
 def arm_key_type(client_certs: dict | None) -> str | None:
     """The key type of the pair the ``tls_mtls`` arm presents (None: the run holds none)."""
     return next((kind for kind in KEY_TYPES if (client_certs or {}).get(kind)), None)
+
+
+LABELS = {"rsa": "RSA", "ecdsa": "ECDSA"}
+
+
+def _named(kind: str, facts: dict | None) -> str:
+    facts = facts or {}
+    said = f"the {LABELS.get(kind, kind)} client certificate"
+    if facts.get("subject"):
+        issuer, fingerprint = facts.get("issuer") or "?", facts.get("fingerprint_sha256") or "?"
+        said += f" {facts['subject']} (issuer {issuer}, SHA-256 {fingerprint})"
+    return said
+
+
+def method_text(config: dict) -> str:
+    """The report's method line on client certificates ("" when the run presents none): what the
+    ``tls_mtls`` arm measures and with which certificate, and what the matrix's variants present.
+    ``config``: the stored run config (its ``client_certs`` are the public facts)."""
+    if not needs_client_cert(config):
+        return ""
+    held = config.get("client_certs") or {}
+    said = []
+    arms = [arm.get("name") if isinstance(arm, dict) else arm for arm in config.get("arms") or []]
+    if MTLS_ARM in arms:
+        kind = arm_key_type(held)
+        which = _named(kind, held.get(kind)) if kind else "the target's client certificate"
+        said.append(
+            f"{MTLS_ARM}: a new connection and a full handshake per request, as tls_new, presenting {which}; "
+            "the server requests it (CertificateRequest) and verifies it (the client's Certificate and "
+            "CertificateVerify, the chain checked against its CA) on every new connection, which "
+            "tls_new beside it does not: client_certificate = tls_mtls − tls_new. Before measuring, one "
+            "handshake checked that the server asked for the certificate and accepted it."
+        )
+    if "client_cert" in (config.get("tls_matrix") or []):
+        kinds = ", ".join(_named(kind, held.get(kind)) for kind in KEY_TYPES if kind in held)
+        said.append(
+            "The matrix's client_cert variants repeat tls_new presenting no client certificate, then "
+            f"{kinds or 'none the target held'} (a variant whose key type the target lacks, or whose "
+            "server did not ask, is refused)."
+        )
+    return " ".join(said)

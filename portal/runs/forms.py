@@ -15,6 +15,7 @@ from portal.runs.specform import SpecFields
 from portal.runs.tuning import SATURATION_FIELDS, TuningFields
 from portal.scenarios.secrets import SavedSecrets, arm_origins, http_arms
 from portal.targets import verification
+from portal.targets.forms import SecretTextarea
 from portal.targets.models import ClientCertificate, Target
 from portal.validators import check_url, non_ascii, validate_process_name, validate_text
 
@@ -27,13 +28,6 @@ CUSTOM_FIELDS = {
 }
 # Fields that decide where the headers and credentials go: checked once these are clean.
 SECRET_INPUTS = ("arms", "plain_url", "tls_url", "headers", "auth_secret")
-
-
-class SecretTextarea(forms.Textarea):
-    """A text area that never renders its value back (a private key, a certificate stored with it)."""
-
-    def format_value(self, value):
-        return None
 
 
 class RunForm(TuningFields, SpecFields):

@@ -3,6 +3,7 @@ from __future__ import annotations
 from django import forms
 
 from portal import outbound
+from portal.lib import clientcerts
 from portal.lib.names import PROCESS_NAME_MAX
 from portal.lib.protocol import ARM_SCHEMES
 from portal.lib.sshkeys import KeyFormatError, key_from_known_hosts, known_hosts_name, load_private_key
@@ -149,3 +150,75 @@ class TargetEditForm(TargetForm):
             field = "tls_url" if any(ARM_SCHEMES[arm] == "https" for arm in arms) else "plain_url"
             self.add_error(field, f"The scenario {name} runs the arm(s) {', '.join(arms)}: it needs a URL.")
         return data
+
+
+class SecretTextarea(forms.Textarea):
+    """A text area that never renders its value back (a private key, a certificate stored with it)."""
+
+    def format_value(self, value):
+        return None
+
+
+class ClientCertForm(forms.Form):
+    """A client certificate and its key for a target (mutual TLS), each as a PEM file or pasted; the
+    pair is checked by ``portal.lib.clientcerts.load_pair`` (``self.pair`` when valid). Nothing given
+    is ever rendered back."""
+
+    PARTS = (("cert", "certificate"), ("key", "private key"))
+
+    cert_file = forms.FileField(
+        label="Certificate file",
+        required=False,
+        help_text="PEM: the client certificate first, then any intermediates.",
+    )
+    key_file = forms.FileField(label="Private key file", required=False, help_text="PEM, unencrypted.")
+    cert_pem = forms.CharField(
+        label="…or paste the certificate",
+        required=False,
+        widget=SecretTextarea(
+            attrs={"rows": 3, "placeholder": "-----BEGIN CERTIFICATE-----", "spellcheck": "false"}
+        ),
+    )
+    key_pem = forms.CharField(
+        label="…or paste the private key",
+        required=False,
+        widget=SecretTextarea(
+            attrs={
+                "rows": 3,
+                "placeholder": "-----BEGIN PRIVATE KEY-----",
+                "autocomplete": "off",
+                "spellcheck": "false",
+            }
+        ),
+        help_text="Stored encrypted with the certificate; never shown again.",
+    )
+
+    def clean(self) -> dict:
+        data = super().clean()
+        texts = {part: self._text(data, part, what) for part, what in self.PARTS}
+        if self.errors:
+            return data
+        try:
+            self.pair = clientcerts.load_pair(texts["cert"] or "", texts["key"] or "")
+        except clientcerts.ClientCertError as exc:
+            raise forms.ValidationError(f"{str(exc)[:1].upper()}{str(exc)[1:]}.") from None
+        return data
+
+    def _text(self, data: dict, part: str, what: str) -> str | None:
+        """The PEM text of ``part`` from its file or its text area (not both); None on an error."""
+        upload, typed = data.get(f"{part}_file"), (data.get(f"{part}_pem") or "").strip()
+        if upload and typed:
+            self.add_error(f"{part}_file", f"Give the {what} once: a file or pasted text, not both.")
+            return None
+        if not upload:
+            return typed
+        if upload.size > clientcerts.MAX_PEM_CHARS:
+            self.add_error(
+                f"{part}_file", f"The file is larger than {clientcerts.MAX_PEM_CHARS // 1024} KiB."
+            )
+            return None
+        try:
+            return upload.read().decode("ascii")
+        except UnicodeDecodeError:
+            self.add_error(f"{part}_file", "The file is not PEM text (a DER file? convert it with openssl).")
+            return None

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db.models import Count
+from django.db.models import Count, Prefetch
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
@@ -17,7 +17,7 @@ from portal.projects.models import Role
 from portal.targets import editing, verification
 from portal.targets.access import get_target_for_user, targets_for
 from portal.targets.forms import SshAccessForm, TargetEditForm, TargetForm
-from portal.targets.models import SshAccess
+from portal.targets.models import ClientCertificate, SshAccess
 from portal.targets.naming import labels_of
 from portal.targets.sshaccess import save_ssh_access
 
@@ -172,6 +172,8 @@ def targets_list(request: HttpRequest) -> HttpResponse:
         .filter(project=project)
         .annotate(run_count=Count("runs"))
         .select_related("ssh")
+        # RSA before ECDSA, as the client certificates page lists them.
+        .prefetch_related(Prefetch("client_certs", ClientCertificate.objects.order_by("-key_type")))
         .order_by("name")
     )
     if request.method == "POST":

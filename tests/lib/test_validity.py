@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from portal.lib import hdr
+from portal.lib import evidence, hdr
 from portal.lib.validity import answers, check_all, content, measurement
 
 
@@ -110,6 +110,40 @@ def test_tls_sessions_fail_when_tls_new_resumes():
     found = answers.check_tls_sessions({"tls_new": arm(connections_opened=10, tls_sessions_reused=2)})
     assert found["status"] == "fail" and "must do full handshakes" in found["detail"]
     assert found["arms"] == ["tls_new"]
+
+
+def test_tls_sessions_judge_the_mtls_arm_as_full_handshakes_too():
+    both = {
+        "tls_new": arm(connections_opened=300, tls_handshake_us={"count": 300}),
+        "tls_mtls": arm(connections_opened=280, tls_handshake_us={"count": 280}),
+    }
+    held = answers.check_tls_sessions(both)
+    assert held["status"] == "pass" and held["evidence"]["tls_mtls"] == {"reused": 0, "connections": 280}
+    assert "tls_mtls did a full handshake on each of its 280 connections" in held["detail"]
+    # A resumed mTLS session presented no certificate: the arm fails, and with it the client_certificate
+    # cost (its finding names tls_mtls only, so the tls_new costs keep their verdicts).
+    resumed = answers.check_tls_sessions(
+        {**both, "tls_mtls": arm(connections_opened=280, tls_sessions_reused=7)}
+    )
+    assert resumed["status"] == "fail" and resumed["arms"] == ["tls_mtls"]
+    assert resumed["findings"][0]["reason"] == (
+        "tls_mtls resumed 7 of 280 handshakes (it must do full handshakes: a resumed session skips the "
+        "client certificate and its check)"
+    )
+    costs = [
+        {"name": n, "arm": a, "base": b, "metric": "ttlb_p50_us", "verdict": "noticeable"}
+        for n, a, b in (("client_certificate", "tls_mtls", "tls_new"), ("handshake", "tls_new", "plain_new"))
+    ]
+    judged = {c["name"]: c for c in evidence.judge_costs(costs, [resumed], {})}
+    assert (
+        judged["client_certificate"]["verdict"] is None
+        and "tls_mtls resumed 7" in (judged["client_certificate"]["not_judged"])
+    )
+    assert judged["handshake"]["verdict"] == "noticeable"
+    alone = answers.check_tls_sessions(
+        {"tls_mtls": arm(connections_opened=50, tls_handshake_us={"count": 50})}
+    )
+    assert alone["status"] == "pass" and list(alone["evidence"]) == ["tls_mtls"]
 
 
 def test_tls_sessions_fail_the_resumed_arm_that_did_not_resume():

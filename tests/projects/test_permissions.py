@@ -4,14 +4,19 @@ exist too. A new URL without a row here fails ``test_every_url_has_a_row``."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from portal.api import tokens
+from portal.lib import certs, clientcerts
 from portal.projects.access import SESSION_KEY
 from portal.projects.models import Invitation
 from portal.sharing.models import ShareLink
 from portal.sharing.services import create_share
+from portal.targets.clientcerts import save_client_cert
+from portal.targets.models import ClientCertificate
 
 # Patterns not ours to check here, with the reason.
 NOT_OURS = {
@@ -121,6 +126,16 @@ MATRIX = {
         lambda a: reverse("target-ssh-delete", args=[a.target.code]),
         row((OK, FORBIDDEN, FORBIDDEN, MISSING), (OK, FORBIDDEN, FORBIDDEN, MISSING)),
     ),
+    # Every role reads the public facts; members and owners add (an empty POST: the form's errors).
+    "target-client-certs": (
+        lambda a: reverse("target-client-certs", args=[a.target.code]),
+        row(READ, (OK, OK, FORBIDDEN, MISSING)),
+    ),
+    # Forgetting is the owners' (the confirmation page on GET and on a POST without confirm).
+    "target-client-cert-forget": (
+        lambda a: reverse("target-client-cert-forget", args=[_client_cert(a).target.code, "ecdsa"]),
+        row((OK, FORBIDDEN, FORBIDDEN, MISSING), (OK, FORBIDDEN, FORBIDDEN, MISSING)),
+    ),
     "targets-delete": (
         lambda a: reverse("targets-delete", args=[a.target.code]),
         row((OK, FORBIDDEN, FORBIDDEN, MISSING), (OK, FORBIDDEN, FORBIDDEN, MISSING)),
@@ -194,6 +209,17 @@ def _invitation(a):
     )[0]
 
 
+@functools.cache
+def _ecdsa_pair() -> tuple[str, str]:
+    return certs.make_client_cert(certs.make_ca(), "matrix", "ec")
+
+
+def _client_cert(a):
+    """A's target's ECDSA client certificate (stored once per test)."""
+    found = ClientCertificate.objects.filter(target=a.target, key_type="ecdsa").first()
+    return found or save_client_cert(a.target, clientcerts.load_pair(*_ecdsa_pair()))
+
+
 def _share_link(a):
     """A's share link of its first run, made by A's owner (once per test)."""
     found = ShareLink.objects.filter(run=a.runs[0], created_by=a.runs[0].owner).first()
@@ -248,6 +274,7 @@ def test_matrix(client, world, role, method):
     for side in (a, world["b"]):
         assert side.project.runs.count() == 2 and side.project.scenarios.count() == 1
         assert side.target.__class__.objects.filter(pk=side.target.pk, ssh__isnull=False).exists()
+    assert ClientCertificate.objects.filter(target=a.target).count() == 1  # not forgotten, none added
 
 
 @pytest.mark.django_db

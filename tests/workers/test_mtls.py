@@ -13,9 +13,9 @@ import pytest
 
 from bench.nginx import Nginx, find_binary
 from portal.lib import certs, clientcerts
-from portal.lib.protocol import EngineConfig
+from portal.lib.protocol import ArmSpec, EngineConfig
 from tests.workers.test_engine import arm_results, config
-from workers.engine import mtls
+from workers.engine import mtls, variants
 from workers.engine.client import Endpoint
 from workers.engine.preflight import PreflightFailed, preflight
 
@@ -133,3 +133,62 @@ def test_the_pair_is_checked_and_its_facts_are_public(pairs):
         clientcerts.load_pair(pairs["rsa"][0], pairs["ecdsa"][1])
     with pytest.raises(clientcerts.ClientCertError, match="not PEM"):
         clientcerts.load_pair("hello", pairs["rsa"][1])
+
+
+def test_the_matrix_client_cert_variants_present_none_rsa_and_ecdsa_as_nginx_saw(engine, ca, pairs):
+    """The ``client_cert`` dimension against nginx asking (optional) for certificates of the CA that
+    signed both pairs: each variant's requests reach nginx with the certificate it names, read from
+    the access log in the order the sub-arms ran (nocc, ccrsa, ccecdsa after tls_new)."""
+    with Nginx(client_ca_pem=ca[0], verify_client="optional", access_log_format=LOG) as nginx:
+        run = config(("tls_new", nginx.tls_url()), users=1, warmup_s=0.2, duration_s=0.5, rate=30)
+        messages, code, stderr = engine({**with_certs(run, pairs), "tls_matrix": ["client_cert"]})
+        assert code == 0, (stderr, messages[-2:])
+        lines = log_of(nginx)
+    (matrix,) = [m for m in messages if m["type"] == "matrix"]
+    variants = {v["name"]: v for v in matrix["variants"]}
+    names = ["tls_new@nocc", "tls_new@ccrsa", "tls_new@ccecdsa"]
+    assert list(variants) == names and {v["status"] for v in variants.values()} == {"measured"}
+    # The probe read the server's CertificateRequest on each (optional: it asks every client).
+    assert all(v["negotiated"]["client_cert_requested"] is True for v in variants.values())
+    results = arm_results(messages)
+    # Every certificate nginx saw was its CA's and verified; none presented by tls_new or nocc.
+    who = {"NONE": "none", "SUCCESS|CN=mtls-rsa": "rsa", "SUCCESS|CN=mtls-ecdsa": "ecdsa"}
+    seen = [
+        who.get(line[0] if line[0] == "NONE" else f"{line[0]}|{line[1]}", "|".join(line)) for line in lines
+    ]
+    assert set(seen) == {"none", "rsa", "ecdsa"}, set(seen)
+    # The arms ran one after the other: the log ends in three blocks, the last two a variant's each, the
+    # first tls_new's and nocc's (no certificate either), each at least those arms' warm-up and window
+    # (requests cut off at a stop, or answered between the warm-up and the window, add up to three
+    # per arm: 19 in ccrsa's warm-up and window, 21 lines here). Before them, the probes' handshakes.
+    blocks: list[list] = []
+    for kind in seen:
+        if blocks and blocks[-1][0] == kind:
+            blocks[-1][1] += 1
+        else:
+            blocks.append([kind, 1])
+    assert [kind for kind, _ in blocks[-3:]] == ["none", "rsa", "ecdsa"], blocks
+    done = {name: results[name]["warmup_requests"] + results[name]["requests"] for name in results}
+    assert min(done.values()) >= 5, done
+    for (_, count), arms in zip(blocks[-3:], (("tls_new", names[0]), names[1:2], names[2:]), strict=True):
+        expected = sum(done[name] for name in arms)
+        assert expected <= count <= expected + 3 * len(arms), (arms, count, expected, blocks)
+    # Before the windows, each presenting variant presented its own certificate once (its probe).
+    assert [kind for kind, _ in blocks[:-3] if kind != "none"] == ["rsa", "ecdsa"], blocks
+
+
+def test_a_variant_the_server_does_not_ask_for_or_the_target_lacks_is_refused_with_the_reason(pairs):
+    """Probed as the engine does before any window (``variants.expand``), in this process."""
+    with Nginx(access_log_format=LOG) as nginx:  # asks for no client certificate
+        endpoint = Endpoint("https", "127.0.0.1", nginx.tls_port, "127.0.0.1", f"127.0.0.1:{nginx.tls_port}")
+        rsa_only = {"rsa": {"cert": pairs["rsa"][0], "key": pairs["rsa"][1]}}
+        sub_arms, entries = variants.expand(
+            ArmSpec("tls_new", nginx.tls_url()), endpoint, ["client_cert"], False, 5, client_certs=rsa_only
+        )
+    found = {e["name"]: e for e in entries}
+    assert [sub.spec.name for sub in sub_arms] == ["tls_new@nocc"]
+    assert found["tls_new@nocc"]["negotiated"]["client_cert_requested"] is False
+    assert found["tls_new@ccrsa"]["status"] == "refused"
+    assert "did not ask for a client certificate" in found["tls_new@ccrsa"]["detail"]
+    assert "tls_new@ccrsa would measure a handshake without one" in found["tls_new@ccrsa"]["detail"]
+    assert found["tls_new@ccecdsa"]["detail"].startswith("the target holds no ECDSA client certificate")

@@ -12,6 +12,9 @@ from portal.lib.validity.verdict import FAIL, PASS, SKIP, WARN, finding, result,
 ERRORS_FAIL_SHARE = 0.01
 # tls_sessions: share of tls_resumed handshakes that must really resume.
 RESUMPTION_MIN_SHARE = 0.9
+# tls_sessions: arms that must never resume (a full handshake per connection), in report order.
+FULL_HANDSHAKE_ARMS = ("tls_new", "tls_mtls")
+FULL_HANDSHAKE_WHY = {"tls_mtls": ": a resumed session skips the client certificate and its check"}
 # keepalive: a keep-alive arm whose server closed connections warns; it fails from this share of its
 # requests paying a new connection, where the arm's p95 (a cost metric) may be a connection's time.
 KEEPALIVE_FAIL_SHARE = 0.05
@@ -268,19 +271,20 @@ def _handshakes(arm: dict) -> int:
 
 
 def check_tls_sessions(arms: dict[str, dict]) -> dict:
+    """Did ``FULL_HANDSHAKE_ARMS`` never resume (``tls_mtls`` too: a resumed session would skip the
+    client certificate) and ``tls_resumed`` resume?"""
     evidence = {}
     findings = []
-    new = arms.get("tls_new")
-    if new and _handshakes(new):
-        evidence["tls_new"] = {"reused": new["tls_sessions_reused"], "connections": _handshakes(new)}
-        if new["tls_sessions_reused"]:
+    for name in FULL_HANDSHAKE_ARMS:
+        full = arms.get(name)
+        if not (full and _handshakes(full)):
+            continue
+        reused, total = full["tls_sessions_reused"], _handshakes(full)
+        evidence[name] = {"reused": reused, "connections": total}
+        if reused:
+            why = f"it must do full handshakes{FULL_HANDSHAKE_WHY.get(name, '')}"
             findings.append(
-                finding(
-                    ["tls_new"],
-                    FAIL,
-                    f"tls_new resumed {new['tls_sessions_reused']:,} of {_handshakes(new):,} handshakes "
-                    "(it must do full handshakes)",
-                )
+                finding([name], FAIL, f"{name} resumed {reused:,} of {total:,} handshakes ({why})")
             )
     resumed = arms.get("tls_resumed")
     if resumed and _handshakes(resumed):
@@ -307,13 +311,14 @@ def check_tls_sessions(arms: dict[str, dict]) -> dict:
         return result(
             "tls_sessions",
             SKIP,
-            "Not judged: no arm opened TLS connections per request (tls_new, tls_resumed) in its window.",
+            "Not judged: no arm opened TLS connections per request (tls_new, tls_resumed, tls_mtls) in its "
+            "window.",
         )
-    said = []
-    if "tls_new" in evidence:
-        said.append(
-            f"tls_new did a full handshake on each of its {evidence['tls_new']['connections']:,} connections"
-        )
+    said = [
+        f"{name} did a full handshake on each of its {evidence[name]['connections']:,} connections"
+        for name in FULL_HANDSHAKE_ARMS
+        if name in evidence
+    ]
     if "tls_resumed" in evidence:
         e = evidence["tls_resumed"]
         said.append(f"tls_resumed resumed {e['reused']:,} of {e['connections']:,}")

@@ -6,10 +6,16 @@ import json
 
 from django import template
 
-from portal.lib import metrics, verdicts
+from portal.lib import clientcerts, metrics, verdicts
 from portal.targets import naming
 
 register = template.Library()
+
+
+@register.filter
+def client_cert_method(config) -> str:
+    """The method's line on client certificates (``portal.lib.clientcerts.method_text``)."""
+    return clientcerts.method_text(config or {})
 
 
 @register.filter
