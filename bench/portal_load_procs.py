@@ -118,6 +118,7 @@ def gunicorn_command(port: int, workers: int, threads: int) -> list[str]:
         str(workers),
         "--threads",
         str(threads),
+        "--no-control-socket",
         "--keep-alive",
         "30",
     ]

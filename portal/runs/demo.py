@@ -99,7 +99,8 @@ def check_ports(host: str, ports: dict[str, int]) -> None:
 
 def _gunicorn(app: str, bind: str, *extra: str) -> list[str]:
     # gthread, not sync: Gunicorn's sync worker closes every connection, which would turn the
-    # keep-alive arms into new-connection arms.
+    # keep-alive arms into new-connection arms. No control socket: its default path is one per user
+    # (~/.gunicorn/gunicorn.ctl), so a second demo (or a test's) would take over the first one's.
     return [
         sys.executable,
         "-m",
@@ -111,6 +112,7 @@ def _gunicorn(app: str, bind: str, *extra: str) -> list[str]:
         "gthread",
         "--keep-alive",
         "30",
+        "--no-control-socket",
         *extra,
     ]
 

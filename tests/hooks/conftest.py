@@ -54,7 +54,7 @@ def portal_server(django_db_setup, django_db_blocker, tmp_path_factory):
     env = {**os.environ, **CHILD_ENV, "DATABASE_URL": database_url}
     proc = subprocess.Popen(  # noqa: S603
         [sys.executable, "-m", "gunicorn", "portal.wsgi:application", "--bind", "127.0.0.1:0"]
-        + ["--workers", "1", "--worker-class", "gthread", "--threads", "4"],
+        + ["--workers", "1", "--worker-class", "gthread", "--threads", "4", "--no-control-socket"],
         cwd=ROOT,
         env=env,
         stdout=log,
