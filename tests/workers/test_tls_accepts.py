@@ -46,9 +46,16 @@ class BundledServer:
     as the server's own connection reports them, and ("request", True) per request sent."""
 
     def __init__(
-        self, certs: dict, client_ca=None, require: bool = False, groups: str = SERVER_GROUPS
+        self,
+        certs: dict,
+        client_ca=None,
+        require: bool = False,
+        groups: str = SERVER_GROUPS,
+        tls12: bool = False,
     ) -> None:
         context = SSL.Context(SSL.TLS_SERVER_METHOD)
+        if tls12:
+            context.set_max_proto_version(SSL.TLS1_2_VERSION)
         for kind in ("rsa", "ec"):
             context.use_certificate_file(str(certs[kind][0]))
             context.use_privatekey_file(str(certs[kind][1]))
@@ -168,6 +175,26 @@ def test_a_server_that_requires_a_client_certificate_shows_its_alert(certs):
     assert "certificate required" in facts["client_cert_alert"]
     # TLS 1.3: the client's side of each handshake completes before the server's verdict.
     assert by_name(facts["groups"])["X25519MLKEM768"]["accepted"] is True
+    # TLS 1.2: every handshake without a certificate ends after the request; what came before it (the
+    # group, the certificate) still tells what the server accepted.
+    with BundledServer(certs, client_ca=certs["ca"][0], require=True, tls12=True) as server:
+        facts = probe_accepts(
+            "127.0.0.1", server.port, server_name="127.0.0.1", protocol="TLSv1.2", budget_s=10
+        )
+    assert facts["client_cert_requested"] is True and facts["client_cert_required"] is True
+    assert "alert" in facts["client_cert_alert"]
+    x25519 = by_name(facts["groups"])["X25519"]
+    assert (x25519["accepted"], x25519["negotiated"]) == (True, "x25519")
+    assert x25519["reason"].startswith("then the server required a client certificate")
+    assert facts["client_ca_names"] == ["CN=Tollgate Test Client CA"]  # read from the request itself
+    p384 = by_name(facts["groups"])["P-384"]  # not among the server's groups: it fell back to RSA kx
+    assert (p384["accepted"], p384["reason"]) == (
+        False,
+        "the server chose a key exchange without a named group",
+    )
+    ecdsa = by_name(facts["signature_algorithms"])["ecdsa_secp256r1_sha256"]
+    assert (ecdsa["accepted"], ecdsa["cert_key_type"]) == (True, "EC")
+    assert server.seen["request", True] >= 10
 
 
 def test_debian_nginx_on_openssl_3_refuses_the_hybrid_and_asks_no_client_certificate():

@@ -122,6 +122,9 @@ class _Handshake:
 
     def __init__(self) -> None:
         self.requested = False
+        # The group and certificate when the request came (in TLS 1.2 the handshake may end there).
+        self.at_request: dict = {}
+        self.ca_names: list[str] | None = None
 
     def context(self, protocol: int) -> SSL.Context:
         context = tlslib.bundled_context(verify=False)
@@ -129,11 +132,23 @@ class _Handshake:
         context.set_max_proto_version(protocol)
 
         def info(conn: SSL.Connection, where: int, ret: int) -> None:
-            if CERTIFICATE_REQUEST in conn.get_state_string():
+            if CERTIFICATE_REQUEST in conn.get_state_string() and not self.requested:
                 self.requested = True
+                self.at_request = _negotiated(conn)
+                self.ca_names = [_name_text(n) for n in conn.get_client_ca_list()]
 
         context.set_info_callback(info)
         return context
+
+
+def _negotiated(conn: SSL.Connection) -> dict:
+    """The group negotiated and the key of the certificate the server sent, so far."""
+    group = _lib.SSL_get0_group_name(conn._ssl)
+    cert = conn.get_peer_certificate(as_cryptography=True)
+    return {
+        "negotiated": _ffi.string(group).decode() if group != _ffi.NULL else None,
+        "cert_key_type": key_type(cert.public_key())[0] if cert is not None else None,
+    }
 
 
 def _connect(host: str, port: int, name: str, context: SSL.Context, timeout_s: float) -> tlslib.BlockingTLS:
@@ -162,20 +177,13 @@ def _try(host, port, name, protocol, timeout_s, budget, configure) -> dict:
         if probe.requested:
             # TLS 1.2: the server got past the key exchange and its signature, then wanted a
             # certificate this probe does not have.
-            return {"accepted": True, "reason": f"then the server required a client certificate: {reason}"}
+            required = f"then the server required a client certificate: {reason}"
+            return {"accepted": True, "reason": required, **probe.at_request}
         if isinstance(exc, TimeoutError | socket.timeout):
             return {"accepted": None, "reason": "timed out"}
         return {"accepted": False if _server_refused(reason) else None, "reason": reason}
     try:
-        conn = tls.tls.conn
-        group = _lib.SSL_get0_group_name(conn._ssl)
-        cert = conn.get_peer_certificate(as_cryptography=True)
-        return {
-            "accepted": True,
-            "reason": None,
-            "negotiated": _ffi.string(group).decode() if group != _ffi.NULL else None,
-            "cert_key_type": key_type(cert.public_key())[0] if cert is not None else None,
-        }
+        return {"accepted": True, "reason": None, **_negotiated(tls.tls.conn)}
     finally:
         tls.close()
 
@@ -192,14 +200,15 @@ def _client_certificate(host, port, name, protocol, timeout_s, budget) -> dict:
         tls = _connect(host, port, name, context, min(timeout_s, budget.left()))
     except (OSError, ssl.SSLError, SSL.Error) as exc:
         if probe.requested:  # TLS 1.2: the handshake itself ends without a certificate
-            facts.update(client_cert_requested=True, client_cert_required=True)
+            facts.update(
+                client_cert_requested=True, client_cert_required=True, client_ca_names=probe.ca_names
+            )
             facts["client_cert_alert"] = _reason(exc)
         return facts
     try:
         facts["client_cert_requested"] = probe.requested
         if probe.requested:
-            names = tls.tls.conn.get_client_ca_list()
-            facts["client_ca_names"] = [_name_text(n) for n in names]
+            facts["client_ca_names"] = probe.ca_names
             try:
                 # TLS 1.3: the server's verdict comes after the client's side of the handshake. Wait
                 # for it a moment before writing: a request written into a connection the server has
@@ -278,10 +287,12 @@ def probe_accepts(
                 meta["handshakes"] += row["accepted"] is not None or row["reason"] == "timed out"
                 row.pop("cert_key_type", None)
                 expected = NEGOTIATED_NAMES.get(group, group)
-                if row["accepted"] and row.get("negotiated") != expected:
+                if row["accepted"] and row.get("negotiated") is None:
+                    # TLS 1.2: offered that group alone, the server chose a key exchange without one.
+                    row.update(accepted=False, reason="the server chose a key exchange without a named group")
+                elif row["accepted"] and row["negotiated"] != expected:
                     # Never the server's acceptance of this group: the handshake did without it.
-                    used = row.get("negotiated") or "no named group"
-                    row.update(accepted=None, reason=f"the handshake used {used} instead")
+                    row.update(accepted=None, reason=f"the handshake used {row['negotiated']} instead")
             facts["groups"].append({"name": group, "hybrid": group in HYBRID_GROUPS, **row})
         facts["signature_algorithms"] = []
         for sigalg in SIGALGS + (SIGALGS_TLS12 if protocol == "TLSv1.2" else ()):
