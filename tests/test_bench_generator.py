@@ -7,22 +7,35 @@ import shutil
 
 import pytest
 
+from portal.lib import hostcapacity
 from tests.conftest import bench_report
 
 
 def test_bench_generator_tiny_run_prints_the_ratios_of_both_tls_libraries():
     from bench.nginx import find_binary
 
-    if not (find_binary() and shutil.which("wrk") and shutil.which("openssl")):
-        pytest.skip("needs nginx, wrk and openssl")
-    # About 25 s on a quiet machine (the TLS arms and the overhead part twice); more when it is shared.
+    if not (find_binary() and shutil.which("wrk") and shutil.which("openssl") and shutil.which("h2load")):
+        pytest.skip("needs nginx, wrk, openssl and h2load")
+    # The TLS arms and the overhead part run twice (once per library): about 10 s more than one library.
     args = ("--duration", "1", "--warmup", "0.2", "--users", "2", "--tls-library", "both")
     report = bench_report("generator", *args, timeout=180)
-    for key in ("keepalive_plain_vs_wrk", "keepalive_tls_vs_wrk", "handshakes_vs_s_time", "scaling_2"):
+    keys = (
+        "keepalive_plain_vs_wrk",
+        "keepalive_tls_vs_wrk",
+        "handshakes_vs_s_time",
+        "h2_vs_h2load",
+        "scaling_2",
+    )
+    for key in keys:
         assert report[key] > 0, key
     assert report["engine"]["plain"]["requests"] > 0 and report["wrk"]["plain"]["requests"] > 0
-    assert report["s_time"]["connections"] > 0
+    assert report["s_time"]["connections"] > 0 and report["h2load"]["requests"] > 0
+    assert report["engine"]["h2"]["requests"] > 0
     assert set(report["overhead"]) == {"tls_library", "plain_new", "tls_new"}
+    # What `manage.py tollgate record-bench` keeps of it for the operators' page (docs/operations.md).
+    figures = hostcapacity.bench_figures(report)
+    assert all(figures[arm] > 0 for arm in ("plain", "tls", "tls_new")) and figures["cores"] >= 1
+    # Both TLS libraries' figures, in one run.
     assert report["settings"]["tls_libraries"] == ["system", "bundled"]
     by_library = report["by_library"]
     assert list(by_library) == ["system", "bundled"]

@@ -21,7 +21,8 @@ from __future__ import annotations
 import itertools
 
 from portal.lib import costs
-from portal.lib.matrix import DIMENSIONS, LABELS, MATRIX_ARM, REPORT_KEYS, VALUES, base_arm
+from portal.lib.matrix import DIMENSIONS, MATRIX_ARM, REPORT_KEYS, VALUES, base_arm
+from portal.lib.matrix import label as value_label
 
 
 def _cpu_saving(arms: dict[str, dict], costly: str, cheap: str) -> float | None:
@@ -92,8 +93,8 @@ def _pair_advice(
         first = costs.compare(dim, pairs[0][1], pairs[0][0], inputs)
     signs = [costs.compare(dim, x, y, inputs) for x, y in pairs]
     agree = sum(1 for e in signs if e and (e["delta"] > 0) == (costly_value == a))
-    label = LABELS[cheap_value]
-    title = f"{label[0].upper()}{label[1:]} instead of {LABELS[costly_value]}"
+    label = value_label(dim, cheap_value)
+    title = f"{label[0].upper()}{label[1:]} instead of {value_label(dim, costly_value)}"
     base = base_arm(pairs[0][0])
     if base != MATRIX_ARM:
         title += f" ({base}: on warm keep-alive connections)"

@@ -20,7 +20,7 @@ import itertools
 
 MATRIX_ARM = "tls_new"
 SEPARATOR = "@"
-DIMENSIONS = ("protocol", "group", "cert", "resumption")
+DIMENSIONS = ("protocol", "group", "cert", "resumption", "client_cert")
 # The arms the matrix repeats, and the dimensions that change what each measures. ``tls`` (keep-alive)
 # pays its one handshake per user in the warm-up: in its window only the protocol (record layer and
 # its cipher suites) differs, so it is repeated for the protocol only, and only when ``tls`` runs.
@@ -30,6 +30,7 @@ VALUES: dict[str, tuple[str, ...]] = {
     "group": ("x25519", "p256", "x25519mlkem768"),
     "cert": ("rsa", "ecdsa"),
     "resumption": ("none", "ticket", "session_id"),
+    "client_cert": ("none", "rsa", "ecdsa"),  # mutual TLS: the target's client certificate of that type
 }
 # Short forms for sub-arm names (they are keys of the report's ``arms`` and of ArmResult.arm).
 SHORT = {
@@ -56,8 +57,25 @@ LABELS = {
     "ticket": "resumption by session ticket",
     "session_id": "resumption by session ID",
 }
+# Values whose short form or label depends on the dimension ("none", "rsa" are others' values too).
+BY_DIMENSION = {
+    "client_cert": {
+        "short": {"none": "nocc", "rsa": "ccrsa", "ecdsa": "ccecdsa"},
+        "label": {
+            "none": "no client certificate",
+            "rsa": "an RSA client certificate",
+            "ecdsa": "an ECDSA client certificate",
+        },
+    }
+}
 # The report's variant keys (the issue's names): ``cert`` is reported as ``cert_key_type``.
-REPORT_KEYS = {"protocol": "protocol", "group": "group", "cert": "cert_key_type", "resumption": "resumption"}
+REPORT_KEYS = {
+    "protocol": "protocol",
+    "group": "group",
+    "cert": "cert_key_type",
+    "resumption": "resumption",
+    "client_cert": "client_cert",
+}
 MAX_NAME = 64  # ArmResult.arm's max_length
 
 
@@ -91,8 +109,18 @@ def variants(dimensions: list[str], arm: str = MATRIX_ARM) -> list[dict]:
 
 def variant_name(variant: dict, arm: str = MATRIX_ARM) -> str:
     """``tls_new@1.2+x25519``: the sub-arm's name, from the chosen dimensions' values in order."""
-    parts = [SHORT[variant[dim]] for dim in DIMENSIONS if variant.get(dim)]
+    parts = [short(dim, variant[dim]) for dim in DIMENSIONS if variant.get(dim)]
     return f"{arm}{SEPARATOR}{'+'.join(parts)}"
+
+
+def short(dim: str, value: str) -> str:
+    """A value's short form in sub-arm names (``client_cert`` none → ``nocc``, resumption none → ``full``)."""
+    return BY_DIMENSION.get(dim, {}).get("short", {}).get(value) or SHORT[value]
+
+
+def label(dim: str, value: str) -> str:
+    """A value as the advice says it."""
+    return BY_DIMENSION.get(dim, {}).get("label", {}).get(value) or LABELS[value]
 
 
 def base_arm(name: str) -> str:

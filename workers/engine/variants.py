@@ -29,11 +29,12 @@ import socket
 import ssl
 import time
 
-from portal.lib import matrix
+from portal.lib import clientcerts, matrix
 from portal.lib.protocol import ArmSpec
+from workers.engine import mtls
 from workers.engine.client import ARM_POLICIES, ConnectionPolicy, make_ssl_context
 from workers.engine.tlsinfo import certificate_facts
-from workers.engine.tlslib import SYSTEM
+from workers.engine.tlslib import SYSTEM, load_client_cert
 
 OPENSSL_GROUPS = {"x25519": "X25519", "p256": "prime256v1", "x25519mlkem768": "X25519MLKEM768"}
 GROUP_IDS = {
@@ -79,9 +80,11 @@ def group_refusal(name: str, openssl_version: tuple, setter: str) -> str:
     return f"the generator's OpenSSL {short} lacks {name}{since}"
 
 
-def build_context(variant: dict, verify: bool) -> ssl.SSLContext:
-    """The variant's client context (shared by every connection of its sub-arm)."""
+def build_context(variant: dict, verify: bool, client_certs: dict | None = None) -> ssl.SSLContext:
+    """The variant's client context (shared by every connection of its sub-arm); ``client_certs``:
+    the run's (``EngineConfig.client_certs``), for the ``client_cert`` dimension."""
     context = make_ssl_context(verify)
+    add_client_cert(context, variant, client_certs)
     protocol = variant.get("protocol")
     if protocol:
         context.minimum_version = context.maximum_version = PROTOCOLS[protocol]
@@ -101,6 +104,35 @@ def build_context(variant: dict, verify: bool) -> ssl.SSLContext:
     if variant.get("resumption") == "session_id":
         context.options |= ssl.OP_NO_TICKET
     return context
+
+
+def add_client_cert(context, variant: dict, client_certs: dict | None) -> None:
+    """The ``client_cert`` variant's certificate on ``context`` (either TLS library); refused when the
+    run holds none of that key type."""
+    kind = variant.get("client_cert")
+    if kind in (None, "none"):
+        return
+    pair = (client_certs or {}).get(kind)
+    if not pair:
+        raise Refused(
+            f"the target holds no {kind.upper()} client certificate: {clientcerts.NO_CERTIFICATE_HINT}"
+        )
+    load_client_cert(context, pair)
+
+
+def check_client_cert(variant: dict, messages: list) -> bool | None:
+    """Whether the server asked for a client certificate (a CertificateRequest among the handshake's
+    ``messages``, ``HandshakeLog.messages``); a variant presenting one is refused when it did not ask,
+    or when none was sent."""
+    log = mtls.Messages()
+    log.seen = messages
+    if variant.get("client_cert") in (None, "none"):
+        return log.asked() if variant.get("client_cert") else None
+    if not log.asked():
+        raise Refused(mtls.NOT_ASKED.format(arm=matrix.variant_name(variant)))
+    if not log.sent():
+        raise Refused("the server asked for a client certificate but the generator sent none")
+    return True
 
 
 def policy(variant: dict, arm: str = matrix.MATRIX_ARM) -> ConnectionPolicy:
@@ -252,6 +284,7 @@ def probe(endpoint, context: ssl.SSLContext, variant: dict, timeout_s: float) ->
         "probe_handshake_us": handshake_us,
         "session_resumed": None,
     }
+    negotiated["client_cert_requested"] = check_client_cert(variant, log.messages)
     session = _finish(sock, endpoint)
     _check(variant, negotiated)
     if policy(variant).resume_sessions:
@@ -325,7 +358,13 @@ class SubArm:
 
 
 def expand(
-    arm: ArmSpec, endpoint, dimensions: list[str], verify: bool, timeout_s: float, library: str = SYSTEM
+    arm: ArmSpec,
+    endpoint,
+    dimensions: list[str],
+    verify: bool,
+    timeout_s: float,
+    library: str = SYSTEM,
+    client_certs: dict | None = None,
 ) -> tuple[list[SubArm], list[dict]]:
     """Probe every variant of ``dimensions`` against the arm's endpoint: the sub-arms to measure and
     the ``matrix`` message's entries (every variant, measured or refused, in order). The variants are
@@ -339,7 +378,7 @@ def expand(
         try:
             if library != SYSTEM:
                 raise Refused(BUNDLED_REFUSAL)
-            context = build_context(variant, verify)
+            context = build_context(variant, verify, client_certs)
             entry["negotiated"] = probe(endpoint, context, variant, timeout_s)
         except Refused as exc:
             entry.update(status="refused", detail=str(exc))
