@@ -1,5 +1,6 @@
 """bench/client_paired runs end to end briefly: the engine's client and the blocking reference take
-turns on a throwaway nginx and the last line carries both medians per arm and phase."""
+turns on a throwaway nginx, on each TLS library in one run (``--tls-library both``), and the last
+line carries both medians per library, arm and phase, and bundled / system."""
 
 from __future__ import annotations
 
@@ -9,24 +10,36 @@ from bench.nginx import find_binary
 from tests.conftest import bench_report
 
 
-@pytest.mark.parametrize("library", ["system", "bundled"])
-def test_bench_client_paired_short_run_prints_both_clients(library):
+def test_bench_client_paired_short_run_prints_both_clients_on_both_libraries():
     if not find_binary():
         pytest.skip("needs nginx")
-    report = bench_report("client_paired", "--seconds", "0.6", "--repeat", "1", "--tls-library", library)
-    assert report["settings"]["tls_library"] == library
-    (run,) = report["runs"]
-    for arm in ("plain_new", "tls_new"):
-        # At least the floor of measured pairs, however slow the machine: 0.6 s alone may not suffice.
-        assert run[arm]["pairs"] >= report["settings"]["min_pairs"] == 20
-        for phase in ("connect_us", "ttlb_us"):
-            row = run[arm][phase]
-            assert row["engine_p50"] > 0 and row["blocking_p50"] > 0
-            assert isinstance(row["within"], bool)
-        # TTLB contains the connect (and for TLS the handshake): same boundaries in both clients.
-        assert run[arm]["ttlb_us"]["blocking_p50"] > run[arm]["connect_us"]["blocking_p50"]
-        assert run[arm]["ttlb_us"]["engine_p50"] > run[arm]["connect_us"]["engine_p50"]
-    assert run["tls_new"]["ttlb_us"]["engine_p50"] > run["plain_new"]["ttlb_us"]["engine_p50"]
+    report = bench_report("client_paired", "--seconds", "0.6", "--repeat", "1", "--tls-library", "both")
+    assert report["settings"]["tls_library"] == "both"
+    libraries = [run["tls_library"] for run in report["runs"]]
+    assert libraries == report["settings"]["tls_libraries"] == ["system", "bundled"]
+    for run in report["runs"]:
+        for arm in ("plain_new", "tls_new"):
+            # At least the floor of measured pairs, however slow the machine: 0.6 s alone may not suffice.
+            assert run[arm]["pairs"] >= report["settings"]["min_pairs"] == 20
+            for phase in ("connect_us", "ttlb_us"):
+                row = run[arm][phase]
+                assert row["engine_p50"] > 0 and row["blocking_p50"] > 0
+                assert isinstance(row["within"], bool)
+                # One run per library: its summary is that run's medians.
+                assert report["by_library"][run["tls_library"]][arm][phase] == {
+                    "engine_p50": row["engine_p50"],
+                    "blocking_p50": row["blocking_p50"],
+                }
+            # TTLB contains the connect (and for TLS the handshake): same boundaries in both clients.
+            assert run[arm]["ttlb_us"]["blocking_p50"] > run[arm]["connect_us"]["blocking_p50"]
+            assert run[arm]["ttlb_us"]["engine_p50"] > run[arm]["connect_us"]["engine_p50"]
+        assert run["tls_new"]["ttlb_us"]["engine_p50"] > run["plain_new"]["ttlb_us"]["engine_p50"]
     assert report["all_within"] == all(
-        run[arm][phase]["within"] for arm in ("plain_new", "tls_new") for phase in ("connect_us", "ttlb_us")
+        run[arm][phase]["within"]
+        for run in report["runs"]
+        for arm in ("plain_new", "tls_new")
+        for phase in ("connect_us", "ttlb_us")
     )
+    system, bundled = report["by_library"]["system"], report["by_library"]["bundled"]
+    ratio = bundled["tls_new"]["ttlb_us"]["engine_p50"] / system["tls_new"]["ttlb_us"]["engine_p50"]
+    assert report["library_ratios"]["tls_new_ttlb_us_engine_p50"] == round(ratio, 3)

@@ -1,4 +1,5 @@
-"""bench/generator runs end to end in a tiny mode and prints its figures as the last line."""
+"""bench/generator runs end to end in a tiny mode and prints its figures as the last line, both TLS
+libraries' in one run (``--tls-library both``)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ from portal.lib import hostcapacity
 from tests.conftest import bench_report
 
 
-def test_bench_generator_tiny_run_prints_the_ratios():
+def test_bench_generator_tiny_run_prints_the_ratios_of_both_tls_libraries():
     from bench.nginx import find_binary
 
     if not (find_binary() and shutil.which("wrk") and shutil.which("openssl") and shutil.which("h2load")):
         pytest.skip("needs nginx, wrk, openssl and h2load")
-    report = bench_report("generator", "--duration", "1", "--warmup", "0.2", "--users", "2")
+    # The TLS arms and the overhead part run twice (once per library): about 10 s more than one library.
+    args = ("--duration", "1", "--warmup", "0.2", "--users", "2", "--tls-library", "both")
+    report = bench_report("generator", *args, timeout=180)
     keys = (
         "keepalive_plain_vs_wrk",
         "keepalive_tls_vs_wrk",
@@ -28,7 +31,29 @@ def test_bench_generator_tiny_run_prints_the_ratios():
     assert report["engine"]["plain"]["requests"] > 0 and report["wrk"]["plain"]["requests"] > 0
     assert report["s_time"]["connections"] > 0 and report["h2load"]["requests"] > 0
     assert report["engine"]["h2"]["requests"] > 0
-    assert set(report["overhead"]) == {"plain_new", "tls_new"}
+    assert set(report["overhead"]) == {"tls_library", "plain_new", "tls_new"}
     # What `manage.py tollgate record-bench` keeps of it for the operators' page (docs/operations.md).
     figures = hostcapacity.bench_figures(report)
     assert all(figures[arm] > 0 for arm in ("plain", "tls", "tls_new")) and figures["cores"] >= 1
+    # Both TLS libraries' figures, in one run.
+    assert report["settings"]["tls_libraries"] == ["system", "bundled"]
+    by_library = report["by_library"]
+    assert list(by_library) == ["system", "bundled"]
+    # The engine ran on the library asked for, as its own hello says (the OpenSSL differs: 3.x vs 4.x).
+    assert by_library["system"]["tls_library"]["binding"] == "ssl"
+    assert by_library["bundled"]["tls_library"]["binding"].startswith("pyOpenSSL ")
+    assert by_library["system"]["tls_library"]["openssl"] != by_library["bundled"]["tls_library"]["openssl"]
+    for library, row in by_library.items():
+        assert row["keepalive_tls_vs_wrk"] > 0 and row["handshakes_vs_s_time"] > 0, library
+        assert row["engine"]["tls_new"]["requests"] > 0 and row["engine"]["tls"]["failures"] == 0, library
+        assert row["overhead"]["tls_library"] == library
+        for phase in ("connect_us", "ttlb_us"):
+            assert row["overhead"]["tls_new"]["blocking"][phase] > 0
+            assert isinstance(row["overhead"]["tls_new"][f"{phase}_within"], bool)
+    # The top-level figures are the first library's.
+    assert report["keepalive_tls_vs_wrk"] == by_library["system"]["keepalive_tls_vs_wrk"]
+    assert report["overhead"] == by_library["system"]["overhead"]
+    ratios = report["library_ratios"]
+    system, bundled = (by_library[name]["engine"]["tls_new"]["per_cpu_s"] for name in ("system", "bundled"))
+    assert ratios["tls_new_per_cpu_s"] == round(bundled / system, 3)
+    assert all(value > 0 for value in ratios.values())

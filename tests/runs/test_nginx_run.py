@@ -62,6 +62,14 @@ def test_five_arms_against_nginx_give_split_costs_tls_facts_and_validity(owner):
     facts = report["tls_info"]
     assert facts["protocol"] in ("TLSv1.2", "TLSv1.3") and facts["cert_key_type"] == "RSA"
     assert facts["cert_key_bits"] == 2048 and facts["session_ticket"] is True
+    # What nginx accepts, probed inside the engine on the bundled library: its OpenSSL 3.0 refuses the
+    # hybrid group with an alert, takes X25519, and asks for no client certificate.
+    groups = {g["name"]: g for g in facts["groups"]}
+    assert groups["X25519MLKEM768"]["accepted"] is False and groups["X25519"]["accepted"] is True
+    assert (
+        facts["accept_probe"]["tls_library"]["choice"] == "bundled" and facts["accept_probe"]["error"] is None
+    )
+    assert facts["client_cert_requested"] is False
     # The validity panel is complete; nothing is wrong with this run's status codes or pages.
     found = {v["check"]: v for v in report["validity"]}
     assert found["status_codes"]["status"] == found["content_length"]["status"] == "pass"

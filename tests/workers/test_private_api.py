@@ -25,7 +25,8 @@ from workers.engine import coop, tlslib
 RECHECK = (
     "the engine's private-API code was written for {pinned}, this is {running}: check coop.py "
     "(SSLContext._wrap_socket, _encode_hostname, the _socket.socket subclass, hub.loop.io / hub.wait), "
-    "variants.py (SSLContext._msg_callback) and tlslib.py (OpenSSL._util.lib, Connection._ssl) against "
+    "variants.py (SSLContext._msg_callback), tlslib.py and tlsaccept.py (OpenSSL._util.lib, Connection._ssl, "
+    "Context._context) against "
     "the new version, run tests/workers, then move PRIVATE_API_CHECKED_ON"
 )
 
@@ -65,6 +66,10 @@ def test_the_private_parts_the_engine_calls_are_there_with_their_shapes():
         "SSL_get0_param",
         "X509_VERIFY_PARAM_set1_host",
         "X509_VERIFY_PARAM_set1_ip",
+        "SSL_CTX_set1_curves_list",  # tlsaccept.py: one group, one signature algorithm per handshake
+        "SSL_CTX_set1_sigalgs_list",
+        "SSL_get0_group_name",
     ):
         assert hasattr(lib, name), name
     assert "_ssl" in SSL.Connection.__init__.__code__.co_names
+    assert "_context" in SSL.Context.__init__.__code__.co_names

@@ -12,6 +12,12 @@ reconnect resumed; in TLS 1.2 a second pair of connections without tickets tells
 resumes by session ID alone (``session_id``). A server that issues tickets it cannot take back (a
 new ticket key per connection, as Gunicorn's default TLS setup) shows ``session_ticket_issued``
 true and ``session_ticket`` false.
+
+What the server accepts — key-exchange groups (hybrids included), signature algorithms, a client
+certificate request and its CA names — comes from short handshakes on the bundled library
+(``workers/engine/tlsaccept.py``), after the first handshake worked. ``tls_library`` names the library
+of the first handshake (``openssl s_client``'s OpenSSL, or Python's ``ssl``); ``accept_probe`` that
+of the accept probe.
 """
 
 from __future__ import annotations
@@ -28,9 +34,10 @@ from pathlib import Path
 
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed448, ed25519, rsa
 
+from workers.engine import tlslib
 from workers.engine.client import make_ssl_context
+from workers.engine.tlsaccept import key_type, probe_accepts
 
 KEYS = (
     "protocol",
@@ -53,6 +60,14 @@ KEYS = (
     "issuer",
     "verified",
     "source",
+    "tls_library",
+    "groups",
+    "signature_algorithms",
+    "client_cert_requested",
+    "client_ca_names",
+    "client_cert_required",
+    "client_cert_alert",
+    "accept_probe",
     "error",
 )
 PEM = re.compile(rb"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", re.S)
@@ -80,21 +95,9 @@ def certificate_facts(ders: list[bytes]) -> dict:
     if not ders:
         return {}
     leaf = x509.load_der_x509_certificate(ders[0])
-    key = leaf.public_key()
-    if isinstance(key, rsa.RSAPublicKey):
-        key_type, bits = "RSA", key.key_size
-    elif isinstance(key, ec.EllipticCurvePublicKey):
-        key_type, bits = "EC", key.curve.key_size
-    elif isinstance(key, ed25519.Ed25519PublicKey):
-        key_type, bits = "Ed25519", 256
-    elif isinstance(key, ed448.Ed448PublicKey):
-        key_type, bits = "Ed448", 456
-    elif isinstance(key, dsa.DSAPublicKey):
-        key_type, bits = "DSA", key.key_size
-    else:
-        key_type, bits = type(key).__name__, None
+    kind, bits = key_type(leaf.public_key())
     return {
-        "cert_key_type": key_type,
+        "cert_key_type": kind,
         "cert_key_bits": bits,
         "signature_algorithm": getattr(
             leaf.signature_algorithm_oid, "_name", leaf.signature_algorithm_oid.dotted_string
@@ -105,6 +108,23 @@ def certificate_facts(ders: list[bytes]) -> dict:
         "subject": _cn(leaf.subject),
         "issuer": _cn(leaf.issuer),
     }
+
+
+_OPENSSL_BINARY: list[str] = []
+
+
+def openssl_binary_library() -> dict:
+    """``tls_library`` of the ``openssl s_client`` probe: the system's OpenSSL binary (its version may
+    differ from the one linked into Python)."""
+    if not _OPENSSL_BINARY:
+        try:
+            out = subprocess.run(  # noqa: S603, S607 - fixed binary and argument
+                ["openssl", "version"], capture_output=True, text=True, timeout=5, check=False
+            ).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            out = ""
+        _OPENSSL_BINARY.append(out or "unknown")
+    return {"choice": tlslib.SYSTEM, "openssl": _OPENSSL_BINARY[0], "binding": "openssl s_client"}
 
 
 def _line(text: str, prefix: str) -> str | None:
@@ -119,6 +139,7 @@ def parse_s_client(text: str) -> dict:
     """Parse ``openssl s_client -showcerts -status -alpn …`` output (OpenSSL 1.1 and 3.x)."""
     facts = _empty()
     facts["source"] = "openssl s_client"
+    facts["tls_library"] = openssl_binary_library()
     new = re.search(r"^New, (\S+), Cipher is (\S+)", text, re.M)
     if new:
         facts["protocol"], facts["cipher"] = new.group(1), new.group(2)
@@ -272,6 +293,7 @@ def _probe_python(
 ) -> dict:
     facts = _empty()
     facts["source"] = "python ssl"
+    facts["tls_library"] = tlslib.describe(tlslib.SYSTEM)
     name = server_name or host
     context = make_ssl_context(verify, cafile)  # the engine's own client context
     info, session, _ = _python_connection(host, port, name, context, timeout_s)
@@ -309,19 +331,29 @@ def probe_tls(
     verify: bool,
     timeout_s: float = 10.0,
     cafile: str | None = None,
+    accepts: bool = True,
 ) -> dict:
     """A handshake with host:port (an address; ``server_name`` for SNI and checks), and reconnects
-    that try to resume its session → TLS facts."""
+    that try to resume its session → TLS facts; with ``accepts``, then what the server accepts
+    (``tlsaccept.probe_accepts``: a short handshake per candidate group and signature algorithm)."""
     first_error = None
+    facts = None
     if shutil.which("openssl"):
         try:
-            return _probe_openssl(host, port, server_name, verify, timeout_s, cafile)
+            facts = _probe_openssl(host, port, server_name, verify, timeout_s, cafile)
         except (OSError, subprocess.SubprocessError, ValueError) as exc:
             first_error = f"openssl s_client: {type(exc).__name__}: {exc}"
     try:
-        facts = _probe_python(host, port, server_name, verify, timeout_s, cafile)
-        if first_error:
-            facts["error"] = first_error
+        if facts is None:
+            facts = _probe_python(host, port, server_name, verify, timeout_s, cafile)
+            if first_error:
+                facts["error"] = first_error
+        if accepts:
+            facts.update(
+                probe_accepts(
+                    host, port, server_name=server_name, protocol=facts["protocol"], timeout_s=timeout_s
+                )
+            )
         return facts
     except (OSError, ssl.SSLError, ValueError) as exc:
         facts = _empty()

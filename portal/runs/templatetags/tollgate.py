@@ -191,3 +191,14 @@ def error_summary(*forms) -> dict:
             label = "" if field.is_hidden else field.label
             items += [{"text": error, "label": label, "href": href} for error in field.errors]
     return {"items": items}
+
+
+@register.filter
+def by_answer(rows) -> dict:
+    """The TLS facts' candidates (``groups``, ``signature_algorithms``) by the server's answer:
+    ``{"accepted": [...], "refused": [...], "not_asked": [...]}`` (``accepted`` None: not asked)."""
+    out: dict[str, list] = {"accepted": [], "refused": [], "not_asked": []}
+    for row in rows or ():
+        answer = row.get("accepted")
+        out["accepted" if answer else "not_asked" if answer is None else "refused"].append(row)
+    return out
