@@ -28,7 +28,8 @@ MATRIX_ARMS: dict[str, tuple[str, ...]] = {"tls_new": DIMENSIONS, "tls": ("proto
 VALUES: dict[str, tuple[str, ...]] = {
     "protocol": ("tls1.2", "tls1.3"),
     "group": ("x25519", "p256", "x25519mlkem768"),
-    "cert": ("rsa", "ecdsa"),
+    # Ed25519: refused by a server that holds no Ed25519 certificate (one probing handshake, no window).
+    "cert": ("rsa", "ecdsa", "ed25519"),
     "resumption": ("none", "ticket", "session_id"),
 }
 # Short forms for sub-arm names (they are keys of the report's ``arms`` and of ArmResult.arm).
@@ -40,6 +41,7 @@ SHORT = {
     "x25519mlkem768": "mlkem",
     "rsa": "rsa",
     "ecdsa": "ecdsa",
+    "ed25519": "ed25519",
     "none": "full",
     "ticket": "ticket",
     "session_id": "sessid",
@@ -52,6 +54,7 @@ LABELS = {
     "x25519mlkem768": "X25519MLKEM768 (post-quantum hybrid) key exchange",
     "rsa": "RSA certificate",
     "ecdsa": "ECDSA certificate",
+    "ed25519": "Ed25519 certificate",
     "none": "a full handshake per connection",
     "ticket": "resumption by session ticket",
     "session_id": "resumption by session ID",
@@ -59,6 +62,74 @@ LABELS = {
 # The report's variant keys (the issue's names): ``cert`` is reported as ``cert_key_type``.
 REPORT_KEYS = {"protocol": "protocol", "group": "group", "cert": "cert_key_type", "resumption": "resumption"}
 MAX_NAME = 64  # ArmResult.arm's max_length
+# The names OpenSSL prints for a group (``SSL_get0_group_name``: ``x25519``, ``secp256r1``,
+# ``X25519MLKEM768``), by the built-in values and by OpenSSL's aliases; compared case-insensitively.
+OPENSSL_NAMES = {"x25519": "x25519", "p256": "secp256r1", "x25519mlkem768": "X25519MLKEM768"}
+GROUP_ALIASES = {
+    "p-256": "secp256r1",
+    "prime256v1": "secp256r1",
+    "p-384": "secp384r1",
+    "p-521": "secp521r1",
+}
+MAX_GROUPS = 4  # named groups besides the built-in ones (each adds variants)
+MAX_GROUP_CHARS = 32
+
+
+def canonical_group(name: str | None) -> str | None:
+    """A group value or a name OpenSSL prints, as one lower-case name: ``p256``, ``P-256``,
+    ``prime256v1`` and ``secp256r1`` are all ``secp256r1``."""
+    if not name:
+        return None
+    lowered = OPENSSL_NAMES.get(name, name).lower()
+    return GROUP_ALIASES.get(lowered, lowered)
+
+
+def same_group(value: str, negotiated: str | None) -> bool:
+    """Whether the group a handshake negotiated (as OpenSSL prints it) is the variant's ``value``."""
+    return negotiated is not None and canonical_group(value) == canonical_group(negotiated)
+
+
+def parse_groups(text: str | list[str] | None) -> list[str]:
+    """``tls_groups``: key-exchange groups named by the user besides x25519, p256 and X25519MLKEM768
+    (``"secp384r1,X448"``, or a list), as OpenSSL names them; ValueError on a name that cannot be
+    one. Duplicates of each other or of the built-in groups are dropped. Whether the run's TLS
+    library has the group is the engine's to find out (a variant it lacks is refused, saying so)."""
+    if not text:
+        return []
+    items = text.split(",") if isinstance(text, str) else list(text)
+    out: list[str] = []
+    seen = {canonical_group(value) for value in VALUES["group"]}
+    for item in items:
+        name = str(item).strip()
+        if not name:
+            continue
+        if len(name) > MAX_GROUP_CHARS or not all(ch.isalnum() or ch in "-_" for ch in name):
+            raise ValueError(
+                f"a group is named as OpenSSL names it (letters, digits, - and _, at most "
+                f"{MAX_GROUP_CHARS}), not {name!r}"
+            )
+        if canonical_group(name) in seen:
+            continue
+        seen.add(canonical_group(name))
+        out.append(name)
+    if len(out) > MAX_GROUPS:
+        raise ValueError(f"at most {MAX_GROUPS} named groups")
+    return out
+
+
+def short(value: str) -> str:
+    """A value's short form in sub-arm names (a named group: its name in lower case)."""
+    return SHORT.get(value) or value.lower()
+
+
+def label(value: str) -> str:
+    """A value in words (a named group: "<name> key exchange")."""
+    return LABELS.get(value) or f"{value} key exchange"
+
+
+def values(dim: str, groups: list[str] | None = None) -> tuple[str, ...]:
+    """A dimension's values: the built-in ones, and for ``group`` the named ``groups`` after them."""
+    return VALUES[dim] + tuple(groups or ()) if dim == "group" else VALUES[dim]
 
 
 def parse_dimensions(text: str | list[str] | None) -> list[str]:
@@ -75,23 +146,24 @@ def parse_dimensions(text: str | list[str] | None) -> list[str]:
     return [dim for dim in DIMENSIONS if dim in wanted]
 
 
-def variants(dimensions: list[str], arm: str = MATRIX_ARM) -> list[dict]:
+def variants(dimensions: list[str], arm: str = MATRIX_ARM, groups: list[str] | None = None) -> list[dict]:
     """The cross product of the chosen dimensions' values that matter for ``arm``
-    (``MATRIX_ARMS``); the other dimensions are ``None``."""
+    (``MATRIX_ARMS``); the other dimensions are ``None``. ``groups``: named groups added to the
+    ``group`` dimension (``parse_groups``)."""
     chosen = [dim for dim in MATRIX_ARMS.get(arm, ()) if dim in dimensions]
     if not chosen:
         return []
     out = []
-    for values in itertools.product(*(VALUES[dim] for dim in chosen)):
+    for combination in itertools.product(*(values(dim, groups) for dim in chosen)):
         variant = dict.fromkeys(DIMENSIONS)
-        variant.update(zip(chosen, values, strict=True))
+        variant.update(zip(chosen, combination, strict=True))
         out.append(variant)
     return out
 
 
 def variant_name(variant: dict, arm: str = MATRIX_ARM) -> str:
     """``tls_new@1.2+x25519``: the sub-arm's name, from the chosen dimensions' values in order."""
-    parts = [SHORT[variant[dim]] for dim in DIMENSIONS if variant.get(dim)]
+    parts = [short(variant[dim]) for dim in DIMENSIONS if variant.get(dim)]
     return f"{arm}{SEPARATOR}{'+'.join(parts)}"
 
 
@@ -104,13 +176,13 @@ def is_variant(name: str) -> bool:
     return SEPARATOR in name
 
 
-def variant_count(dimensions: list[str], arms: list | None = None) -> int:
+def variant_count(dimensions: list[str], arms: list | None = None, groups: list[str] | None = None) -> int:
     """How many sub-arms at most (before refusals) over ``arms`` (names or ``{"name"}`` dicts;
     default ``tls_new`` alone): for time limits and quotas."""
     names = [
         a.get("name") if isinstance(a, dict) else a for a in (arms if arms is not None else [MATRIX_ARM])
     ]
-    return sum(len(variants(dimensions, name)) for name in names if name in MATRIX_ARMS)
+    return sum(len(variants(dimensions, name, groups)) for name in names if name in MATRIX_ARMS)
 
 
 def report_variant(variant: dict) -> dict:

@@ -94,6 +94,9 @@ class EngineConfig:
     # TLS configuration matrix (portal/lib/matrix.py): the dimensions to vary ("protocol", "group",
     # "cert", "resumption"); tls_new is repeated under each client-side variant as a sub-arm.
     tls_matrix: list[str] = field(default_factory=list)
+    # Key-exchange groups the user named for the matrix's group dimension, besides x25519, p256 and
+    # X25519MLKEM768 (OpenSSL's names, matrix.parse_groups).
+    tls_groups: list[str] = field(default_factory=list)
     # Locust worker processes per generator host (workers.engine.distributed); 1: the single-process
     # local runner; 0 ("auto"): one per core of each generator host, resolved by the engine there.
     generators: int = 1
@@ -131,6 +134,7 @@ class EngineConfig:
             matrix.parse_dimensions(self.tls_matrix)
             if not any(arm.name == matrix.MATRIX_ARM for arm in self.arms):
                 raise ValueError(f"tls_matrix needs the {matrix.MATRIX_ARM} arm")
+        self.tls_groups = matrix.parse_groups(self.tls_groups)
         if not 0 <= self.generators <= MAX_GENERATORS:
             raise ValueError(f"generators must be 1..{MAX_GENERATORS} or 0 (auto: one per core)")
         if self.generators != 1 and self.tls_matrix:
@@ -146,7 +150,8 @@ class EngineConfig:
 
     def arm_count(self) -> int:
         """Arms per round, the matrix's sub-arms included (at most: refused variants are skipped)."""
-        return len(self.arms) + matrix.variant_count(self.tls_matrix, [arm.name for arm in self.arms])
+        names = [arm.name for arm in self.arms]
+        return len(self.arms) + matrix.variant_count(self.tls_matrix, names, self.tls_groups)
 
     def planned_s(self) -> float:
         arms_s = self.rounds * self.arm_count() * (self.warmup_s + self.duration_s)

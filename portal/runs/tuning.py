@@ -71,6 +71,15 @@ class TuningFields(forms.Form):
         except ValueError as exc:
             raise forms.ValidationError(str(exc)) from None
 
+    def clean_tls_groups(self) -> list[str]:
+        value = self.cleaned_data.get("tls_groups") or ""
+        if not isinstance(value, str | list):
+            raise forms.ValidationError("Expected a list or a string.")
+        try:
+            return matrix.parse_groups(value)
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from None
+
     def clean_generators(self) -> int:
         """A number of processes, or "auto" (stored as 0: one per core of each generator host)."""
         try:
@@ -107,6 +116,7 @@ class TuningFields(forms.Form):
         data = self.cleaned_data
         return {
             "tls_matrix": matrix.parse_dimensions(data.get("tls_matrix") or []),
+            "tls_groups": data.get("tls_groups") or [],
             "wan_rtt_ms": data.get("wan_rtt_ms") or list(wan.DEFAULT_RTTS_MS),
             "generators": data.get("generators", 1),
             "saturation": data.get("saturation"),

@@ -18,11 +18,11 @@ def test_dimensions_parse_in_canonical_order_and_refuse_unknown_ones():
 
 def test_variants_are_the_cross_product_with_short_names_that_fit_the_column():
     variants = matrix.variants(["protocol", "cert"])
-    assert len(variants) == 4
+    assert len(variants) == 6  # RSA, ECDSA and Ed25519 under each protocol
     assert variants[0] == {"protocol": "tls1.2", "group": None, "cert": "rsa", "resumption": None}
     assert matrix.variant_name(variants[0]) == "tls_new@1.2+rsa"
     everything = matrix.variants(list(matrix.DIMENSIONS))
-    assert len(everything) == matrix.variant_count(list(matrix.DIMENSIONS)) == 36
+    assert len(everything) == matrix.variant_count(list(matrix.DIMENSIONS)) == 54
     longest = max(len(matrix.variant_name(v)) for v in everything)
     assert longest <= matrix.MAX_NAME
     assert matrix.base_arm("tls_new@1.3+x25519") == "tls_new" and matrix.base_arm("tls") == "tls"
@@ -116,15 +116,15 @@ def test_the_request_budget_counts_the_sub_arms():
         "duration_s": 4,
     }
     assert quotas.planned_requests(config) == 10 * 5 * 2
-    assert quotas.planned_requests({**config, "tls_matrix": ["protocol", "cert"]}) == 10 * 5 * (2 + 4)
+    assert quotas.planned_requests({**config, "tls_matrix": ["protocol", "cert"]}) == 10 * 5 * (2 + 6)
 
 
 def test_keep_alive_tls_is_repeated_for_the_protocol_only():
     variants = matrix.variants(["protocol", "cert", "resumption"], "tls")
     assert [matrix.variant_name(v, "tls") for v in variants] == ["tls@1.2", "tls@1.3"]
     assert matrix.variants(["cert"], "tls") == [] and matrix.variants(["protocol"], "plain") == []
-    assert matrix.variant_count(["protocol", "cert"], ["plain", "tls", {"name": "tls_new"}]) == 2 + 4
-    assert matrix.variant_count(["protocol", "cert"]) == 4  # tls_new alone
+    assert matrix.variant_count(["protocol", "cert"], ["plain", "tls", {"name": "tls_new"}]) == 2 + 6
+    assert matrix.variant_count(["protocol", "cert"]) == 6  # tls_new alone
 
 
 def test_tls12_cheaper_next_to_the_server_is_advised_with_its_extra_round_trip():

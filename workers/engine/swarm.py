@@ -199,7 +199,13 @@ class Swarm:
         cfg = self.config
         ready = prepared[arm.name]
         sub_arms, entries = expand(
-            arm, ready.endpoint, cfg.tls_matrix, cfg.verify_tls, cfg.timeout_s, library=cfg.tls_library
+            arm,
+            ready.endpoint,
+            cfg.tls_matrix,
+            cfg.verify_tls,
+            cfg.timeout_s,
+            library=cfg.tls_library,
+            groups=cfg.tls_groups,
         )
         if not entries:
             return []
