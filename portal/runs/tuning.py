@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from django import forms
 
-from portal.lib import capacity, matrix, runspec, saturation, wan
+from portal.lib import advice, capacity, matrix, runspec, saturation, wan
 from portal.lib.protocol import ARMS
 
 SATURATION_FIELDS = (
@@ -136,6 +136,8 @@ def report_lines(report: dict) -> list[str]:
         lines.append(
             f"advice   {item['title']}: saves {saving:.3f} ms TTLB per request ({ci}, {item['verdict']})"
         )
+        if item.get("hybrid"):
+            lines.append(f"         {advice.hybrid_words(item['hybrid']).strip()}")
     rows = report.get("wan") or []
     if rows:
         rtts = list(dict.fromkeys(row["rtt_ms"] for row in rows))
