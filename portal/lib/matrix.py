@@ -72,6 +72,24 @@ GROUP_ALIASES = {
     "p-521": "secp521r1",
 }
 MAX_GROUPS = 4  # named groups besides the built-in ones (each adds variants)
+GROUPS_HELP = (
+    "With the matrix's group dimension: key-exchange groups to measure besides X25519, P-256 and "
+    "X25519MLKEM768, comma-separated as OpenSSL names them (e.g. secp384r1,SecP256r1MLKEM768); one "
+    "the run's TLS library lacks, or the server refuses, is listed as refused."
+)
+# The run option tls_groups' extras (portal.lib.runspec.RunSpec.tls_groups).
+GROUPS_OPTION = {
+    "label": "More key-exchange groups",
+    "help": GROUPS_HELP,
+    "description": f'{GROUPS_HELP} At most {MAX_GROUPS}: ["secp384r1"] or "secp384r1,X448".',
+    "form": "text",
+    "chars": 200,
+    "cli": "--tls-groups",
+    "cli_help": GROUPS_HELP,
+    "optional": True,
+    "overridable": True,
+    "engine": True,
+}
 MAX_GROUP_CHARS = 32
 
 

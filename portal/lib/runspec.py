@@ -319,22 +319,9 @@ class RunSpec(BaseModel):
         overridable=True,
         engine=True,
     )
+    # Its label, help and surfaces beside the group names it checks (portal.lib.matrix.GROUPS_OPTION).
     tls_groups: list[Annotated[str, Field(max_length=matrix.MAX_GROUP_CHARS)]] = _field(
-        default_factory=list,
-        label="More key-exchange groups",
-        help="With the group dimension: key-exchange groups to measure besides X25519, P-256 and "
-        "X25519MLKEM768, as OpenSSL names them, e.g. secp384r1,SecP256r1MLKEM768. A group the run's "
-        "TLS library lacks, or the server refuses, is listed as refused.",
-        description="More key-exchange groups for the matrix's group dimension (OpenSSL's names, at most "
-        f'{matrix.MAX_GROUPS}), e.g. ["secp384r1"] (or "secp384r1,X448").',
-        form="text",
-        chars=200,
-        cli="--tls-groups",
-        cli_help="more key-exchange groups for the matrix's group dimension, comma-separated, as OpenSSL "
-        "names them (e.g. secp384r1,SecP256r1MLKEM768)",
-        optional=True,
-        overridable=True,
-        engine=True,
+        default_factory=list, **matrix.GROUPS_OPTION
     )
     wan_rtt_ms: list[Annotated[float, Field(ge=0, le=wan.MAX_RTT_MS)]] = _field(
         default_factory=lambda: list(wan.DEFAULT_RTTS_MS),

@@ -191,6 +191,7 @@ class RunForm(TuningFields, SpecFields):
             arrival_rate=data.get("arrival_rate"),
             rounds=data.get("rounds"),
             tls_matrix=data.get("tls_matrix") or [],
+            tls_groups=data.get("tls_groups") or [],
             generators=data.get("generators"),
             saturation=data.get("saturation"),
         )

@@ -148,3 +148,77 @@ def test_tls12_cheaper_next_to_the_server_is_advised_with_its_extra_round_trip()
     item = next(a for a in data["advice"] if a.get("dimension") == "protocol")
     assert item["arms"] == ["tls_new@1.3+ticket", "tls_new@1.2+ticket"]
     assert "extra_round_trips" not in item and "round trip" not in item["title"]
+
+
+def test_named_groups_parse_by_openssl_names_and_add_variants():
+    assert matrix.parse_groups("secp384r1, X448,,P-256,x25519") == ["secp384r1", "X448"]  # built-ins dropped
+    assert matrix.parse_groups(["SecP256r1MLKEM768"]) == ["SecP256r1MLKEM768"]
+    for bad in ("x y", "a;b", "a" * 33, "g1,g2,g3,g4,g5"):
+        with pytest.raises(ValueError):
+            matrix.parse_groups(bad)
+    named = matrix.variants(["group"], groups=["secp384r1"])
+    assert [matrix.variant_name(v) for v in named][-1] == "tls_new@secp384r1"
+    assert matrix.variant_count(["group", "cert"], groups=["secp384r1"]) == 4 * 3
+    # The negotiated group as OpenSSL prints it, whatever alias the variant was named by.
+    assert matrix.same_group("p256", "secp256r1") and matrix.same_group("P-384", "secp384r1")
+    assert matrix.same_group("x25519mlkem768", "X25519MLKEM768") and not matrix.same_group("x25519", None)
+    assert not matrix.same_group("p256", "x25519")
+    config = EngineConfig.from_dict(
+        {
+            "arms": [{"name": "tls_new", "url": "https://h/"}],
+            "tls_matrix": ["group"],
+            "tls_groups": "secp384r1",
+            "warmup_s": 1,
+            "duration_s": 1,
+        }
+    )
+    assert config.tls_groups == ["secp384r1"] and config.arm_count() == 1 + 4
+
+
+def hybrid_probe(name: str, group: str, client_bytes: int, server_bytes: int) -> dict:
+    entry = probe(name, group=group)
+    entry["negotiated"] = {
+        "protocol": "TLSv1.3",
+        "group": {"x25519mlkem768": "X25519MLKEM768", "x25519": "x25519"}[group],
+        "client_handshake_bytes": client_bytes,
+        "server_handshake_bytes": server_bytes,
+        "client_flight_bytes": client_bytes - 64,
+        "server_flight_bytes": server_bytes,
+    }
+    return entry
+
+
+@pytest.mark.parametrize("hybrid_p50", [1300, 1150])
+def test_the_hybrid_is_priced_per_handshake_and_at_peak_whichever_way_it_measured(hybrid_p50):
+    from portal.lib import advice
+
+    probes = [
+        hybrid_probe("tls_new@x25519", "x25519", 300, 1400),
+        hybrid_probe("tls_new@mlkem", "x25519mlkem768", 1484, 2460),
+    ]
+    arms = []
+    for round_index in range(3):  # three rounds: the CI over rounds, for the time and for the CPU
+        for name, p50, cpu in (("tls_new", 1200, 0.5), ("tls_new@x25519", 1200, 0.5)):
+            arms.append({**rows(name, p50 + round_index, cpu), "round": round_index})
+        arms.append({**rows("tls_new@mlkem", hybrid_p50 + 2 * round_index, 0.62), "round": round_index})
+    data = report.build_report({"id": "x"}, arms, {"protocol": "TLSv1.3"}, None, probes)
+    (item,) = [a for a in data["advice"] if a.get("hybrid")]
+    hybrid = item["hybrid"]
+    assert item["title"].startswith("What the post-quantum hybrid costs: X25519MLKEM768")
+    assert item["arms"] == ["tls_new@mlkem", "tls_new@x25519"]  # the hybrid first, even when cheaper
+    assert hybrid["group"] == "X25519MLKEM768" and hybrid["versus"] == "x25519"
+    assert hybrid["ttlb_us"] == pytest.approx(hybrid_p50 + 2 - 1201, abs=2)  # p50s of the merged rounds
+    assert hybrid["ttlb_ci_method"] == "rounds" and item["saving_us"] == hybrid["ttlb_us"]
+    assert hybrid["server_cpu_ms"] == pytest.approx(0.12) and hybrid["server_cpu_ci95"] is not None
+    assert hybrid["cpu_source"] == "server_probe"
+    assert (hybrid["client_bytes"], hybrid["server_bytes"]) == (1184, 1060)
+    assert "X25519MLKEM768 costs" in item["evidence"] and "+1184 bytes from the client" in item["evidence"]
+    # At 2,000 req/s with 25% on new connections: 500 handshakes/s, 0.06 cores, 1.12 MB/s more.
+    peak = advice.hybrid_at_peak(hybrid, 2000, 0.25)
+    assert peak["handshakes_per_s"] == 500 and peak["extra_cores"] == pytest.approx(0.06)
+    assert peak["extra_bytes_per_s"] == 500 * (1184 + 1060)
+    low, high = peak["extra_cores_ci95"]
+    assert low == pytest.approx(500 * hybrid["server_cpu_ci95"][0] / 1000)
+    assert high == pytest.approx(500 * hybrid["server_cpu_ci95"][1] / 1000)
+    with pytest.raises(ValueError):
+        advice.hybrid_at_peak(hybrid, 100, 1.5)
