@@ -273,6 +273,8 @@
           text += ", about " + cores.toFixed(3) + " server cores";
           if (lo !== null && hi !== null) {
             text += " (95% CI " + (handshakes * lo / 1000).toFixed(3) + " … " + (handshakes * hi / 1000).toFixed(3) + ")";
+          } else {
+            text += " (no interval: the CPU's is over rounds, 3 or more)";
           }
           item.dataset.cores = cores.toFixed(6);
         } else {
