@@ -12,6 +12,11 @@ is a sub-arm of ``tls_new`` (and, for the protocol, of ``tls``: ``MATRIX_ARMS``)
 interleaved in rounds with the other arms. The engine probes every variant with one handshake before
 any window; a variant that the server or the generator refuses, or whose negotiated parameters are
 not what it asked for, is listed as ``refused`` with the reason and never measured.
+
+The ``group`` dimension's values are ``x25519``, ``p256``, ``x25519mlkem768`` and the groups the user
+named in the run option ``tls_groups`` (``parse_groups``: OpenSSL's names). A variant's ``group`` is
+the value asked for; what the handshake negotiated is ``negotiated.group``, the name OpenSSL prints
+(``secp256r1`` for ``p256``; ``same_group`` compares the two).
 """
 
 from __future__ import annotations
