@@ -128,6 +128,10 @@ class Nginx:
         ssl_conf_command: str = "",
         access_log_format: str = "",
         keepalive_requests: int = 100_000,
+        client_ca_pem: str = "",
+        verify_client: str = "on",
+        http2: bool = False,
+        http2_max_concurrent_streams: int | None = None,
     ) -> None:
         if worker_processes < 1:
             raise ValueError("worker_processes must be at least 1")
@@ -155,6 +159,15 @@ class Nginx:
         self.access_log_format = access_log_format
         # nginx's keepalive_requests: the answer to the N-th request on a connection closes it.
         self.keepalive_requests = keepalive_requests
+        # Mutual TLS: the CA (PEM) client certificates must chain to, and nginx's ssl_verify_client
+        # ("on": required, "optional": asked for, not required). Empty: no client certificate asked.
+        self.client_ca_pem = client_ca_pem
+        self.verify_client = verify_client
+        # HTTP/2 on the TLS port (``listen … ssl http2``: nginx 1.22 has no ``http2 on``) and HTTP/2 with
+        # prior knowledge on a third port (``h2c_url``); nginx's default limit is 128 streams.
+        self.http2 = http2
+        self.http2_max_concurrent_streams = http2_max_concurrent_streams
+        self.h2c_port = 0
         self.plain_port = 0
         self.tls_port = 0
         self.directory: Path | None = None
@@ -220,6 +233,10 @@ class Nginx:
         self.tls_port = free_port()
         while self.tls_port == self.plain_port:
             self.tls_port = free_port()
+        if self.http2:
+            self.h2c_port = free_port()
+            while self.h2c_port in (self.plain_port, self.tls_port):
+                self.h2c_port = free_port()
         conf = self.directory / "nginx.conf"
         conf.write_text(self.config_text())
         error_log = self.directory / "error.log"
@@ -291,6 +308,14 @@ class Nginx:
         )
         if self.ssl_conf_command:
             extra += f"    ssl_conf_command {self.ssl_conf_command};\n"
+        if self.client_ca_pem:
+            ca = d / "tls" / "client-ca.crt"
+            ca.write_text(self.client_ca_pem)
+            extra += f"    ssl_client_certificate {ca};\n    ssl_verify_client {self.verify_client};\n"
+        h2 = " http2" if self.http2 else ""
+        h2c = f"        listen 127.0.0.1:{self.h2c_port} http2;\n" if self.http2 else ""
+        if self.http2_max_concurrent_streams is not None:
+            extra += f"    http2_max_concurrent_streams {self.http2_max_concurrent_streams};\n"
         access_log = "access_log off;"
         if self.access_log_format:
             access_log = (
@@ -332,8 +357,8 @@ http {{
 
     server {{
         listen 127.0.0.1:{self.plain_port};
-        listen 127.0.0.1:{self.tls_port} ssl;
-        server_name localhost;
+        listen 127.0.0.1:{self.tls_port} ssl{h2};
+{h2c}        server_name localhost;
         root {d}/html;
         location / {{
             try_files $uri =404;
@@ -349,6 +374,10 @@ http {{
 
     def tls_url(self, path: str = "/1k") -> str:
         return f"https://127.0.0.1:{self.tls_port}{path}"
+
+    def h2c_url(self, path: str = "/1k") -> str:
+        """HTTP/2 over plain TCP with prior knowledge (``http2``): a port of its own in nginx."""
+        return f"http://127.0.0.1:{self.h2c_port}{path}"
 
     def access_log_lines(self) -> list[str]:
         """The access log's lines so far (``access_log_format``); nginx writes each as it answers."""

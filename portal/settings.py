@@ -100,6 +100,7 @@ INSTALLED_APPS = [
     "portal.sharing",
     "portal.api",
     "portal.hooks",
+    "portal.ops",
 ]
 
 MIDDLEWARE = [
@@ -119,6 +120,8 @@ MIDDLEWARE = [
 # HTTPS: TOLLGATE_HTTPS=1 when users reach the portal over https:// (directly or through a proxy).
 TOLLGATE_HTTPS = envbool("TOLLGATE_HTTPS", "false")
 SECURE_SSL_REDIRECT = TOLLGATE_HTTPS
+# Load balancers, docker-compose and Prometheus ask over plain HTTP inside the network (portal/ops).
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
 SESSION_COOKIE_SECURE = TOLLGATE_HTTPS
 CSRF_COOKIE_SECURE = TOLLGATE_HTTPS
 SECURE_HSTS_SECONDS = 31536000 if TOLLGATE_HTTPS else 0
@@ -329,12 +332,30 @@ else:
         }
     }
 
+# Logs: plain text, or one JSON object per line with TOLLGATE_LOG_FORMAT=json (python-json-logger):
+# {"time", "level", "logger", "message", "process", "thread"}, plus "exc_info" for an exception.
+TOLLGATE_LOG_FORMAT = os.environ.get("TOLLGATE_LOG_FORMAT", "text").strip().lower() or "text"
+if TOLLGATE_LOG_FORMAT not in ("text", "json"):
+    raise ImproperlyConfigured(f"TOLLGATE_LOG_FORMAT must be text or json, got {TOLLGATE_LOG_FORMAT!r}")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "formatters": {
+        "json": {
+            "()": "pythonjsonlogger.json.JsonFormatter",
+            "fmt": "%(asctime)s %(levelname)s %(name)s %(message)s %(process)d %(thread)d",
+            "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
+            "datefmt": "%Y-%m-%dT%H:%M:%S%z",
+        },
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler"}
+        | ({"formatter": "json"} if TOLLGATE_LOG_FORMAT == "json" else {}),
+    },
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
 }
+# Celery workers keep these handlers (JSON lines too) instead of installing their own text format.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = TOLLGATE_LOG_FORMAT != "json"
 
 # The JSON API (portal.api): Django REST framework, schema by drf-spectacular.
 # The JSON API (portal/api, docs/api.md): bearer tokens only — no session, so no CSRF and a browser's

@@ -60,6 +60,11 @@ TOLLGATE_CALLBACK_ATTEMPTS = envint("TOLLGATE_CALLBACK_ATTEMPTS", "5")
 TOLLGATE_CALLBACK_BACKOFF_S = envint("TOLLGATE_CALLBACK_BACKOFF_S", "2")
 # Logs callers can grow (workers.retention, daily from beat): refused webhook deliveries and share
 # views go after this many days; a trigger stores at most this many refused deliveries a minute.
+# Project invitations (portal.projects): one not accepted within this many days can no longer be
+# accepted; the owner sees it as expired and invites again (which starts the time afresh).
+TOLLGATE_INVITATION_DAYS = envint("TOLLGATE_INVITATION_DAYS", "14")
+if TOLLGATE_INVITATION_DAYS < 1:
+    raise ImproperlyConfigured(f"TOLLGATE_INVITATION_DAYS must be at least 1, got {TOLLGATE_INVITATION_DAYS}")
 TOLLGATE_LOG_RETENTION_DAYS = envint("TOLLGATE_LOG_RETENTION_DAYS", "90")
 TOLLGATE_WEBHOOK_REFUSED_LOG_PER_MINUTE = envint("TOLLGATE_WEBHOOK_REFUSED_LOG_PER_MINUTE", "60")
 # Distributed runs (docs/scaling.md). The address the run's Locust master binds: loopback unless other
@@ -91,3 +96,14 @@ TOLLGATE_MAX_RUN_ATTEMPTS = envint("TOLLGATE_MAX_RUN_ATTEMPTS", "3")
 TOLLGATE_GENERATOR_WAIT_S = envint("TOLLGATE_GENERATOR_WAIT_S", "1800")
 # A worker is shown as present while it reported itself within this (workers/presence.py).
 TOLLGATE_WORKER_SEEN_S = envint("TOLLGATE_WORKER_SEEN_S", "30")
+
+# Operations (portal/ops, docs/operations.md). /metrics answers only clients in these networks (CIDRs,
+# comma-separated; the client address as the audit log reads it, behind TOLLGATE_TRUSTED_PROXY_COUNT
+# proxies); empty: /metrics answers 404 to everyone.
+try:
+    _metrics = envlist("TOLLGATE_METRICS_NETWORKS", "")
+    TOLLGATE_METRICS_NETWORKS = [str(net) for net in netpolicy.parse_networks(_metrics)]
+except netpolicy.PolicyError as exc:
+    raise ImproperlyConfigured(f"TOLLGATE_METRICS_NETWORKS: {exc}") from None
+# /readyz wants a worker consuming the runs queue that reported itself within this many seconds.
+TOLLGATE_READY_WORKER_S = envint("TOLLGATE_READY_WORKER_S", "60")

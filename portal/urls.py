@@ -16,6 +16,7 @@ urlpatterns = [
     path("tokens/", include("portal.api.token_urls")),
     path("hooks/", include("portal.hooks.urls")),
     path("", include("portal.signing.urls")),  # /.well-known/tollgate-report-keys.json
+    path("", include("portal.ops.urls")),  # /healthz, /readyz, /metrics, /ops/
     path("admin/", admin.site.urls),
 ]
 

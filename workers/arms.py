@@ -72,6 +72,7 @@ def _create_arm(attempt: RunAttempt, position: int, message: dict) -> ArmResult:
         max_schedule_lag_us=result.get("max_schedule_lag_us", 0),
         series=result["series"],
         generators=result.get("generators", []),
+        http2=result.get("http2"),
         started=_aware(result["started_at"]),
         finished=_aware(result["finished_at"]),
     )

@@ -160,6 +160,7 @@ class EngineProcess:
         self.limit_s = limit_s
         self.on_arm: Callable[[ArmResult], None] | None = None
         self.variants: list[dict] = []  # the TLS matrix's probed variants so far (Run.variants)
+        self.refused: list[dict] = []  # arms refused in the preflight so far (Run.refused_arms)
         self.capacity: dict = {}  # the saturation search's stages so far (Run.capacity)
         self.timed_out = threading.Event()
         self.stopped_by: str | None = None
@@ -298,6 +299,9 @@ class EngineProcess:
             # One message per repeated arm (tls_new, and tls for the protocol): they add up.
             self.variants += message["variants"]
             Run.objects.filter(pk=run.pk).update(variants=self.variants)
+        elif kind == "refused":  # an arm the server cannot serve (HTTP/2 not offered): not measured
+            self.refused.append({key: message.get(key) for key in ("arm", "url", "reason")})
+            Run.objects.filter(pk=run.pk).update(refused_arms=self.refused)
         elif kind == "capacity":  # one stage of the saturation search (workers/engine/saturation.py)
             self.capacity = self.capacity or {"settings": self.config.saturation, "arms": {}}
             self.capacity["arms"].setdefault(message["arm"], []).append(message["point"])

@@ -103,21 +103,8 @@ def read_body(request: HttpRequest) -> tuple[bytes, bool]:
         declared = 0
     if declared > webhooks.MAX_BODY_BYTES:
         return b"", True
-    cap = webhooks.MAX_BODY_BYTES + 1
-    if (
-        "CONTENT_LENGTH" not in request.META
-        and "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower()
-    ):
-        # A chunked body has no Content-Length, and Django reads a body without one as empty (a
-        # signed delivery would fail its signature, a huge one pass the size check). The server
-        # (Gunicorn) takes the chunks apart and ends wsgi.input at the last one: read it, capped.
-        stream, parts = request.META["wsgi.input"], []
-        while cap > 0 and (part := stream.read(cap)):
-            parts.append(part)
-            cap -= len(part)
-        body = b"".join(parts)
-    else:
-        body = request.read(cap)
+    # A chunked body arrives here with its length already (portal.wsgi reads it first).
+    body = request.read(webhooks.MAX_BODY_BYTES + 1)
     return body, len(body) > webhooks.MAX_BODY_BYTES
 
 

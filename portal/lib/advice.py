@@ -31,7 +31,8 @@ from __future__ import annotations
 import itertools
 
 from portal.lib import costs
-from portal.lib.matrix import DIMENSIONS, MATRIX_ARM, REPORT_KEYS, base_arm, label
+from portal.lib.matrix import DIMENSIONS, MATRIX_ARM, REPORT_KEYS, base_arm
+from portal.lib.matrix import label as value_label
 
 
 def _cpu_saving(arms: dict[str, dict], costly: str, cheap: str) -> float | None:
@@ -103,8 +104,8 @@ def _pair_advice(
         first = costs.compare(dim, pairs[0][1], pairs[0][0], inputs)
     signs = [costs.compare(dim, x, y, inputs) for x, y in pairs]
     agree = sum(1 for e in signs if e and (e["delta"] > 0) == (costly_value == a))
-    cheap_label = label(cheap_value)
-    title = f"{cheap_label[0].upper()}{cheap_label[1:]} instead of {label(costly_value)}"
+    label = value_label(dim, cheap_value)
+    title = f"{label[0].upper()}{label[1:]} instead of {value_label(dim, costly_value)}"
     base = base_arm(pairs[0][0])
     if base != MATRIX_ARM:
         title += f" ({base}: on warm keep-alive connections)"
@@ -262,8 +263,8 @@ def _hybrid_price(item: dict, matrix: list[dict], inputs: dict, probes: dict | N
         return
     item["hybrid"] = hybrid
     item["title"] = (
-        f"What the post-quantum hybrid costs: {label(variants[hybrid_arm]['group'])} against "
-        f"{label(variants[classic_arm]['group'])}"
+        f"What the post-quantum hybrid costs: {value_label('group', variants[hybrid_arm]['group'])} "
+        f"against {value_label('group', variants[classic_arm]['group'])}"
     )
     item["evidence"] += hybrid_words(hybrid)
 

@@ -63,3 +63,64 @@ def make_self_signed(
             )
         )
     return cert_path, key_path
+
+
+def _key(key_type: str, key_bits: int = 2048):
+    if key_type == "rsa":
+        return rsa.generate_private_key(public_exponent=65537, key_size=key_bits)
+    if key_type in ("ec", "ecdsa"):
+        return ec.generate_private_key(ec.SECP256R1())
+    raise ValueError(f"key_type must be 'rsa' or 'ec', not {key_type!r}")
+
+
+def _pem_key(key) -> str:
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode("ascii")
+
+
+def make_ca(common_name: str = "Tollgate test CA", key_type: str = "ec") -> tuple[str, str]:
+    """A certificate authority for client certificates (tests, the mTLS demo): (certificate PEM,
+    key PEM), in memory."""
+    key = _key(key_type)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(days=1))
+        .not_valid_after(now + dt.timedelta(days=30))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True
+        )
+        .sign(key, hashes.SHA256())
+    )
+    return cert.public_bytes(serialization.Encoding.PEM).decode("ascii"), _pem_key(key)
+
+
+def make_client_cert(
+    ca: tuple[str, str], common_name: str = "tollgate-client", key_type: str = "rsa", key_bits: int = 2048
+) -> tuple[str, str]:
+    """A client certificate (extended key usage clientAuth) signed by ``ca`` (``make_ca``'s pair):
+    (certificate PEM, key PEM), in memory."""
+    ca_cert = x509.load_pem_x509_certificate(ca[0].encode("ascii"))
+    ca_key = serialization.load_pem_private_key(ca[1].encode("ascii"), password=None)
+    key = _key(key_type, key_bits)
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(days=1))
+        .not_valid_after(now + dt.timedelta(days=30))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    return cert.public_bytes(serialization.Encoding.PEM).decode("ascii"), _pem_key(key)

@@ -10,9 +10,10 @@ with a non-zero count):
 - ``new_connection_tls``: ``tls_new`` − ``plain`` (a new TCP connection with a full TLS handshake per
   request against plain keep-alive: what a client without connection reuse pays, TCP connect
   included; the default three arms answer it, ``plain_new`` isolates the handshake);
-- ``handshake``: ``tls_new`` − ``plain_new`` (a new connection with a full TLS handshake, minus a new
-  TCP connection alone);
-- ``resumption_saving``: ``tls_new`` − ``tls_resumed`` (positive: resumption saves that much).
+- ``handshake``: ``tls_new`` − ``plain_new`` (a full TLS handshake, TCP connect netted out);
+- ``resumption_saving``: ``tls_new`` − ``tls_resumed`` (positive: resumption saves that much);
+- ``client_certificate``: ``tls_mtls`` − ``tls_new`` (asking for and checking a client certificate);
+- HTTP/2 (either way, ``verdicts.TWO_SIDED``): h2 − tls, h2 − plain, h2_new − tls_new; h2 − h2c (TLS).
 
 Metrics (``METRICS``): ``ttlb_p50_us``, ``ttlb_p95_us``, ``ttfb_p50_us`` (µs, whole numbers) and
 ``rps`` (requests/s, 3 decimals; arm − base, so a TLS cost shows as a negative delta). The point
@@ -47,8 +48,7 @@ The interval is the 2.5th and 97.5th percentile of the resampled statistics (lin
 between order statistics), then shifted by (point delta − statistic on the original data). The
 statistic the bootstrap can resample (mean of round differences, difference of per-second medians)
 is a different estimator from the exact pooled percentile of the merged histogram: the bootstrap
-measures the spread, the histogram gives the location, so the interval is re-centred on the delta
-the report shows rather than on a number it does not show.
+measures the spread, the histogram the location, so the interval is re-centred on the shown delta.
 
 ``samples`` counts the units that were resampled per arm: paired rounds (the same number for both
 arms) for ``"rounds"``, seconds with a value for ``"per_second"``; for ``"none"``, the number of
@@ -91,6 +91,9 @@ COSTS = (
     ("new_connection_tls", "tls_new", "plain"),
     ("handshake", "tls_new", "plain_new"),
     ("resumption_saving", "tls_new", "tls_resumed"),
+    ("client_certificate", "tls_mtls", "tls_new"),
+    *(("h2_vs_tls", "h2", "tls"), ("h2_vs_plain", "h2", "plain")),
+    *(("h2_new_vs_tls_new", "h2_new", "tls_new"), ("h2_tls", "h2", "h2c")),
 )
 
 

@@ -86,7 +86,27 @@ def merge_results(parts: list[dict], measured_s: float) -> dict:
     out["response_bytes"] = {"min": min(lows, default=None), "max": max(highs, default=None)}
     out["sizes_by_url"], out["content_by_url"] = _by_url(parts)
     out["errors"] = _errors(parts)
+    out["http2"] = merge_http2([part.get("http2") for part in parts])
     return out
+
+
+def merge_http2(parts: list[dict | None]) -> dict | None:
+    """Several recorders' HTTP/2 facts (``ArmRecorder.http2``) as one: counts added, the server's
+    lowest stream limit, the highest peak. None when no part has any."""
+    found = [part for part in parts if part]
+    if not found:
+        return None
+    limits = [part["peer_max_streams"] for part in found if part.get("peer_max_streams") is not None]
+    out: dict = {"alpn": Counter(), "goaway": Counter()}
+    for part in found:
+        out["alpn"].update(part.get("alpn") or {})
+        out["goaway"].update(part.get("goaway") or {})
+    return {
+        "alpn": dict(out["alpn"]),
+        "peer_max_streams": min(limits, default=None),
+        "streams_peak": max(part.get("streams_peak") or 0 for part in found),
+        "goaway": dict(out["goaway"]),
+    }
 
 
 def seconds_total(seconds: list[dict]) -> dict:

@@ -14,13 +14,17 @@ could be given), and "No interval: run longer or use rounds." when a stated cost
 
 from __future__ import annotations
 
-from portal.lib.verdicts import ARMS, COST, NONE, SAVING, verdict_words
+from portal.lib.verdicts import ARMS, COST, NONE, SAVING, TWO_SIDED, verdict_words
 
 COST_WORDS = {
     "keepalive_tls": "TLS on warm (keep-alive) connections",
     "new_connection_tls": "a new TLS connection per request (TCP connect included)",
     "handshake": "a full TLS handshake per request",
     "resumption_saving": "session resumption",
+    "h2_vs_tls": "HTTP/2 on warm TLS connections (h2 vs tls)",
+    "h2_vs_plain": "TLS with HTTP/2 against plain HTTP/1.1 (h2 vs plain)",
+    "h2_new_vs_tls_new": "HTTP/2 on a new TLS connection per request (h2_new vs tls_new)",
+    "h2_tls": "TLS under HTTP/2 (h2 vs h2c)",
 }
 HANDSHAKE_HINT = "Adding the plain_new arm isolates the handshake from the TCP connect."
 NO_INTERVAL = "No interval: run longer or use rounds."
@@ -77,6 +81,8 @@ def _clause(cost: dict, costs: list[dict]) -> str:
         return f"{what} {_qualifiers(cost, '')}"
     if said["direction"] == COST:
         what = f"{words} adds {_ms(cost['delta'])} median time to last byte"
+    elif said["direction"] == SAVING and cost["name"] in TWO_SIDED:
+        what = f"{words} saves {-cost['delta'] / 1000:.2f} ms median time to last byte"
     else:
         what = f"{words} changes the median time to last byte by {_ms(cost['delta'])}"
     cpu = next(

@@ -25,7 +25,7 @@ import itertools
 
 MATRIX_ARM = "tls_new"
 SEPARATOR = "@"
-DIMENSIONS = ("protocol", "group", "cert", "resumption")
+DIMENSIONS = ("protocol", "group", "cert", "resumption", "client_cert")
 # The arms the matrix repeats, and the dimensions that change what each measures. ``tls`` (keep-alive)
 # pays its one handshake per user in the warm-up: in its window only the protocol (record layer and
 # its cipher suites) differs, so it is repeated for the protocol only, and only when ``tls`` runs.
@@ -36,6 +36,7 @@ VALUES: dict[str, tuple[str, ...]] = {
     # Ed25519: refused by a server that holds no Ed25519 certificate (one probing handshake, no window).
     "cert": ("rsa", "ecdsa", "ed25519"),
     "resumption": ("none", "ticket", "session_id"),
+    "client_cert": ("none", "rsa", "ecdsa"),  # mutual TLS: the target's client certificate of that type
 }
 # Short forms for sub-arm names (they are keys of the report's ``arms`` and of ArmResult.arm).
 SHORT = {
@@ -64,8 +65,25 @@ LABELS = {
     "ticket": "resumption by session ticket",
     "session_id": "resumption by session ID",
 }
+# Values whose short form or label depends on the dimension ("none", "rsa" are others' values too).
+BY_DIMENSION = {
+    "client_cert": {
+        "short": {"none": "nocc", "rsa": "ccrsa", "ecdsa": "ccecdsa"},
+        "label": {
+            "none": "no client certificate",
+            "rsa": "an RSA client certificate",
+            "ecdsa": "an ECDSA client certificate",
+        },
+    }
+}
 # The report's variant keys (the issue's names): ``cert`` is reported as ``cert_key_type``.
-REPORT_KEYS = {"protocol": "protocol", "group": "group", "cert": "cert_key_type", "resumption": "resumption"}
+REPORT_KEYS = {
+    "protocol": "protocol",
+    "group": "group",
+    "cert": "cert_key_type",
+    "resumption": "resumption",
+    "client_cert": "client_cert",
+}
 MAX_NAME = 64  # ArmResult.arm's max_length
 # The names OpenSSL prints for a group (``SSL_get0_group_name``: ``x25519``, ``secp256r1``,
 # ``X25519MLKEM768``), by the built-in values and by OpenSSL's aliases; compared case-insensitively.
@@ -82,8 +100,9 @@ GROUPS_HELP = (
     "X25519MLKEM768, comma-separated as OpenSSL names them (e.g. secp384r1,SecP256r1MLKEM768); one "
     "the run's TLS library lacks, or the server refuses, is listed as refused."
 )
-# The run option tls_groups' extras (portal.lib.runspec.RunSpec.tls_groups).
+# The run option tls_groups' extras (portal.lib.runspec.RunSpec.tls_groups), beside the names it checks.
 GROUPS_OPTION = {
+    "max_length": MAX_GROUPS,  # of the list; each name is checked by parse_groups
     "label": "More key-exchange groups",
     "help": GROUPS_HELP,
     "description": f'{GROUPS_HELP} At most {MAX_GROUPS}: ["secp384r1"] or "secp384r1,X448".',
@@ -140,16 +159,6 @@ def parse_groups(text: str | list[str] | None) -> list[str]:
     return out
 
 
-def short(value: str) -> str:
-    """A value's short form in sub-arm names (a named group: its name in lower case)."""
-    return SHORT.get(value) or value.lower()
-
-
-def label(value: str) -> str:
-    """A value in words (a named group: "<name> key exchange")."""
-    return LABELS.get(value) or f"{value} key exchange"
-
-
 def values(dim: str, groups: list[str] | None = None) -> tuple[str, ...]:
     """A dimension's values: the built-in ones, and for ``group`` the named ``groups`` after them."""
     return VALUES[dim] + tuple(groups or ()) if dim == "group" else VALUES[dim]
@@ -186,8 +195,20 @@ def variants(dimensions: list[str], arm: str = MATRIX_ARM, groups: list[str] | N
 
 def variant_name(variant: dict, arm: str = MATRIX_ARM) -> str:
     """``tls_new@1.2+x25519``: the sub-arm's name, from the chosen dimensions' values in order."""
-    parts = [short(variant[dim]) for dim in DIMENSIONS if variant.get(dim)]
+    parts = [short(dim, variant[dim]) for dim in DIMENSIONS if variant.get(dim)]
     return f"{arm}{SEPARATOR}{'+'.join(parts)}"
+
+
+def short(dim: str, value: str) -> str:
+    """A value's short form in sub-arm names (``client_cert`` none → ``nocc``, resumption none →
+    ``full``; a group named in ``tls_groups``: its name in lower case)."""
+    return BY_DIMENSION.get(dim, {}).get("short", {}).get(value) or SHORT.get(value) or value.lower()
+
+
+def label(dim: str, value: str) -> str:
+    """A value as the advice says it (a named group: "<name> key exchange")."""
+    by_dim = BY_DIMENSION.get(dim, {}).get("label", {}).get(value)
+    return by_dim or LABELS.get(value) or f"{value} key exchange"
 
 
 def base_arm(name: str) -> str:

@@ -16,6 +16,9 @@ stdout messages, one JSON object per line, each with a "type":
                                                         early (target unreachable), else null
   capacity  {"arm", "stage", "point": {...}}            saturation search: one per stage run
                                                         (portal.lib.capacity.stage_point)
+  refused   {"arm", "url", "reason"}                  an arm the server's protocols cannot serve (no h2
+                                                        over ALPN, no HTTP/2 with prior knowledge): not
+                                                        measured, the other arms are
   arm_error {"arm", "error", "preflight"?, "url"?}      an arm's preflight failed (every arm is
                                                         preflighted before the first is measured;
                                                         "preflight": true), or an arm was stopped
@@ -33,9 +36,15 @@ from dataclasses import asdict, dataclass, field
 from typing import IO
 from urllib.parse import urlsplit
 
-from portal.lib import matrix
+from portal.lib import clientcerts, matrix
 from portal.lib import saturation as saturation_plan
-from portal.lib.runspec import ARM_NAMES, MAX_GENERATORS, TLS_LIBRARIES, parse_generators  # noqa: F401
+from portal.lib.runspec import (  # noqa: F401
+    ARM_NAMES,
+    MAX_GENERATORS,
+    MAX_H2_STREAMS,
+    TLS_LIBRARIES,
+    parse_generators,
+)
 
 ARMS = ARM_NAMES
 ARM_SCHEMES = {
@@ -44,6 +53,10 @@ ARM_SCHEMES = {
     "tls": "https",
     "tls_new": "https",
     "tls_resumed": "https",
+    "tls_mtls": "https",
+    "h2": "https",
+    "h2_new": "https",
+    "h2c": "http",
 }
 EXIT_OK = 0
 EXIT_ARM_ERROR = 3
@@ -100,9 +113,16 @@ class EngineConfig:
     # Locust worker processes per generator host (workers.engine.distributed); 1: the single-process
     # local runner; 0 ("auto"): one per core of each generator host, resolved by the engine there.
     generators: int = 1
+    # Client certificates (portal/lib/clientcerts.py), {"rsa"|"ecdsa": {"cert": PEM, "key": PEM}}: on the
+    # engine's stdin only (the stored run config holds them sealed). The tls_mtls arm presents one
+    # (clientcerts.arm_key_type), the matrix's client_cert variants each theirs; other arms none.
+    client_certs: dict[str, dict] = field(default_factory=dict)
     # Saturation search (portal/lib/saturation.py): after the run's arms, each of ``arms`` again in
     # stages of rising load until its knee. None: no search.
     saturation: dict | None = None
+    # The h2 and h2c arms: requests in flight per user on its one connection (HTTP/2 streams), at most
+    # the server's SETTINGS_MAX_CONCURRENT_STREAMS (workers.engine.http2).
+    h2_streams: int = 1
     # A resumption (workers/attempts.py): "arm#round" pairs an earlier attempt already measured; the
     # engine runs everything else, in the same order.
     skip: list[str] = field(default_factory=list)
@@ -121,6 +141,8 @@ class EngineConfig:
                 raise ValueError(f"arm {arm.name!r} needs an {ARM_SCHEMES[arm.name]}:// URL, got {arm.url!r}")
         if self.users < 1 or self.spawn_rate <= 0 or self.warmup_s < 0 or self.duration_s <= 0:
             raise ValueError("users, spawn_rate and duration_s must be positive, warmup_s not negative")
+        if not 1 <= self.h2_streams <= MAX_H2_STREAMS:
+            raise ValueError(f"h2_streams must be 1..{MAX_H2_STREAMS}")
         if self.rounds < 1 or self.think_time_s < 0:
             raise ValueError("rounds must be at least 1 and think_time_s not negative")
         if self.arrival_rate is not None and self.arrival_rate <= 0:
@@ -135,6 +157,15 @@ class EngineConfig:
             if not any(arm.name == matrix.MATRIX_ARM for arm in self.arms):
                 raise ValueError(f"tls_matrix needs the {matrix.MATRIX_ARM} arm")
         self.tls_groups = matrix.parse_groups(self.tls_groups)
+        for kind, pair in self.client_certs.items():
+            if (
+                kind not in clientcerts.KEY_TYPES
+                or not isinstance(pair, dict)
+                or set(pair) != {"cert", "key"}
+            ):
+                raise ValueError(
+                    f"client_certs: {{{'|'.join(clientcerts.KEY_TYPES)}: {{cert, key}}}} expected"
+                )
         if not 0 <= self.generators <= MAX_GENERATORS:
             raise ValueError(f"generators must be 1..{MAX_GENERATORS} or 0 (auto: one per core)")
         if self.generators != 1 and self.tls_matrix:

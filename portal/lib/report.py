@@ -68,6 +68,7 @@ def arm_section(arm: dict) -> dict:
         },
         rounds=arm.get("rounds") or [],
         server_cpu_ms_per_req=arm.get("server_cpu_ms_per_req"),
+        http2=arm.get("http2"),
         series=series,
         hdr={metric: hist.get(metric) or None for metric in LATENCY_METRICS},
     )
@@ -180,7 +181,7 @@ def build_report(
     return {
         "schema": SCHEMA,
         "run": {**run, "checks": evidence.check_counts(checks), "invalid_arms": invalid},
-        "headline": headline(cost_list),
+        "headline": with_refused(headline(cost_list), run.get("refused_arms")),
         "arms": arm_sections,
         "deltas": deltas_vs(arm_sections),
         "costs": cost_list,
@@ -192,6 +193,15 @@ def build_report(
         **tuning(config, arm_sections, cost_inputs, tls_info, variants, probed),
         **capacity_keys(capacity_stages),
     }
+
+
+def with_refused(text: str | None, refused: list[dict] | None) -> str | None:
+    """The headline, then one sentence per arm the server refused (not measured, never replaced by
+    HTTP/1.1): its reason says which protocol the server offered instead."""
+    said = [f"Arm {entry['arm']} not measured: {entry['reason']}." for entry in refused or []]
+    if not said:
+        return text
+    return " ".join([text, *said] if text else said)
 
 
 def measured_nothing(config: dict, arms: list[dict]) -> str | None:

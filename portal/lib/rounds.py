@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import Counter
 
 from portal.lib import hdr
+from portal.lib.generators import merge_http2
 
 LATENCY_METRICS = ("ttfb_us", "ttlb_us", "connect_us", "tls_handshake_us")
 # Counts that add up over rounds.
@@ -50,6 +51,7 @@ def _merge_measurements(group: list[dict]) -> dict:
     merged["status_codes"] = _merged_status_codes(group)
     merged.update(_merged_sizes(group))
     merged["errors"] = _merged_errors(group)
+    merged["http2"] = merge_http2([r.get("http2") for r in group])
     merged["stopped"] = next((r["stopped"] for r in group if r.get("stopped")), "")
     return merged
 

@@ -33,7 +33,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from portal.lib import matrix, wan
+from portal.lib import clientcerts, matrix, wan
+from portal.lib.runlabels import ARM_LABELS, DIMENSION_LABELS, TLS_LIBRARY_LABELS  # noqa: F401 (read here)
 from portal.lib.runoptions import Option, bounds_of, item_type  # noqa: F401 (the surfaces read them here)
 from portal.lib.runoptions import options as spec_options
 
@@ -44,7 +45,8 @@ from portal.lib.runoptions import options as spec_options
 # expensive arms (``tls_new`` and ``tls_resumed``: a handshake per request costs the client about 1 ms
 # of CPU too), measured by ``bench/calibrate`` against the demo target and nginx on loopback
 # (docs/performance.md), with windows long enough for 1,000+ samples per arm (p99).
-ARM_NAMES = ("plain", "tls", "plain_new", "tls_new", "tls_resumed")  # portal.lib.protocol.ARMS
+# portal.lib.protocol.ARMS
+ARM_NAMES = ("plain", "tls", "plain_new", "tls_new", "tls_resumed", "tls_mtls", "h2", "h2_new", "h2c")
 ARMS = ("plain", "tls", "tls_new")
 ARRIVAL_RATE = 60.0  # requests/s over all users, open loop
 # Each user sends every USERS / ARRIVAL_RATE = 200 ms: room for a full handshake over a WAN before a
@@ -57,6 +59,7 @@ DURATION_S = 20.0
 THINK_TIME_S = 0.0
 ROUNDS = 1
 MAX_GENERATORS = 64  # Locust worker processes per generator host
+MAX_H2_STREAMS = 100  # HTTP/2 streams in flight per connection (workers.engine.http2.MAX_STREAMS)
 MAX_PATHS_FIELD = 64 * 1024  # characters of the paths text area
 MAX_HEADERS_FIELD = 32 * 1024
 
@@ -72,24 +75,7 @@ DURATION_HELP = (
     f"At the default rate, {DURATION_S:g} s give each arm {int(ARRIVAL_RATE * DURATION_S):,} samples: "
     "enough for p99 (1,000)."
 )
-DIMENSION_LABELS = {
-    "protocol": "protocol — TLS 1.2 vs 1.3",
-    "group": "group — key exchange X25519 vs P-256 vs X25519MLKEM768 (post-quantum hybrid)",
-    "cert": "cert — RSA vs ECDSA certificate (when the server holds both; chosen in TLS 1.2)",
-    "resumption": "resumption — none vs session ticket vs session ID",
-}
 TLS_LIBRARIES = ("system", "bundled")  # workers/engine/tlslib.py
-TLS_LIBRARY_LABELS = {
-    "system": "system — Python's ssl on the operating system's OpenSSL",
-    "bundled": "bundled — pyOpenSSL on the OpenSSL the cryptography wheel carries (newer)",
-}
-ARM_LABELS = {
-    "plain": "plain — HTTP, keep-alive (baseline)",
-    "tls": "tls — HTTPS, keep-alive (one handshake per user)",
-    "plain_new": "plain_new — HTTP, new TCP connection per request (control for tls_new)",
-    "tls_new": "tls_new — HTTPS, new connection and full handshake per request",
-    "tls_resumed": "tls_resumed — HTTPS, new connection per request, session resumption",
-}
 
 
 def _field(default: Any = None, *, description: str = "", **extra: Any) -> Any:
@@ -266,6 +252,9 @@ class RunSpec(BaseModel):
         overridable=True,
         engine=True,
     )
+    client_cert: dict | None = _field(
+        None, label="Client certificate (mutual TLS)", description=clientcerts.RUN_OPTION_HELP, custom=True
+    )
     probes: dict | None = _field(
         None,
         label="Server probes",
@@ -305,7 +294,7 @@ class RunSpec(BaseModel):
         help="Repeats tls_new under every combination of the ticked dimensions (and the keep-alive tls "
         "arm, when it runs, for the protocol), each a sub-arm with its own histograms, CPU and costs. "
         "Each variant is probed with one handshake first: one the server or the generator refuses is "
-        "listed as refused, not measured. Each adds warm-up + duration per round (all four: up to 36 "
+        "listed as refused, not measured. Each adds warm-up + duration per round (all five: up to 108 "
         "sub-arms).",
         description="TLS configuration matrix: repeat tls_new (which arms must name) under each variant "
         'of these dimensions, e.g. ["protocol", "cert"] (or "protocol,cert"); docs/report-schema.md, '
@@ -314,15 +303,12 @@ class RunSpec(BaseModel):
         item="dimension",
         cli="--tls-matrix",
         cli_help="repeat tls_new under each client-side TLS variant of these dimensions, comma-separated: "
-        "protocol,group,cert,resumption (refused variants are listed, not measured)",
+        "protocol,group,cert,resumption,client_cert (refused variants are listed, not measured)",
         optional=True,
         overridable=True,
         engine=True,
     )
-    # Its label, help and surfaces beside the group names it checks (portal.lib.matrix.GROUPS_OPTION).
-    tls_groups: list[Annotated[str, Field(max_length=matrix.MAX_GROUP_CHARS)]] = _field(
-        default_factory=list, **matrix.GROUPS_OPTION
-    )
+    tls_groups: list[str] = _field(default_factory=list, **matrix.GROUPS_OPTION)  # beside parse_groups
     wan_rtt_ms: list[Annotated[float, Field(ge=0, le=wan.MAX_RTT_MS)]] = _field(
         default_factory=lambda: list(wan.DEFAULT_RTTS_MS),
         label="WAN projection RTTs (ms)",
@@ -334,6 +320,23 @@ class RunSpec(BaseModel):
         cli="--wan-rtt",
         cli_help="RTTs in ms for the report's WAN projection, comma-separated (default 2,20,80,200)",
         overridable=True,
+    )
+    h2_streams: int = _field(
+        1,
+        ge=1,
+        le=MAX_H2_STREAMS,
+        label="HTTP/2 streams per connection",
+        help="The h2 and h2c arms: how many of a user's requests may be in flight at once on its one "
+        "connection (never more than the server's SETTINGS_MAX_CONCURRENT_STREAMS). 1 keeps the load "
+        "like for like with the HTTP/1.1 arms; in a closed loop each stream is one more request in "
+        "flight.",
+        description="Requests in flight per user on its HTTP/2 connection (h2, h2c arms), 1–100; the "
+        "server's SETTINGS_MAX_CONCURRENT_STREAMS caps it (validity check http2).",
+        cli="--h2-streams",
+        cli_help="h2/h2c arms: requests in flight per user on its one HTTP/2 connection (default 1)",
+        optional=True,
+        overridable=True,
+        engine=True,
     )
     generators: int | Literal["auto"] = _field(
         1,

@@ -34,7 +34,13 @@ NATURAL_DIRECTION = {
     "new_connection_tls": COST,
     "handshake": COST,
     "resumption_saving": SAVING,
+    "client_certificate": COST,
+    "h2_tls": COST,
 }
+# Comparisons with no natural direction: HTTP/2 may cost or save against HTTP/1.1 (and TLS + HTTP/2
+# against plain HTTP/1.1), so a delta either way is a finding, never "check the setup". They read as a
+# cost when the arm is worse and as a saving when it is better.
+TWO_SIDED = frozenset({"h2_vs_tls", "h2_vs_plain", "h2_new_vs_tls_new"})
 # Per metric: 1 when a higher value is worse (time, CPU), -1 when a lower one is (throughput).
 WORSE = {"rps": -1}
 # Per metric: the arm better than its base, "tls faster than plain".
@@ -55,6 +61,8 @@ def direction(name: str, metric: str, delta: float | None, ci95: Sequence[float]
 
 def unexpected(name: str, way: str | None, verdict: str | None) -> bool:
     """True when a noticeable or significant delta goes against the cost's natural direction."""
+    if name in TWO_SIDED:
+        return False
     against = way in (COST, SAVING) and way != NATURAL_DIRECTION.get(name, COST)
     return against and verdict in (NOTICEABLE, SIGNIFICANT)
 

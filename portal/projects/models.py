@@ -6,10 +6,12 @@ Who may see or do what is decided by the rules of ``portal.projects.access``.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from uuid import uuid4
 
 from django.conf import settings
 from django.db import IntegrityError, models, transaction
+from django.utils import timezone
 from django.utils.text import slugify
 
 
@@ -89,6 +91,20 @@ class Invitation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.username} invited as {self.role} of {self.project}"
+
+    @property
+    def expires(self):
+        """When it can no longer be accepted (``TOLLGATE_INVITATION_DAYS`` after it was made or renewed)."""
+        return self.created + timedelta(days=settings.TOLLGATE_INVITATION_DAYS)
+
+    @property
+    def expired(self) -> bool:
+        return timezone.now() >= self.expires
+
+    @classmethod
+    def valid_since(cls):
+        """The oldest ``created`` an invitation may have and still be accepted."""
+        return timezone.now() - timedelta(days=settings.TOLLGATE_INVITATION_DAYS)
 
 
 class ProjectQuota(models.Model):

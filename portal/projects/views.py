@@ -10,6 +10,7 @@ from django.contrib.auth.decorators import login_required
 from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods, require_POST
 
@@ -56,9 +57,9 @@ def projects_list(request: HttpRequest) -> HttpResponse:
         messages.info(request, f"Project {project.name} created; it is now your current project.")
         return redirect("projects-members", code=project.code)
     memberships = Membership.objects.filter(user=request.user).select_related("project")
-    invitations = Invitation.objects.filter(username=request.user.get_username()).select_related(
-        "project", "invited_by"
-    )
+    invitations = Invitation.objects.filter(
+        username=request.user.get_username(), created__gt=Invitation.valid_since()
+    ).select_related("project", "invited_by")
     ctx = {"memberships": memberships, "current": current, "form": form, "invitations": invitations}
     return render(request, "projects/list.html", ctx)
 
@@ -115,8 +116,11 @@ def _invite(request: HttpRequest, project: Project, data: dict) -> str | None:
     found = project.memberships.filter(user__username=name).first()
     if found is not None:
         return f"{name} is already {found.role} of {project.name}."
+    # Inviting again renews an invitation (and its time to be accepted).
     Invitation.objects.update_or_create(
-        project=project, username=name, defaults={"role": role, "invited_by": request.user}
+        project=project,
+        username=name,
+        defaults={"role": role, "invited_by": request.user, "created": timezone.now()},
     )
     messages.info(
         request,
@@ -133,6 +137,13 @@ def projects_invitation(request: HttpRequest, code, answer: str) -> HttpResponse
     if answer not in ("accept", "decline"):
         raise Http404("accept or decline")
     invitation = get_object_or_404(Invitation, code=code, username=request.user.get_username())
+    if answer == "accept" and invitation.expired:
+        messages.error(
+            request,
+            f"The invitation to {invitation.project.name} expired on "
+            f"{invitation.expires:%Y-%m-%d %H:%M} UTC: ask an owner of the project to invite you again.",
+        )
+        return redirect("projects-list")
     project, role = invitation.project, invitation.role
     with transaction.atomic():
         invitation.delete()

@@ -3,7 +3,11 @@
 ``Run.config`` holds the engine config (``portal.lib.protocol.EngineConfig``) without any secret,
 plus three portal-only keys:
 
-* ``secrets``: a Fernet token (``portal.lib.secrets``) of ``{"headers": {...}, "auth": {...}}``;
+* ``secrets``: a Fernet token (``portal.lib.secrets``) of ``{"headers": {...}, "auth": {...},
+  "client_certs": {key type: {"cert", "key"}}}`` (the target's client certificates, when the run
+  presents one: ``portal.lib.clientcerts.needs_client_cert``);
+* ``client_certs``: ``{key type: facts}`` of those certificates (subject, issuer, expiry,
+  fingerprint: public; the engine's ``client_certs`` are the sealed pairs);
 * ``auth``: ``{"type": "basic"|"bearer", "user": ...}``, for the form (the report shows the type only);
 * ``header_names``: the names of the sealed headers, for the report;
 * ``probes``: which server-side probes to run (``workers.probes.session``);
@@ -19,7 +23,7 @@ import base64
 
 from portal import vault
 
-SECRET_KEYS = ("secrets", "auth", "header_names")
+SECRET_KEYS = ("secrets", "auth", "header_names", "client_certs")
 PORTAL_ONLY_KEYS = (*SECRET_KEYS, "probes", "budgets", "wan_rtt_ms")
 
 
@@ -29,11 +33,14 @@ def seal_into(config: dict, sealed: dict) -> dict:
     config.pop("headers", None)
     headers = sealed.get("headers") or {}
     auth = sealed.get("auth")
-    if headers or auth:
-        config["secrets"] = vault.seal({"headers": headers, "auth": auth})
+    pairs = sealed.get("client_certs") or {}
+    if headers or auth or pairs:
+        config["secrets"] = vault.seal({"headers": headers, "auth": auth, "client_certs": pairs})
         config["header_names"] = sorted(headers)
         if auth:
             config["auth"] = {"type": auth["type"], "user": auth.get("user", "")}
+    if pairs:
+        config["client_certs"] = sealed.get("client_cert_facts") or {kind: {} for kind in pairs}
     return config
 
 
@@ -55,6 +62,8 @@ def engine_dict(config: dict, *, with_secrets: bool = False) -> dict:
         if opened.get("auth"):
             headers["Authorization"] = authorization(opened["auth"])
         out["headers"] = headers
+        if opened.get("client_certs"):
+            out["client_certs"] = opened["client_certs"]
     return out
 
 

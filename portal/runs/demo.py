@@ -128,8 +128,9 @@ def _wait_for_port(host: str, port: int, proc: subprocess.Popen, log: Path, time
     raise RuntimeError(f"nothing listens on {host}:{port} after {timeout_s:.0f} s:\n{_tail(log)}")
 
 
-def _answers(url: str, timeout_s: float = 5) -> int:
-    """The HTTP status ``url`` answers (the demo target's certificate is self-signed)."""
+def _answers(url: str, timeout_s: float = 30) -> int:
+    """The HTTP status ``url`` answers (the demo target's certificate is self-signed). A worker's first
+    request loads Django: on a busy machine that takes seconds, hence the generous timeout."""
     context = ssl.create_default_context()
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE

@@ -5,7 +5,7 @@ import math
 from django import forms
 from django.conf import settings
 
-from portal.lib import evidence, quotas, targetnames
+from portal.lib import clientcerts, evidence, quotas, targetnames
 from portal.lib.names import PROCESS_NAME_MAX
 from portal.lib.protocol import ARM_SCHEMES, ARMS
 from portal.lib.runspec import ENGINE_KEYS, OPTIONS
@@ -15,7 +15,7 @@ from portal.runs.specform import SpecFields
 from portal.runs.tuning import SATURATION_FIELDS, TuningFields
 from portal.scenarios.secrets import SavedSecrets, arm_origins, http_arms
 from portal.targets import verification
-from portal.targets.models import Target
+from portal.targets.models import ClientCertificate, Target
 from portal.validators import check_url, non_ascii, validate_process_name, validate_text
 
 # The form fields behind a spec option that has no field of its own (portal.lib.runspec: custom).
@@ -23,9 +23,17 @@ CUSTOM_FIELDS = {
     "auth": ("auth_type", "auth_user", "auth_secret"),
     "probes": ("probe_server", "openssl_speed", "cryptsetup", "local_process"),
     "saturation": SATURATION_FIELDS,
+    "client_cert": ("client_cert_pem", "client_key_pem"),
 }
 # Fields that decide where the headers and credentials go: checked once these are clean.
 SECRET_INPUTS = ("arms", "plain_url", "tls_url", "headers", "auth_secret")
+
+
+class SecretTextarea(forms.Textarea):
+    """A text area that never renders its value back (a private key, a certificate stored with it)."""
+
+    def format_value(self, value):
+        return None
 
 
 class RunForm(TuningFields, SpecFields):
@@ -79,6 +87,20 @@ class RunForm(TuningFields, SpecFields):
         validators=[validate_text],
         widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
         help_text="Stored encrypted; never shown again.",
+    )
+    client_cert_pem = forms.CharField(
+        label=OPTIONS["client_cert"].label,
+        required=False,
+        max_length=clientcerts.MAX_PEM_CHARS,
+        widget=SecretTextarea(attrs={"rows": 2, "placeholder": "-----BEGIN CERTIFICATE-----"}),
+        help_text=OPTIONS["client_cert"].description,
+    )
+    client_key_pem = forms.CharField(
+        label="Client certificate's private key",
+        required=False,
+        max_length=clientcerts.MAX_PEM_CHARS,
+        widget=SecretTextarea(attrs={"rows": 2, "placeholder": "-----BEGIN PRIVATE KEY-----"}),
+        help_text="Unencrypted PEM. Stored encrypted with the certificate; never shown again.",
     )
     probe_server = forms.BooleanField(
         label="Probe the server over SSH",
@@ -170,8 +192,39 @@ class RunForm(TuningFields, SpecFields):
         if self.project is not None and not any(name in self.errors for name in ("plain_url", "tls_url")):
             self._clean_verification(data)
         self.clean_tuning(data)
+        self._clean_client_cert(data)
         self._clean_quota(data)
         return data
+
+    def _clean_client_cert(self, data: dict) -> None:
+        """A typed pair is checked (it is stored on the target when the run starts); a run that
+        presents a certificate needs one typed or held by its target."""
+        self._client_cert = None
+        typed = (data.get("client_cert_pem") or "", data.get("client_key_pem") or "")
+        if any(text.strip() for text in typed):
+            try:
+                self._client_cert = clientcerts.load_pair(*typed)
+            except clientcerts.ClientCertError as exc:
+                self.add_error("client_cert_pem", f"{str(exc)[:1].upper()}{str(exc)[1:]}.")
+            return
+        arms = data.get("arms") or []
+        if clientcerts.MTLS_ARM not in arms or self.project is None:
+            return
+        held = ClientCertificate.objects.filter(
+            target__project=self.project,
+            target__plain_url=data.get("plain_url") or "",
+            target__tls_url=data.get("tls_url") or "",
+        )
+        if not held.exists():
+            self.add_error(
+                "client_cert_pem",
+                f"The {clientcerts.MTLS_ARM} arm presents the target's client certificate and this "
+                f"target holds none: {clientcerts.NO_CERTIFICATE_HINT}.",
+            )
+
+    def client_cert(self) -> clientcerts.ClientCert | None:
+        """The pair typed in the form (checked), stored on the target when the run starts."""
+        return getattr(self, "_client_cert", None)
 
     def _clean_verification(self, data: dict) -> None:
         """No load on an address outside the allow-list before the target is verified."""

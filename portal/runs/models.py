@@ -49,6 +49,9 @@ class Run(models.Model):
     # The saturation search's stages as the engine ran them (portal.lib.capacity.stage_point):
     # {"settings": EngineConfig.saturation, "arms": {"<arm>": [point, …]}}. Empty without a search.
     capacity = models.JSONField(default=dict, blank=True)
+    # Arms the server's protocols could not serve, found in the preflight and not measured (an h2 arm
+    # against a server without h2 over ALPN): [{"arm", "url", "reason"}]. Empty when none.
+    refused_arms = models.JSONField(default=list, blank=True)
     # Server-side probes: {"openssl_speed": {host: …}, "cryptsetup": …, "host_key": …, "errors": […]}.
     probes = models.JSONField(default=dict, blank=True)
     # Written when the run ends, for lists and trends: {"requests", "costs": [headline costs]}.
@@ -239,6 +242,10 @@ class ArmResult(models.Model):
     # Distributed runs: each Locust worker's share of this arm, [{"id", "host", "requests", "failures",
     # "cpu_s", "lost_at", "lost_reason", "hist"}] (workers.engine.distributed_arm); [] on one process.
     generators = models.JSONField(default=list, blank=True)
+    # HTTP/2 arms: {"alpn": {protocol: connections}, "peer_max_streams": the server's lowest
+    # SETTINGS_MAX_CONCURRENT_STREAMS or null, "streams_peak", "goaway": {error code: count}} in the
+    # window (workers.engine.recorder); null on HTTP/1.1 arms.
+    http2 = models.JSONField(null=True, blank=True)
     # The worker and attempt that measured it (RunAttempt.worker, .number): resumed runs mix attempts.
     worker = models.CharField(max_length=255, blank=True)
     attempt = models.PositiveSmallIntegerField(default=1)

@@ -13,6 +13,10 @@ COST_LABELS = {
     "new_connection_tls": "A new TLS connection per request (TCP connect included)",
     "handshake": "A full TLS handshake per request",
     "resumption_saving": "Session resumption saves",
+    "h2_vs_tls": "HTTP/2 on warm TLS (h2 − tls)",
+    "h2_vs_plain": "TLS + HTTP/2 against plain HTTP/1.1 (h2 − plain)",
+    "h2_new_vs_tls_new": "HTTP/2 on a new TLS connection per request (h2_new − tls_new)",
+    "h2_tls": "TLS under HTTP/2 (h2 − h2c)",
 }
 
 
@@ -30,10 +34,16 @@ def report_context(run: Run, request=None) -> dict:
         ctx["cut_short"] = [name for name, section in data["arms"].items() if not section["complete"]]
         ctx["lost_generators"] = [g["id"] for g in data.get("generators") or [] if g["lost_at"] is not None]
         ctx["chart"] = page["charts"]
+        cpu = {c["name"]: c for c in data["costs"] if c["metric"] == "server_cpu_ms_per_req"}
         ctx["headline"] = [
-            {**cost, "label": COST_LABELS.get(cost["name"], cost["name"])}
+            {
+                **cost,
+                "label": COST_LABELS.get(cost["name"], cost["name"]),
+                "server_cpu": cpu.get(cost["name"]),
+            }
             for cost in costs.headline_costs(data["costs"])
         ]
+        ctx["refused_arms"] = data["run"].get("refused_arms") or []
         ctx["evidence"] = evidence_context(run, data)
         ctx["expected_label"] = validity.expected_label(run.config.get("expected_status") or [])
     return ctx

@@ -58,6 +58,7 @@ def arm_data(arm: ArmResult) -> dict:
         "series": arm.series,
         "server_cpu": arm.server_cpu,
         "generators": arm.generators,
+        "http2": arm.http2,
     }
 
 
@@ -97,6 +98,8 @@ def run_data(run: Run, request=None) -> dict:
         # Who measured what: one entry per attempt (a resumed run has several), with its worker, host,
         # times, the arms it stored ("arm#round"), arms it left cut short, outcome and reason.
         "attempts": [attempt.entry() for attempt in run.attempts.all()],
+        # Arms refused in the preflight (the server does not speak their protocol): not measured.
+        "refused_arms": run.refused_arms,
     }
 
 

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from django.utils import timezone
 
+from portal.lib.clientcerts import ClientCert, needs_client_cert
 from portal.lib.protocol import EngineConfig
 from portal.runs.configs import engine_dict, seal_into
 from portal.runs.models import Run
 from portal.scenarios.models import Scenario
+from portal.targets.clientcerts import for_run as target_certs_for_run
+from portal.targets.clientcerts import save_client_cert
 from portal.targets.editing import get_or_create_target  # noqa: F401 - the run paths' door to targets
 from portal.targets.models import Target
 
@@ -22,12 +25,21 @@ def create_run(
     source: str = "web",
     secrets: dict | None = None,
     budgets: dict | None = None,
+    client_cert: ClientCert | None = None,
 ) -> Run:
     """``secrets`` (``{"headers": {...}, "auth": {"type", "user", "secret"}}``) are encrypted into the
     run's config; the plaintext is never stored. The run belongs to its target's project; ``owner``
     is who started it. ``budgets`` (checked ``{name: limit}``, ``portal.lib.budgets``) go into
-    ``config["budgets"]``; None: the scenario's, if any (``{}``: none at all)."""
-    config = seal_into(config, secrets or {})
+    ``config["budgets"]``; None: the scenario's, if any (``{}``: none at all). ``client_cert`` (checked
+    by ``portal.lib.clientcerts.load_pair``) is stored on the target first; a run that presents a
+    client certificate gets the target's sealed into its secrets (what it presents stays the same
+    whatever the target holds later)."""
+    secrets = dict(secrets or {})
+    if client_cert is not None:
+        save_client_cert(target, client_cert)
+    if needs_client_cert(config):
+        secrets["client_certs"], secrets["client_cert_facts"] = target_certs_for_run(target)
+    config = seal_into(config, secrets)
     if budgets is None and scenario is not None:
         budgets = scenario.budgets
     if budgets:

@@ -34,7 +34,13 @@ JSON_NAMES = {
     **{field: key for key, fields in CUSTOM_FIELDS.items() for field in fields},
     "__all__": "non_field_errors",
 }
-UNPACKED = ("headers", "auth", "saturation", "probes")  # by _structured, into several form fields
+UNPACKED = (
+    "headers",
+    "auth",
+    "saturation",
+    "probes",
+    "client_cert",
+)  # by _structured, into several form fields
 PROBE_FIELDS = {"ssh": "probe_server", "openssl_speed": "openssl_speed", "cryptsetup": "cryptsetup"}
 
 
@@ -84,6 +90,13 @@ def _structured(data: dict) -> dict:
         )
     if "saturation" in data:
         out.update(_saturation_fields(data["saturation"]))
+    if "client_cert" in data:
+        pair = data["client_cert"] or {}
+        if not isinstance(pair, dict) or not all(isinstance(pair.get(k, ""), str) for k in ("cert", "key")):
+            raise RunRefused(
+                {"client_cert": ['An object {"cert": PEM certificate, "key": PEM key} or null.']}
+            )
+        out.update(client_cert_pem=pair.get("cert") or "", client_key_pem=pair.get("key") or "")
     if "probes" in data:
         probes = data["probes"] or {}
         if not isinstance(probes, dict):
@@ -219,6 +232,7 @@ def start_run(owner, project, data: dict, *, scenario: Scenario | None = None, s
             source=source,
             secrets=form.secrets(),
             budgets=budgets,
+            client_cert=form.client_cert(),
         )
         dispatch.enqueue(run)
     return run
@@ -307,6 +321,8 @@ def start_from_form(owner, project, form: RunForm, base: Scenario | None) -> Run
             if not made:  # saved over: a new version of the scenario
                 Scenario.objects.filter(pk=scenario.pk).update(version=F("version") + 1)
                 scenario.refresh_from_db(fields=["version"])
-        run = services.create_run(owner, target, config, scenario=scenario, secrets=secrets)
+        run = services.create_run(
+            owner, target, config, scenario=scenario, secrets=secrets, client_cert=form.client_cert()
+        )
         dispatch.enqueue(run)
     return run

@@ -181,6 +181,8 @@ def target_trend(request: HttpRequest, target) -> HttpResponse:
         "target_label": labels[target_obj.code],
         "runs": runs,
         "points": points,
+        # The legend names each cost as the table does, not by its report key.
+        "point_labels": {name: COST_LABELS.get(name, name) for name in points},
         "cost_labels": COST_LABELS,
     }
     return render(request, "runs/trend.html", ctx)

@@ -64,3 +64,32 @@ class SshAccess(models.Model):
 
     def __str__(self) -> str:
         return f"{self.username}@{self.host}:{self.port}"
+
+
+class ClientCertificate(models.Model):
+    """A client certificate (mutual TLS) the target's runs present: one per key type, so the matrix
+    can compare RSA and ECDSA (``portal.lib.clientcerts``). The certificate and its key are stored
+    Fernet-encrypted together (``portal.lib.secrets``: ``{"cert", "key"}``) and never rendered; the
+    facts beside them are public (what the page and the report show)."""
+
+    class KeyType(models.TextChoices):
+        RSA = "rsa", "RSA"
+        ECDSA = "ecdsa", "ECDSA"
+
+    target = models.ForeignKey(Target, models.CASCADE, related_name="client_certs")
+    key_type = models.CharField(max_length=8, choices=KeyType.choices)
+    pair_enc = models.TextField()
+    subject = models.CharField(max_length=500)
+    issuer = models.CharField(max_length=500)
+    not_after = models.DateTimeField()
+    fingerprint_sha256 = models.CharField(max_length=95)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            # One per key type: a new one of the same type replaces it (the run picks by type).
+            models.UniqueConstraint(fields=["target", "key_type"], name="clientcert_target_type_uniq"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_key_type_display()} {self.subject}"

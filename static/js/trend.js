@@ -2,7 +2,8 @@
 (function () {
   "use strict";
   var COLORS = {
-    keepalive_tls: "#d62728", new_connection_tls: "#9467bd", handshake: "#ff7f0e", resumption_saving: "#2ca02c"
+    keepalive_tls: "#d62728", new_connection_tls: "#9467bd", handshake: "#ff7f0e", resumption_saving: "#2ca02c",
+    h2_vs_tls: "#17becf", h2_vs_plain: "#8c564b", h2_new_vs_tls_new: "#e377c2", h2_tls: "#7f7f7f"
   };
   var BAND_ALPHA = 0.15;  // the 95% interval: a tint behind the line, never a block
 
@@ -18,10 +19,13 @@
     var canvas = document.getElementById("chart-trend");
     if (!el || !canvas || typeof Chart === "undefined") { return; }
     var points = JSON.parse(el.textContent);
+    var labelsEl = document.getElementById("trend-labels");
+    var names = labelsEl ? JSON.parse(labelsEl.textContent) : {};
     var datasets = [];
-    Object.keys(points).forEach(function (name) {
-      var color = COLORS[name] || "#555555";
-      var rows = points[name];
+    Object.keys(points).forEach(function (key) {
+      var color = COLORS[key] || "#555555";
+      var name = names[key] || key;
+      var rows = points[key];
       function xy(value) { return function (p) { return { x: p.t.slice(0, 19).replace("T", " "), y: value(p) }; }; }
       datasets.push({ label: name + " 95% low", data: rows.map(xy(function (p) { return p.ci95 ? p.ci95[0] / 1000 : null; })),
         borderColor: rgba(color, 0), backgroundColor: rgba(color, BAND_ALPHA), pointRadius: 0, fill: false });

@@ -167,6 +167,14 @@ def test_the_trend_band_is_a_tint_not_a_black_block(page, live_server, django_us
     for label, colour, alpha in bands:
         assert colour != "#010203" and 0 < alpha <= 0.3, (label, colour)
     assert page.evaluate(DARK) < 0.002  # axis text is grey; a black block would be tens of percent
+    # The legend names each cost as the table's header does, never by its report key.
+    legend = page.evaluate(
+        "() => Chart.getChart('chart-trend').data.datasets.map(d => d.label)"
+        ".filter(t => t.indexOf('95%') < 0)"
+    )
+    headers = page.locator("#trend-table thead th").all_inner_texts()[1:]
+    assert legend and sorted(legend) == sorted(headers), (legend, headers)
+    assert not any("_" in name for name in legend), legend
     page.locator("#chart-trend").screenshot(path=str(ARTIFACTS / "trend-band.png"))
     assert page.console_errors == []
 

@@ -19,10 +19,22 @@ def test_dimensions_parse_in_canonical_order_and_refuse_unknown_ones():
 def test_variants_are_the_cross_product_with_short_names_that_fit_the_column():
     variants = matrix.variants(["protocol", "cert"])
     assert len(variants) == 6  # RSA, ECDSA and Ed25519 under each protocol
-    assert variants[0] == {"protocol": "tls1.2", "group": None, "cert": "rsa", "resumption": None}
+    assert variants[0] == {
+        "protocol": "tls1.2",
+        "group": None,
+        "cert": "rsa",
+        "resumption": None,
+        "client_cert": None,
+    }
     assert matrix.variant_name(variants[0]) == "tls_new@1.2+rsa"
     everything = matrix.variants(list(matrix.DIMENSIONS))
-    assert len(everything) == matrix.variant_count(list(matrix.DIMENSIONS)) == 54
+    assert len(everything) == matrix.variant_count(list(matrix.DIMENSIONS)) == 2 * 3 * 3 * 3 * 3
+    # "none" and "rsa" are values of other dimensions too: the client certificate's read apart.
+    names = [matrix.variant_name(v) for v in matrix.variants(["resumption", "client_cert"])[:3]]
+    assert names == ["tls_new@full+nocc", "tls_new@full+ccrsa", "tls_new@full+ccecdsa"]
+    assert matrix.label("client_cert", "none") == "no client certificate"
+    assert matrix.label("resumption", "none") == "a full handshake per connection"
+    assert matrix.label("group", "secp384r1") == "secp384r1 key exchange"
     longest = max(len(matrix.variant_name(v)) for v in everything)
     assert longest <= matrix.MAX_NAME
     assert matrix.base_arm("tls_new@1.3+x25519") == "tls_new" and matrix.base_arm("tls") == "tls"
@@ -80,7 +92,13 @@ def test_matrix_entries_and_advice_ranked_by_measured_saving():
     refused = entries["tls_new@1.3+rsa"]
     assert refused["status"] == "refused" and refused["requests"] is None and "RSA" in refused["detail"]
     rsa = entries["tls_new@1.2+rsa"]
-    assert rsa["variant"] == {"protocol": "tls1.2", "group": None, "cert_key_type": "rsa", "resumption": None}
+    assert rsa["variant"] == {
+        "protocol": "tls1.2",
+        "group": None,
+        "cert_key_type": "rsa",
+        "resumption": None,
+        "client_cert": None,
+    }
     assert rsa["requests"] == 200 and rsa["ttlb_us"]["p50"] == 1900
     # How many handshakes resumed under load (not only in the probe) is in the entry.
     assert rsa["connections_opened"] == 200 and rsa["tls_sessions_reused"] == 0

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.urls import reverse
+from django.utils import timezone
 
 from portal.projects.cli import project_for_run
 from portal.projects.models import Invitation, Membership, Project, Role, personal_project
@@ -89,6 +92,32 @@ def test_adding_a_member_tells_nothing_about_accounts(client, world):
     client.force_login(users["viewer"])
     assert client.post(reverse("projects-invitation", args=[other.code, "decline"])).status_code == 404
     assert Invitation.objects.filter(pk=other.pk).exists()
+
+
+def test_an_invitation_expires_and_inviting_again_renews_it(client, world, settings):
+    """An invitation left unanswered past TOLLGATE_INVITATION_DAYS is neither listed to the invitee
+    nor acceptable; the owner sees it as expired, and inviting again starts the time afresh."""
+    a, users = world["a"], world["users"]
+    settings.TOLLGATE_INVITATION_DAYS = 3
+    client.force_login(users["owner"])
+    url = reverse("projects-members", args=[a.project.code])
+    _invite(client, url, "outsider")
+    invitation = Invitation.objects.get(project=a.project, username="outsider")
+    Invitation.objects.filter(pk=invitation.pk).update(created=timezone.now() - timedelta(days=3, seconds=1))
+    assert "expired" in client.get(url).content.decode()
+    client.force_login(users["outsider"])
+    assert "alpha" not in client.get(reverse("projects-list")).content.decode()
+    page = client.post(reverse("projects-invitation", args=[invitation.code, "accept"]), follow=True)
+    assert "expired on" in page.content.decode() and "invite you again" in page.content.decode()
+    assert not a.project.memberships.filter(user=users["outsider"]).exists()
+    # Declining an expired invitation still removes it; here the owner renews it instead.
+    client.force_login(users["owner"])
+    _invite(client, url, "outsider", role="member")
+    renewed = Invitation.objects.get(pk=invitation.pk)
+    assert not renewed.expired and renewed.role == Role.MEMBER
+    client.force_login(users["outsider"])
+    client.post(reverse("projects-invitation", args=[invitation.code, "accept"]))
+    assert a.project.memberships.get(user=users["outsider"]).role == Role.MEMBER
 
 
 def test_owners_manage_members_and_the_last_owner_stays(client, world):

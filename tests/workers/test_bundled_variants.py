@@ -164,3 +164,44 @@ def test_a_server_without_the_hybrid_refuses_it_with_its_own_alert_not_an_error_
     assert (
         sum(1 for line in logged if line.split()[-1] == "prime256v1") >= results["tls_new@p256"]["requests"]
     )
+
+
+def test_client_certificate_variants_on_the_bundled_library_as_the_server_saw_them(engine, tmp_path):
+    # The server asks for a client certificate (optional) from its own CA: each client_cert variant
+    # presents the run's certificate of its key type, "none" presents none, as the server counted.
+    with PyOpenSSLServer(tmp_path, client_ca=True) as server:
+        pairs = {}
+        for kind in ("rsa", "ecdsa"):
+            cert, key = server.client_ca.issue(kind, common_name=f"cc-{kind}")
+            pairs[kind] = {"cert": cert.read_text(), "key": key.read_text()}
+        messages, code, stderr = engine(
+            {
+                "arms": [{"name": "tls_new", "url": server.url()}],
+                "users": 1,
+                "spawn_rate": 10,
+                "warmup_s": 0.1,
+                "duration_s": 0.3,
+                "arrival_rate": 30,
+                "verify_tls": False,
+                "tls_library": "bundled",
+                "tls_matrix": ["group", "client_cert"],
+                "tls_groups": ["secp384r1"],
+                "client_certs": pairs,
+            }
+        )
+        seen = server.counters.snapshot()
+    assert code == 0, stderr
+    (matrix,) = [m for m in messages if m["type"] == "matrix"]
+    entries = {v["name"]: v for v in matrix["variants"]}
+    assert len(entries) == 4 * 3 and all(e["status"] == "measured" for e in entries.values()), entries
+    assert entries["tls_new@secp384r1+ccrsa"]["negotiated"]["group"] == "secp384r1"
+    assert all(e["negotiated"]["client_cert_requested"] is True for e in entries.values())
+    results = {m["arm"]: m["result"] for m in messages if m["type"] == "arm"}
+    for kind in ("rsa", "ecdsa"):
+        sent = sum(
+            results[f"tls_new@{g}+cc{kind}"]["requests"] for g in ("x25519", "p256", "mlkem", "secp384r1")
+        )
+        assert seen["client_certs"][f"cc-{kind}"] >= sent
+    assert seen["client_certs"]["none"] >= sum(
+        r["requests"] for n, r in results.items() if n.endswith("+nocc")
+    )

@@ -77,15 +77,20 @@ class Endpoint:
 class ConnectionPolicy:
     new_connection_per_request: bool
     resume_sessions: bool
+    http2: bool = False  # workers.engine.http2: ALPN h2 over TLS, or prior knowledge over TCP (h2c)
 
 
-ARM_POLICIES: dict[str, tuple[str, ConnectionPolicy]] = {
-    # arm name -> (scheme it needs, connection policy)
+ARM_POLICIES: dict[str, tuple[str, ConnectionPolicy]] = {  # arm -> (scheme it needs, connection policy)
     "plain": ("http", ConnectionPolicy(new_connection_per_request=False, resume_sessions=False)),
     "plain_new": ("http", ConnectionPolicy(new_connection_per_request=True, resume_sessions=False)),
     "tls": ("https", ConnectionPolicy(new_connection_per_request=False, resume_sessions=False)),
     "tls_new": ("https", ConnectionPolicy(new_connection_per_request=True, resume_sessions=False)),
     "tls_resumed": ("https", ConnectionPolicy(new_connection_per_request=True, resume_sessions=True)),
+    # tls_new's policy; its context presents the run's client certificate (tlslib.run_context).
+    "tls_mtls": ("https", ConnectionPolicy(new_connection_per_request=True, resume_sessions=False)),
+    "h2": ("https", ConnectionPolicy(new_connection_per_request=False, resume_sessions=False, http2=True)),
+    "h2_new": ("https", ConnectionPolicy(new_connection_per_request=True, resume_sessions=False, http2=True)),
+    "h2c": ("http", ConnectionPolicy(new_connection_per_request=False, resume_sessions=False, http2=True)),
 }
 
 
@@ -109,6 +114,12 @@ class Sample:
     content_type: str = ""  # Content-Type header as sent ("" when absent)
     content_encoding: str = ""  # Content-Encoding header as sent ("" when absent: identity)
     schedule_lag_us: int = 0  # open loop: how late the request started against its schedule
+    # HTTP/2 (workers.engine.http2): ALPN and server stream limit (opening request), streams in flight
+    # at send (itself included), a GOAWAY's error code name (the request that saw it).
+    alpn: str | None = None
+    peer_max_streams: int | None = None
+    streams_in_flight: int = 0
+    goaway: str | None = None
     error: str | None = None
     error_detail: str | None = None
 

@@ -176,6 +176,9 @@ class CoopConnection:
     def session_reused(self) -> bool | None:
         return self.tls.session_reused if self.tls is not None else None
 
+    def selected_alpn_protocol(self) -> str | None:
+        return self.tls.selected_alpn_protocol() if self.tls is not None else None
+
     def close(self) -> None:
         """Stop and drop the watchers, then close the socket (no close_notify, as ``SSLSocket.close``)."""
         for watcher in (self._reader, self._writer):

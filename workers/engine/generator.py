@@ -55,9 +55,10 @@ class Generator:
         data = msg.data
         config = EngineConfig.from_dict(data["config"])
         endpoint = Endpoint(**data["endpoint"])
-        context = run_context(config) if endpoint.tls else None
-        prepared = Prepared(endpoint, context, data["targets"], [], data["origin"])
         arm = ArmSpec(**data["arm"])
+        http2 = data["policy"].get("http2", False)
+        context = run_context(config, arm.name, http2=http2) if endpoint.tls else None
+        prepared = Prepared(endpoint, context, data["targets"], [], data["origin"])
         self.arm_index = data["index"]
         self.recorder = ArmRecorder(arm.name)
         swarm = Swarm(config, io.StringIO())

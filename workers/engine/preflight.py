@@ -15,7 +15,9 @@ import ssl
 from dataclasses import dataclass
 from urllib.parse import urljoin
 
+from portal.lib import clientcerts
 from portal.lib.protocol import ArmSpec, EngineConfig
+from workers.engine import mtls
 from workers.engine.client import (
     ARM_POLICIES,
     MAX_HEAD_BYTES,
@@ -26,6 +28,7 @@ from workers.engine.client import (
     split_target,
 )
 from workers.engine.http1 import parse_head
+from workers.engine.http2 import H2Client
 from workers.engine.tlsinfo import probe_tls
 from workers.engine.tlslib import SSL, run_context
 
@@ -50,6 +53,11 @@ class PreflightFailed(Exception):
     def __init__(self, url: str, reason: str) -> None:
         super().__init__(reason)
         self.url = url
+
+
+class ArmRefused(PreflightFailed):
+    """The server does not speak the arm's protocol (no h2 over ALPN, no HTTP/2 with prior knowledge):
+    the arm is refused with the reason and the run measures its other arms."""
 
 
 @dataclass
@@ -136,20 +144,33 @@ def preflight(config: EngineConfig, arm: ArmSpec, headers: dict[str, str]) -> Pr
     because the arm would then measure another scheme, host or port.
     """
     endpoint = Endpoint.resolve(arm.url, config.pinned)
-    context = run_context(config) if endpoint.tls else None
     _, policy = ARM_POLICIES[arm.name]
+    context = run_context(config, arm.name, http2=policy.http2) if endpoint.tls else None
     specs = config.paths or []
     wanted = [(spec.path, spec.weight) for spec in specs] or [(split_target(arm.url), 1.0)]
     origin = origin_of(arm.url)
     targets: list[dict] = []
     redirects: list[dict] = []
-    client = PeekingClient(endpoint, policy, context, timeout_s=config.timeout_s, headers=headers)
+    if arm.name == clientcerts.MTLS_ARM:
+        # Asked for, sent and accepted, or the arm fails here with the server's alert.
+        try:
+            mtls.check(config, endpoint, clientcerts.arm_key_type(config.client_certs), wanted[0][0])
+        except mtls.Rejected as exc:
+            raise PreflightFailed(origin + wanted[0][0], str(exc)) from None
+    if policy.http2:
+        client = H2Client(endpoint, policy, context, timeout_s=config.timeout_s, headers=headers)
+        client.keep_body = True
+    else:
+        client = PeekingClient(endpoint, policy, context, timeout_s=config.timeout_s, headers=headers)
     try:
         for path, weight in wanted:
             current = path
             for _hop in range(MAX_REDIRECTS + 1):
                 sample = client.request(current, current)
                 if sample.error:
+                    refused = h2_refusal(arm.name, endpoint.tls, sample)
+                    if refused:
+                        raise ArmRefused(origin + current, refused)
                     raise PreflightFailed(origin + current, transport_failure(sample))
                 location = sample.location
                 if not (config.follow_redirects and sample.status in REDIRECT_STATUSES and location):
@@ -167,11 +188,26 @@ def preflight(config: EngineConfig, arm: ArmSpec, headers: dict[str, str]) -> Pr
                 raise PreflightFailed(origin + path, f"more than {MAX_REDIRECTS} redirects")
             if not expected(config.expected_status, sample.status):
                 answer = unexpected_answer(sample, client.body_head(), config, headers)
+                if arm.name == clientcerts.MTLS_ARM and sample.status in (400, 403, 495, 496):
+                    answer += " (with the client certificate presented: did the server reject it?)"
                 raise PreflightFailed(origin + current, answer)
             targets.append({"path": current, "weight": weight, "requested": path})
     finally:
         client.close()
     return Prepared(endpoint, context, targets, redirects, origin)
+
+
+def h2_refusal(arm: str, tls: bool, sample: Sample) -> str:
+    """Why an HTTP/2 arm is refused ("" when its failure is not a refusal): the server did not select
+    h2 over ALPN, or over plain TCP it did not answer the HTTP/2 preface (it speaks HTTP/1.1 there)."""
+    if sample.error == "alpn_refused":
+        return f"{arm} refused: {sample.error_detail.partition(': ')[2]}"
+    if not tls and sample.connect_us is not None and sample.error in ("protocol_error", "connection_reset"):
+        return (
+            f"{arm} refused: the server does not speak HTTP/2 with prior knowledge on this port "
+            f"(it answered the HTTP/2 preface with {sample.error}: {sample.error_detail})"
+        )
+    return ""
 
 
 def expected(codes: list[int], status: int | None) -> bool:

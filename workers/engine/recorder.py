@@ -121,6 +121,10 @@ class ArmRecorder:
         # Connection-level failures (refused, reset, timeout) by kind, warm-up and window alike: the
         # unreachable-target rule (workers.engine.unreachable.Watch) reads them with the attempts.
         self.connection_failures: dict[str, int] = {}
+        # HTTP/2 arms (``workers.engine.http2``), in the window: the protocol ALPN selected per
+        # connection opened, the server's lowest SETTINGS_MAX_CONCURRENT_STREAMS, the most streams in
+        # flight on one connection, GOAWAYs read by error code. None until an HTTP/2 request is seen.
+        self.http2: dict | None = None
 
     def flush(self) -> None:
         """Add every pending count of the window into its histogram (reading one does it too)."""
@@ -161,6 +165,8 @@ class ArmRecorder:
     def record(self, sample: Sample, expected_ok: bool) -> None:
         if sample.error is not None and sample.error in CONNECTION_ERRORS:
             _count(self.connection_failures, sample.error)
+        if sample.alpn is not None:  # every HTTP/2 connection of the arm, warm-up included
+            self._note_h2_connection(sample)
         start = self.window_start_ns
         if start is None or sample.start_ns < start or self.window_end_ns is not None:
             if start is None:
@@ -186,6 +192,8 @@ class ArmRecorder:
             _count(pending[3], sample.tls_handshake_us)
             if sample.session_reused:
                 self.sessions_reused += 1
+        if sample.streams_in_flight:
+            self._note_http2(sample)
         if sample.status is None:
             return
         self.status_codes[sample.status] += 1
@@ -200,6 +208,27 @@ class ArmRecorder:
         sec_ttlb, sec_ttfb = self._sec_pending
         _count(sec_ttlb, ttlb)
         _count(sec_ttfb, ttfb)
+
+    def _h2(self) -> dict:
+        if self.http2 is None:
+            self.http2 = {"alpn": {}, "peer_max_streams": None, "streams_peak": 0, "goaway": {}}
+        return self.http2
+
+    def _note_h2_connection(self, sample: Sample) -> None:
+        """What one HTTP/2 connection negotiated: ALPN, and the server's stream limit."""
+        h2 = self._h2()
+        _count(h2["alpn"], sample.alpn)
+        if sample.peer_max_streams is not None:
+            known = h2["peer_max_streams"]
+            limit = sample.peer_max_streams
+            h2["peer_max_streams"] = limit if known is None else min(known, limit)
+
+    def _note_http2(self, sample: Sample) -> None:
+        """A request in the window: the streams in flight beside it, a GOAWAY it saw."""
+        h2 = self._h2()
+        h2["streams_peak"] = max(h2["streams_peak"], sample.streams_in_flight)
+        if sample.goaway is not None:
+            _count(h2["goaway"], sample.goaway)
 
     def _note_content(self, sample: Sample) -> None:
         """Body sizes and content headers per request target, of expected answers only (an error page
@@ -279,6 +308,7 @@ class ArmRecorder:
             "tls_sessions_reused": self.sessions_reused,
             "late_requests": self.late_requests,
             "max_schedule_lag_us": self.max_schedule_lag_us,
+            "http2": self.http2,
         }
 
 

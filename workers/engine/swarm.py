@@ -1,7 +1,5 @@
-"""Drive one Locust swarm per arm and report each arm as soon as it ends.
-
-Imported only inside the engine subprocess, after Locust (and so gevent's monkey-patching).
-"""
+"""Drive one Locust swarm per arm and report each arm as soon as it ends. Imported only inside the
+engine subprocess, after Locust (and so gevent's monkey-patching)."""
 
 from __future__ import annotations
 
@@ -23,10 +21,11 @@ from locust.event import Events
 from portal.lib.matrix import MATRIX_ARMS, base_arm
 from portal.lib.protocol import EXIT_ARM_ERROR, EXIT_OK, ArmSpec, EngineConfig, emit
 from workers.engine import saturation
-from workers.engine.client import ARM_POLICIES, TimedClient
+from workers.engine.client import ARM_POLICIES
+from workers.engine.clients import client_factory
 from workers.engine.distributed_arm import DistributedArm, Fleet
 from workers.engine.facts import engine_facts
-from workers.engine.preflight import PreflightFailed, Prepared, preflight, tls_facts
+from workers.engine.preflight import ArmRefused, PreflightFailed, Prepared, preflight, tls_facts
 from workers.engine.recorder import ArmRecorder, CpuMeter
 from workers.engine.unreachable import TargetUnreachable, Watch
 from workers.engine.users import arm_user_class
@@ -178,6 +177,13 @@ class Swarm:
                 return None
             try:
                 prepared[arm.name] = self.preflight(arm)
+            except ArmRefused as exc:  # not the server's protocol (HTTP/2): the other arms are measured
+                emit(self.out, "refused", arm=arm.name, url=exc.url, reason=str(exc))
+                order.remove(arm)
+                self.arms_total -= self.config.rounds
+                if not order:
+                    return arm, f"preflight of {exc.url} failed: {exc}"
+                continue
             except PreflightFailed as exc:
                 return arm, f"preflight of {exc.url} failed: {exc}"
             except Exception as exc:  # noqa: BLE001 - reported to the task, which fails the run
@@ -198,14 +204,9 @@ class Swarm:
         report them; the accepted ones become sub-arms with their own context and policy."""
         cfg = self.config
         ready = prepared[arm.name]
+        options = {"library": cfg.tls_library, "client_certs": cfg.client_certs, "groups": cfg.tls_groups}
         sub_arms, entries = expand(
-            arm,
-            ready.endpoint,
-            cfg.tls_matrix,
-            cfg.verify_tls,
-            cfg.timeout_s,
-            library=cfg.tls_library,
-            groups=cfg.tls_groups,
+            arm, ready.endpoint, cfg.tls_matrix, cfg.verify_tls, cfg.timeout_s, **options
         )
         if not entries:
             return []
@@ -233,11 +234,9 @@ class Swarm:
                 return paths[0]
             return random.choices(paths, cum_weights=cum_weights)[0]  # noqa: S311 - load mix, not crypto
 
-        def new_client() -> TimedClient:
-            return TimedClient(endpoint, policy, context, timeout_s=timeout_s, headers=headers)
-
+        new_client, lanes = client_factory(endpoint, policy, context, timeout_s, headers, cfg.h2_streams)
         return arm_user_class(
-            arm.name, new_client, pick, recorder.record, expected, interval_ns, cfg.think_time_s
+            arm.name, new_client, pick, recorder.record, expected, interval_ns, cfg.think_time_s, lanes
         )
 
     def run_arm(

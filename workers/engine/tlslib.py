@@ -21,12 +21,14 @@ import os
 import select
 import socket
 import ssl
+import tempfile
 
 import OpenSSL
-from OpenSSL import SSL
+from OpenSSL import SSL, crypto
 from OpenSSL._util import ffi as _ffi
 from OpenSSL._util import lib as _lib
 
+from portal.lib import clientcerts
 from portal.lib.protocol import EngineConfig
 
 # pyOpenSSL's cffi binding (``OpenSSL._util.lib``) and ``Connection._ssl`` are private: checked on this
@@ -35,6 +37,7 @@ PRIVATE_API_CHECKED_ON = {"pyOpenSSL": "26.2"}
 SYSTEM, BUNDLED = "system", "bundled"
 LIBRARIES = (SYSTEM, BUNDLED)
 Context = SSL.Context
+HTTP1, H2 = ("http/1.1",), ("h2",)  # what a context offers over ALPN
 WANT_READ, WANT_WRITE = "The operation did not complete (read)", "The operation did not complete (write)"
 
 
@@ -51,13 +54,13 @@ def describe(choice: str) -> dict:
     return {"choice": SYSTEM, "openssl": ssl.OPENSSL_VERSION, "binding": "ssl"}
 
 
-def bundled_context(verify: bool, cafile: str | None = None) -> SSL.Context:
+def bundled_context(verify: bool, cafile: str | None = None, alpn: tuple[str, ...] = HTTP1) -> SSL.Context:
     """A client context as ``client.make_ssl_context`` makes on ``ssl``, on the bundled library: TLS
-    1.2 at least, ALPN http/1.1; with ``verify`` the CA bundle (``cafile``, or the system's) and the
-    host name or IP address checked (``BundledTLS``)."""
+    1.2 at least, ALPN ``alpn`` (http/1.1, or h2 alone for the HTTP/2 arms); with ``verify`` the CA
+    bundle (``cafile``, or the system's) and the host name or IP address checked (``BundledTLS``)."""
     context = SSL.Context(SSL.TLS_CLIENT_METHOD)
     context.set_min_proto_version(SSL.TLS1_2_VERSION)
-    context.set_alpn_protos([b"http/1.1"])
+    context.set_alpn_protos([name.encode() for name in alpn])
     if verify:
         context.set_verify(SSL.VERIFY_PEER)
         if cafile:
@@ -70,7 +73,9 @@ def bundled_context(verify: bool, cafile: str | None = None) -> SSL.Context:
     return context
 
 
-def make_ssl_context(verify: bool, cafile: str | None = None) -> ssl.SSLContext:
+def make_ssl_context(
+    verify: bool, cafile: str | None = None, alpn: tuple[str, ...] = HTTP1
+) -> ssl.SSLContext:
     """One context per arm, shared by every connection: building one costs up to ~20 ms."""
     if verify:
         context = ssl.create_default_context(cafile=cafile)
@@ -78,24 +83,60 @@ def make_ssl_context(verify: bool, cafile: str | None = None) -> ssl.SSLContext:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
-    context.set_alpn_protocols(["http/1.1"])
+    context.set_alpn_protocols(list(alpn))
     return context
 
 
-def make_context(library: str, verify: bool, cafile: str | None = None) -> ssl.SSLContext | SSL.Context:
+def make_context(
+    library: str, verify: bool, cafile: str | None = None, alpn: tuple[str, ...] = HTTP1
+) -> ssl.SSLContext | SSL.Context:
     """One context per arm on the run's TLS library (``EngineConfig.tls_library``):
     ``system`` is ``make_ssl_context``'s, ``bundled`` pyOpenSSL's with the same settings."""
     if library == BUNDLED:
-        return bundled_context(verify, cafile)
+        return bundled_context(verify, cafile, alpn)
     if library != SYSTEM:
         raise ValueError(f"unknown TLS library {library!r}")
-    return make_ssl_context(verify, cafile)
+    return make_ssl_context(verify, cafile, alpn)
 
 
-def run_context(config: EngineConfig) -> ssl.SSLContext | SSL.Context:
+def run_context(
+    config: EngineConfig, arm: str | None = None, http2: bool = False
+) -> ssl.SSLContext | SSL.Context:
     """The client context of a run's arm, from its ``EngineConfig``: the one place where the run's TLS
-    options (library, verification) become a context, so a new TLS option of the run is read here."""
-    return make_context(config.tls_library, config.verify_tls)
+    options (library, verification) become a context, so a new TLS option of the run is read here.
+    The ``tls_mtls`` arm's presents the run's client certificate (``clientcerts.arm_key_type``). The
+    HTTP/2 arms (``http2``) offer h2 alone over ALPN: a server that does not select it refuses the
+    arm, never serves it HTTP/1.1 unnoticed (``workers.engine.http2``)."""
+    context = make_context(config.tls_library, config.verify_tls, alpn=H2 if http2 else HTTP1)
+    if arm == clientcerts.MTLS_ARM:
+        kind = clientcerts.arm_key_type(config.client_certs)
+        if kind is None:
+            raise ValueError(f"the {arm} arm has no client certificate: {clientcerts.NO_CERTIFICATE_HINT}")
+        load_client_cert(context, config.client_certs[kind])
+    return context
+
+
+def load_client_cert(context: ssl.SSLContext | SSL.Context, pair: dict) -> None:
+    """Make ``context`` present the client certificate ``pair`` (``{"cert": PEM chain, "key": PEM}``)
+    when a server asks for one. pyOpenSSL takes it from memory (``use_certificate``,
+    ``use_privatekey``, the rest of the chain as extra certificates); Python's ``ssl`` reads files
+    only, so the pair is written to a private file (0600, in a fresh 0700 directory) that is gone
+    once loaded."""
+    if isinstance(context, SSL.Context):
+        blocks = clientcerts.CERT_BLOCK.findall(pair["cert"])
+        certs = [crypto.load_certificate(crypto.FILETYPE_PEM, block.encode("ascii")) for block in blocks]
+        context.use_certificate(certs[0])
+        for extra in certs[1:]:
+            context.add_extra_chain_cert(extra)
+        context.use_privatekey(crypto.load_privatekey(crypto.FILETYPE_PEM, pair["key"].encode("utf-8")))
+        context.check_privatekey()
+        return
+    with tempfile.TemporaryDirectory(prefix="tollgate-mtls-") as directory:
+        path = os.path.join(directory, "pair.pem")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(pair["cert"].strip() + "\n" + pair["key"].strip() + "\n")
+        context.load_cert_chain(path)
 
 
 def _eof() -> ssl.SSLEOFError:
@@ -180,6 +221,10 @@ class BundledTLS:
     def version(self) -> str | None:
         return self.conn.get_protocol_version_name()
 
+    def selected_alpn_protocol(self) -> str | None:
+        chosen = self.conn.get_alpn_proto_negotiated()
+        return chosen.decode("ascii", "replace") if chosen else None
+
     def close(self) -> None:
         """Mark the connection as shut down before OpenSSL frees it (no close_notify is sent): an
         ``SSL`` freed otherwise makes its session unresumable, as CPython's ``_ssl`` avoids too."""
@@ -246,6 +291,9 @@ class BlockingTLS:
 
     def version(self) -> str | None:
         return self.tls.version()
+
+    def selected_alpn_protocol(self) -> str | None:
+        return self.tls.selected_alpn_protocol()
 
     def close(self) -> None:
         self.tls.close()

@@ -11,6 +11,11 @@ time the task makes one request and Locust's ``constant`` wait does the thinking
 After a connection-level failure (refused, reset, timed out) a user backs off before its next attempt
 (``workers.engine.unreachable``: 5 ms doubling to 1 s, reset by any answer), so a dead target is not
 hammered; the wait is outside every request's timing, and the open loop keeps its schedule.
+
+On the ``h2`` and ``h2c`` arms a user runs ``h2_streams`` request loops (lanes) on its one client, so
+up to that many of its requests are in flight on its connection at once: in the open loop they share
+the user's one schedule (a request waits for a free lane, and the wait counts as lateness), in the
+closed loop each lane sends as soon as it has its answer (lanes × users requests in flight).
 """
 
 from __future__ import annotations
@@ -56,6 +61,14 @@ class BackingOff(User):
             self.backoff_s = 0.0
 
 
+def _loop(step: Callable[[], None]) -> None:
+    """One lane: ``step`` again and again, yielding every ``YIELD_EVERY`` requests."""
+    while True:
+        for _ in range(YIELD_EVERY):
+            step()
+        gevent.sleep(0)
+
+
 def arm_user_class(
     name: str,
     new_client: Callable[[], TimedClient],
@@ -64,9 +77,11 @@ def arm_user_class(
     expected: Callable[[int], bool],
     interval_ns: int,
     think_time_s: float,
+    lanes: int = 1,
 ) -> type[User]:
     """A User class whose users each own a TimedClient (``new_client()``) and send ``pick()``'s
-    path; ``interval_ns`` > 0: open loop, one request per user every ``interval_ns``."""
+    path; ``interval_ns`` > 0: open loop, one request per user every ``interval_ns``; ``lanes``:
+    request loops per user (HTTP/2 streams, module docstring)."""
     loop = bool(interval_ns) or not think_time_s
 
     class ArmUser(BackingOff):
@@ -78,6 +93,7 @@ def arm_user_class(
             self.next_ns = time.perf_counter_ns() + int(random.random() * interval_ns)  # noqa: S311
 
         def on_stop(self) -> None:
+            gevent.killall(getattr(self, "extra_lanes", []))
             self.timed.close()
 
         def one(self) -> None:
@@ -106,10 +122,8 @@ def arm_user_class(
                 self.one()
                 return
             step = self.paced if interval_ns else self.one
-            while True:
-                for _ in range(YIELD_EVERY):
-                    step()
-                gevent.sleep(0)
+            self.extra_lanes = [gevent.spawn(_loop, step) for _ in range(lanes - 1)]
+            _loop(step)
 
     ArmUser.__name__ = "ArmUser_" + "".join(c if c.isalnum() else "_" for c in name)
     return ArmUser

@@ -4,9 +4,10 @@ certificate types, and the check of a probing handshake against the variant
 
 from __future__ import annotations
 
-from portal.lib import matrix
+from portal.lib import clientcerts, matrix
+from workers.engine import mtls
 from workers.engine.client import ARM_POLICIES, ConnectionPolicy
-from workers.engine.tlslib import BUNDLED, SYSTEM
+from workers.engine.tlslib import BUNDLED, SYSTEM, load_client_cert
 
 OPENSSL_GROUPS = {"x25519": "X25519", "p256": "prime256v1", "x25519mlkem768": "X25519MLKEM768"}
 WAY_OUT = "needs the bundled TLS library (tls_library bundled, CLI --tls-library bundled)"
@@ -23,6 +24,35 @@ def openssl_group(group: str) -> str:
     """The name a library is given for a group value: OpenSSL's for the built-in ones, the user's
     own name for a group of ``tls_groups``."""
     return OPENSSL_GROUPS.get(group, group)
+
+
+def add_client_cert(context, variant: dict, client_certs: dict | None) -> None:
+    """The ``client_cert`` variant's certificate on ``context`` (either TLS library); refused when the
+    run holds none of that key type."""
+    kind = variant.get("client_cert")
+    if kind in (None, "none"):
+        return
+    pair = (client_certs or {}).get(kind)
+    if not pair:
+        raise Refused(
+            f"the target holds no {kind.upper()} client certificate: {clientcerts.NO_CERTIFICATE_HINT}"
+        )
+    load_client_cert(context, pair)
+
+
+def check_client_cert(variant: dict, messages: list) -> bool | None:
+    """Whether the server asked for a client certificate (a CertificateRequest among the handshake's
+    ``messages``, ``HandshakeLog.messages``); a variant presenting one is refused when it did not ask,
+    or when none was sent."""
+    log = mtls.Messages()
+    log.seen = messages
+    if variant.get("client_cert") in (None, "none"):
+        return log.asked() if variant.get("client_cert") else None
+    if not log.asked():
+        raise Refused(mtls.NOT_ASKED.format(arm=matrix.variant_name(variant)))
+    if not log.sent():
+        raise Refused("the server asked for a client certificate but the generator sent none")
+    return True
 
 
 def policy(variant: dict, arm: str = matrix.MATRIX_ARM) -> ConnectionPolicy:

@@ -63,7 +63,9 @@ from workers.engine.variant_rules import (  # noqa: F401 (the matrix's names, re
     OPENSSL_GROUPS,
     WAY_OUT,
     Refused,
+    add_client_cert,
     check,
+    check_client_cert,
     chosen_by,
     hint,
     openssl_group,
@@ -92,11 +94,15 @@ def group_refusal(name: str, openssl_version: tuple, setter: str) -> str:
     return f"the generator's OpenSSL {short} lacks {name}{since}"
 
 
-def build_context(variant: dict, verify: bool, library: str = SYSTEM) -> ssl.SSLContext | SSL.Context:
-    """The variant's client context (shared by every connection of its sub-arm), on ``library``."""
+def build_context(
+    variant: dict, verify: bool, library: str = SYSTEM, client_certs: dict | None = None
+) -> ssl.SSLContext | SSL.Context:
+    """The variant's client context (shared by every connection of its sub-arm), on ``library``;
+    ``client_certs``: the run's (``EngineConfig.client_certs``), for the ``client_cert`` dimension."""
     if library == BUNDLED:
-        return variants_bundled.build_context(variant, verify)
+        return variants_bundled.build_context(variant, verify, client_certs)
     context = make_ssl_context(verify)
+    add_client_cert(context, variant, client_certs)
     protocol = variant.get("protocol")
     if protocol:
         context.minimum_version = context.maximum_version = PROTOCOLS[protocol]
@@ -186,6 +192,7 @@ def probe(endpoint, context: ssl.SSLContext | SSL.Context, variant: dict, timeou
         "probe_handshake_us": handshake_us,
         "session_resumed": None,
     }
+    negotiated["client_cert_requested"] = check_client_cert(variant, log.messages)
     session = _finish(sock, endpoint)
     check(variant, negotiated)
     if policy(variant).resume_sessions:
@@ -223,19 +230,21 @@ def expand(
     verify: bool,
     timeout_s: float,
     library: str = SYSTEM,
+    client_certs: dict | None = None,
     groups: list[str] | None = None,
 ) -> tuple[list[SubArm], list[dict]]:
     """Probe every variant of ``dimensions`` against the arm's endpoint: the sub-arms to measure and
     the ``matrix`` message's entries (every variant, measured or refused, in order). Every variant
     is built on the run's TLS library (``library``): what it cannot make is refused saying so.
-    ``groups``: the groups the user named besides the built-in ones (``tls_groups``)."""
+    ``client_certs``: the run's client certificates (the ``client_cert`` dimension); ``groups``: the
+    groups the user named besides the built-in ones (``tls_groups``)."""
     sub_arms: list[SubArm] = []
     entries: list[dict] = []
     for variant in matrix.variants(dimensions, arm.name, groups):
         name = matrix.variant_name(variant, arm.name)
         entry = {"name": name, "variant": variant, "status": "measured", "detail": "", "negotiated": {}}
         try:
-            context = build_context(variant, verify, library)
+            context = build_context(variant, verify, library, client_certs)
             entry["negotiated"] = probe(endpoint, context, variant, timeout_s)
         except Refused as exc:
             entry.update(status="refused", detail=str(exc))

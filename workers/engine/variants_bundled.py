@@ -11,10 +11,20 @@ import time
 
 from cryptography.hazmat.primitives import serialization
 
-from workers.engine import tlslib
+from workers.engine import mtls, tlslib
 from workers.engine.tlsinfo import certificate_facts
 from workers.engine.tlslib import BUNDLED, SSL, _ffi, _lib
-from workers.engine.variant_rules import Refused, check, chosen_by, hint, openssl_group, policy, said
+from workers.engine.variant_rules import (
+    Refused,
+    add_client_cert,
+    check,
+    check_client_cert,
+    chosen_by,
+    hint,
+    openssl_group,
+    policy,
+    said,
+)
 
 # The signature algorithms per certificate type (SSL_CTX_set1_sigalgs_list): a server with several
 # certificates can only answer with the one these allow.
@@ -35,10 +45,11 @@ def bundled_knows_group(name: str) -> bool:
     return known
 
 
-def build_context(variant: dict, verify: bool) -> SSL.Context:
+def build_context(variant: dict, verify: bool, client_certs: dict | None = None) -> SSL.Context:
     """The variant's client context on the bundled library: one group, the signature algorithms of
-    one certificate type (under TLS 1.2 and 1.3 alike)."""
+    one certificate type (under TLS 1.2 and 1.3 alike), the ``client_cert`` variant's certificate."""
     context = tlslib.bundled_context(verify)
+    add_client_cert(context, variant, client_certs)
     protocol = variant.get("protocol")
     if protocol:
         version = PROTOCOLS[protocol]
@@ -161,7 +172,19 @@ def _peer_chain(conn: SSL.Connection) -> list[bytes]:
 
 def probe(endpoint, context: SSL.Context, variant: dict, timeout_s: float) -> dict:
     """``probe`` on the bundled library: the group from ``SSL_get0_group_name``, the certificate
-    from the chain the server sent, the bytes each side sent from the connection's own pump."""
+    from the chain the server sent, the bytes each side sent from the connection's own pump, and the
+    handshake messages (``SSL_CTX_set_msg_callback``, set for the probe only) for the client
+    certificate's check."""
+    messages = mtls.Messages()
+    keep = _ffi.callback("void(int, int, int, const void *, size_t, SSL *, void *)", messages.bundled)
+    _lib.SSL_CTX_set_msg_callback(context._context, keep)
+    try:
+        return _probe(endpoint, context, variant, timeout_s, messages)
+    finally:
+        _lib.SSL_CTX_set_msg_callback(context._context, _ffi.NULL)
+
+
+def _probe(endpoint, context: SSL.Context, variant: dict, timeout_s: float, messages) -> dict:
     t0 = time.perf_counter_ns()
     try:
         pumped = _Pumped(endpoint, context, timeout_s)
@@ -193,6 +216,7 @@ def probe(endpoint, context: SSL.Context, variant: dict, timeout_s: float) -> di
         "session_resumed": None,
     }
     session = pumped.finish(endpoint)
+    negotiated["client_cert_requested"] = check_client_cert(variant, list(messages.seen))
     check(variant, negotiated, BUNDLED)
     if policy(variant).resume_sessions:
         negotiated["session_resumed"] = _resumes_bundled(endpoint, context, session, timeout_s)

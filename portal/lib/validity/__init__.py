@@ -14,6 +14,8 @@ constants of the module that holds their check and are documented in docs/report
   keep-alive connections it closed), whether an arm is valid at all (``invalid_arm``), and what a
   run none of whose arms is valid got instead of the page (``measured_nothing``);
 * ``content``: what the pages were (body sizes within an arm, the same content across compared arms);
+* ``http2``: what the HTTP/2 arms' connections and streams did (ALPN, streams reset or refused,
+  GOAWAY, the server's stream limit against the streams asked);
 * ``measurement``: the measurement itself (generator saturation, arrival rate, sample size, drift,
   SYN retransmissions).
 """
@@ -32,6 +34,7 @@ from portal.lib.validity.answers import (
     measured_nothing,
 )
 from portal.lib.validity.content import check_content_length, check_same_content
+from portal.lib.validity.http2 import check_http2
 from portal.lib.validity.measurement import (
     check_drift,
     check_generator,
@@ -61,5 +64,6 @@ def check_all(config: dict, arms: dict[str, dict], tls_info: dict | None = None)
         check_auth(config, arms),
         check_tls_sessions(arms),
         check_keepalive(arms),
+        check_http2(config, arms),
     ]
     return [check for check in checks if check is not None]

@@ -15,7 +15,7 @@ RESUMPTION_MIN_SHARE = 0.9
 # keepalive: a keep-alive arm whose server closed connections warns; it fails from this share of its
 # requests paying a new connection, where the arm's p95 (a cost metric) may be a connection's time.
 KEEPALIVE_FAIL_SHARE = 0.05
-KEEPALIVE_ARMS = ("plain", "tls")
+KEEPALIVE_ARMS = ("plain", "tls", "h2", "h2c")  # h2, h2c: a GOAWAY ends the connection (validity.http2)
 # An arm is invalid when more than this share of its attempts failed (transport error or an answer
 # outside the expected set): its numbers measure failures, not the page.
 INVALID_FAILED_SHARE = 0.5
@@ -354,7 +354,8 @@ def check_keepalive(arms: dict[str, dict]) -> dict:
         if not entry["connections_reopened"]:
             continue
         share = entry["new_connection_share"]
-        paid = "a new connection and a TLS handshake" if base_arm(name) == "tls" else "a new TCP connection"
+        tls = base_arm(name) in ("tls", "h2")
+        paid = "a new connection and a TLS handshake" if tls else "a new TCP connection"
         per = entry["requests_per_connection"]
         findings.append(
             finding(

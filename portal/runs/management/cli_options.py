@@ -7,6 +7,7 @@ import os
 from django.core.management.base import CommandError, CommandParser
 
 from portal.lib import runspec
+from portal.lib.clientcerts import MAX_PEM_CHARS
 
 # The options made from portal.lib.runspec (those with a ``cli`` and no hand-written form field);
 # --path, the URLs, credentials, probes and the saturation search are written below by hand.
@@ -22,6 +23,7 @@ RUN_OPTIONS = {
     "auth_user": "--basic-auth-env",
     "auth_secret": "--basic-auth-env/--bearer-env",
     "probe_server": "--ssh-host",
+    "client_cert_pem": "--client-cert/--client-key",
     "saturation_arms": "--saturation",
     "saturation_mode": "--saturation-mode",
     "saturation_start": "--saturation-start",
@@ -111,6 +113,13 @@ def add_run_arguments(run: CommandParser) -> None:
         help="environment variable holding USER:PASSWORD for pre-emptive Basic auth (kept out of argv)",
     )
     run.add_argument("--bearer-env", metavar="VAR", help="environment variable holding a bearer token")
+    run.add_argument(
+        "--client-cert",
+        metavar="FILE",
+        help="client certificate (PEM, leaf first) for mutual TLS: stored encrypted on the target, "
+        "presented by the tls_mtls arm and the client_cert matrix dimension; with --client-key",
+    )
+    run.add_argument("--client-key", metavar="FILE", help="the client certificate's private key (PEM)")
     run.add_argument("--owner", default="", help="username starting the run (default: first superuser)")
     run.add_argument("--project", default="", help="project of the run (default: the user's personal one)")
     run.add_argument(
@@ -156,6 +165,27 @@ def auth_from_env(options: dict) -> dict:
             raise CommandError(f"--bearer-env: ${options['bearer_env']} is empty or not set")
         return {"auth_type": "bearer", "auth_secret": value}
     return {"auth_type": "none"}
+
+
+def client_cert_files(options: dict) -> dict:
+    """The run form's client-certificate fields from --client-cert / --client-key (files: a key never
+    goes on the command line)."""
+    cert, key = options.get("client_cert"), options.get("client_key")
+    if not cert and not key:
+        return {}
+    if not (cert and key):
+        raise CommandError("--client-cert and --client-key go together")
+    texts = {}
+    for flag, path, field in (
+        ("--client-cert", cert, "client_cert_pem"),
+        ("--client-key", key, "client_key_pem"),
+    ):
+        try:
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                texts[field] = handle.read(MAX_PEM_CHARS + 1)
+        except OSError as exc:
+            raise CommandError(f"{flag}: cannot read {path}: {exc.strerror}") from None
+    return texts
 
 
 def add_tuning_arguments(run: CommandParser) -> None:

@@ -20,6 +20,7 @@ from portal.hooks import cli as hooks_cli
 from portal.hooks import services as hooks_services
 from portal.lib import budgets as budgetlib
 from portal.lib import evidence
+from portal.ops import cli as ops_cli
 from portal.projects import cli as project_cli
 from portal.projects import user_cli
 from portal.runs import reporting, services, tuning
@@ -33,7 +34,7 @@ from portal.sharing import cli as sharing_cli
 from portal.signing import cli as signing_cli
 from portal.signing import services as signing_services
 from portal.targets.forms import SshAccessForm
-from portal.targets.models import SshAccess
+from portal.targets.models import ClientCertificate, SshAccess
 from portal.targets.sshaccess import save_ssh_access
 from portal.validators import validate_text
 
@@ -45,7 +46,7 @@ EXIT_RUN_FAILED = 1
 # A budget (--budget, docs/budgets.md) failed: the run itself succeeded.
 EXIT_BUDGET_FAILED = 3
 # Apps that add sub-commands: each has ACTIONS, add_arguments(sub) and handle(command, options).
-APP_CLIS = (scenarios_cli, signing_cli, sharing_cli, api_cli, hooks_cli, baseline_cli, user_cli)
+APP_CLIS = (scenarios_cli, signing_cli, sharing_cli, api_cli, hooks_cli, baseline_cli, user_cli, ops_cli)
 
 
 class Command(BaseCommand):
@@ -182,6 +183,7 @@ class Command(BaseCommand):
                 "local_process": options.get("local_process") or "",
                 **cli_options.saturation_fields(options, values["arms"]),
                 **cli_options.auth_from_env(options),
+                **cli_options.client_cert_files(options),
             },
             project=project,
         )
@@ -202,7 +204,13 @@ class Command(BaseCommand):
             if ssh is not None:
                 self._store_ssh(target, ssh, options.get("server_process") or "")
             return services.create_run(
-                owner, target, form.engine_config(), source="cli", secrets=form.secrets(), budgets=budgets
+                owner,
+                target,
+                form.engine_config(),
+                source="cli",
+                secrets=form.secrets(),
+                budgets=budgets,
+                client_cert=form.client_cert(),
             )
 
     def _execute(self, run: Run) -> Run:
@@ -311,6 +319,15 @@ class Command(BaseCommand):
                     ) from None
                 SshAccess.objects.filter(pk=access.pk).update(private_key_enc=rotated)
                 counts["ssh_keys"] += 1
+            for stored in ClientCertificate.objects.select_for_update().only("pk", "pair_enc"):
+                try:
+                    rotated = vault.rotate(stored.pair_enc)
+                except vault.SecretError as exc:
+                    raise CommandError(
+                        f"client certificate {stored.pk}: {exc}; nothing was changed"
+                    ) from None
+                ClientCertificate.objects.filter(pk=stored.pk).update(pair_enc=rotated)
+                counts["ssh_keys"] += 1  # said with the SSH keys: "SSH key(s) and client certificate(s)"
             try:
                 counts["signing_keys"] = signing_services.reseal_keys()
                 counts["webhooks"] = hooks_services.rotate_stored_secrets()
@@ -318,7 +335,8 @@ class Command(BaseCommand):
                 raise CommandError(f"{exc}; nothing was changed") from None
         self.stdout.write(
             f"re-encrypted the secrets of {counts['runs']} run(s) and {counts['scenarios']} scenario(s) "
-            f"and {counts['ssh_keys']} SSH key(s) and {counts['signing_keys']} report-signing key(s) "
+            f"and {counts['ssh_keys']} SSH key(s) and client certificate(s) "
+            f"and {counts['signing_keys']} report-signing key(s) "
             f"and {counts['webhooks']} webhook secret(s)"
         )
 

@@ -1,0 +1,108 @@
+"""Issue 25's 'done when': the HTTP/2 arms against a real nginx (Debian's 1.22: ``listen … ssl http2``),
+through the whole pipeline, with the server's own access log as the account of what it served."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from django.urls import reverse
+
+from portal.projects.models import personal_project
+from portal.runs import reporting, services
+from portal.runs.models import Run
+from tests.runs.test_probes_live import _access, own_nginx
+from workers import runner
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+LOG = "$server_port $server_protocol $ssl_alpn_protocol $connection $connection_requests"
+
+
+def _config(nginx, arms: list[str], **more) -> dict:
+    return {
+        "arms": [
+            {"name": a, "url": nginx.plain_url("/1k") if a == "plain" else nginx.tls_url("/1k")} for a in arms
+        ],
+        "users": 2,
+        "spawn_rate": 20,
+        "warmup_s": 0.3,
+        "duration_s": 1.0,
+        "verify_tls": False,
+        "arrival_rate": 150,
+        **more,
+    }
+
+
+def test_five_arms_with_h2_show_the_http2_costs_with_intervals_and_server_cpu(owner, sshd, tmp_path, client):
+    from bench.nginx import Nginx
+
+    binary, process = own_nginx(tmp_path)
+    with Nginx(binary=binary, http2=True, access_log_format=LOG) as nginx:
+        target = services.get_or_create_target(
+            personal_project(owner), "nginx", nginx.plain_url("/1k"), nginx.tls_url("/1k")
+        )
+        _access(target, sshd, process=process)
+        arms = ["plain", "tls", "tls_new", "h2", "h2_new"]
+        config = _config(nginx, arms, rounds=3, probes={"ssh": True})
+        run = runner.execute_run(services.create_run(owner, target, config).pk)
+        served = [line.split() for line in nginx.access_log_lines()]
+    assert run.status == Run.Status.SUCCEEDED, run.error
+    report = reporting.run_report(run)
+    h2, h2_new = report["arms"]["h2"], report["arms"]["h2_new"]
+    # The connect/handshake split is kept: per request on h2_new, none in the keep-alive h2 window.
+    assert h2_new["tls_handshake_us"]["count"] == h2_new["requests"] > 0
+    assert h2["tls_handshake_us"] is None and h2["requests"] > 0
+    # ALPN per connection, against nginx's log: every request the h2 arms made came over HTTP/2 with
+    # ALPN h2 (preflights and warm-ups included), and the client counted no more h2 connections than
+    # nginx served (two users' warm connections, then one per h2_new request).
+    h2_lines = [line for line in served if line[1] == "HTTP/2.0"]
+    assert all(line[2] == "h2" for line in h2_lines)
+    assert len(h2_lines) >= h2["requests"] + h2_new["requests"]
+    h2_connections = {line[3] for line in h2_lines}
+    assert h2["http2"]["alpn"] == {"h2": 2 * 3} and h2_new["http2"]["alpn"]["h2"] >= h2_new["requests"]
+    assert len(h2_connections) >= h2["http2"]["alpn"]["h2"] + h2_new["http2"]["alpn"]["h2"]
+    assert h2["http2"]["peer_max_streams"] == 128  # nginx's default http2_max_concurrent_streams
+    # Every HTTP/1.1 line of the TLS port said ALPN http/1.1: the tls arms did not get HTTP/2.
+    assert {line[2] for line in served if line[1] == "HTTP/1.1" and line[0] == str(nginx.tls_port)} == {
+        "http/1.1"
+    }
+    # The three HTTP/2 costs, each with an interval over the 3 rounds and a verdict, and server CPU.
+    costs = {(c["name"], c["metric"]): c for c in report["costs"]}
+    for name in ("h2_vs_tls", "h2_vs_plain", "h2_new_vs_tls_new"):
+        cost = costs[name, "ttlb_p50_us"]
+        assert cost["ci_method"] == "rounds" and cost["ci95"][0] <= cost["delta"] <= cost["ci95"][1]
+        assert cost["verdict"] in ("negligible", "noticeable", "significant") and not cost["unexpected"]
+        assert costs[name, "server_cpu_ms_per_req"]["arm_value"] > 0
+    assert "HTTP/2 on warm TLS connections (h2 vs tls)" in report["headline"]
+    assert "server CPU-ms per request" in report["headline"]
+    checks = {v["check"]: v for v in report["validity"]}
+    assert checks["http2"]["status"] == "pass", checks["http2"]
+    assert checks["same_content"]["status"] == "pass"
+    # The first screen: the costs card names them with their interval and server CPU.
+    client.force_login(owner)
+    page = client.get(reverse("runs-detail", args=[run.code])).content.decode()
+    card = page[page.index('id="costs"') : page.index('id="validity"')]
+    for name in ("h2_vs_tls", "h2_vs_plain", "h2_new_vs_tls_new"):
+        item = card[card.index(f'data-cost="{name}"') :]
+        item = item[: item.index("</li>")]
+        assert "95% CI" in item and "not available" not in item and "server CPU" in item
+
+
+def test_a_server_without_h2_refuses_the_h2_arms_with_the_reason_and_measures_the_others(owner):
+    from bench.nginx import Nginx
+
+    with Nginx(access_log_format=LOG) as nginx:
+        target = services.get_or_create_target(
+            personal_project(owner), "nginx", nginx.plain_url("/1k"), nginx.tls_url("/1k")
+        )
+        config = _config(nginx, ["tls", "h2", "h2_new"])
+        run = runner.execute_run(services.create_run(owner, target, config).pk)
+        served = Counter(line.split()[1] for line in nginx.access_log_lines())
+    assert run.status == Run.Status.SUCCEEDED, run.error
+    assert [r["arm"] for r in run.refused_arms] == ["h2", "h2_new"]
+    assert all("does not offer HTTP/2 over ALPN" in r["reason"] for r in run.refused_arms)
+    assert list(run.arms.values_list("arm", flat=True)) == ["tls"]
+    assert served == {"HTTP/1.1": served["HTTP/1.1"]} and served["HTTP/1.1"] > 0  # never silently h1
+    report = reporting.run_report(run)
+    assert "Arm h2 not measured: h2 refused: the server does not offer HTTP/2 over ALPN" in report["headline"]

@@ -1,0 +1,72 @@
+"""The HTTP/2 client against servers that end connections (GOAWAY) and limit streams, checked
+against what the servers logged; and the http2 validity check judging what the engine recorded."""
+
+from __future__ import annotations
+
+import pytest
+
+from portal.lib.validity.http2 import check_http2
+from tests.h2_servers import GoAwayServer
+from tests.workers.engine_lines import Engine
+from workers.engine.client import ARM_POLICIES, Endpoint
+from workers.engine.clients import new_client
+from workers.engine.recorder import ArmRecorder
+from workers.engine.tlslib import make_context
+
+
+def test_goaway_after_three_streams_reopens_and_every_request_is_answered_once(tmp_path):
+    with GoAwayServer(tmp_path, goaway_after=3) as server:
+        endpoint = Endpoint.resolve(server.url())
+        client = new_client(endpoint, ARM_POLICIES["h2"][1], make_context("system", False, alpn=("h2",)))
+        recorder = ArmRecorder("h2")
+        recorder.start_window()
+        samples = [client.request("/1k", "/1k") for _ in range(10)]
+        for sample in samples:
+            recorder.record(sample, sample.status == 200)
+        client.close()
+        recorder.close_window()
+    assert [s.error for s in samples] == [None] * 10 and {s.body_bytes for s in samples} == {1024}
+    # The server's account: four connections, all ALPN h2, 3 + 3 + 3 + 1 streams answered.
+    assert [entry["alpn"] for entry in server.log] == ["h2"] * 4
+    assert [entry["streams"] for entry in server.log] == [3, 3, 3, 1]
+    result = recorder.result()
+    assert result["connections_opened"] == 4 and result["connections_reopened"] == 3
+    assert result["http2"]["alpn"] == {"h2": 4} and result["http2"]["goaway"] == {"NO_ERROR": 3}
+    arm = {"requests": 10, "errors": result["errors"], "http2": result["http2"]}
+    check = check_http2({"h2_streams": 1}, {"h2": arm})
+    assert check["status"] == "warn" and "GOAWAY during the window (NO_ERROR ×3)" in check["detail"]
+
+
+@pytest.mark.parametrize("limit", [1])
+def test_a_server_allowing_fewer_streams_than_asked_is_reported_from_its_settings(limit):
+    from bench.nginx import Nginx
+
+    log = "$server_protocol $ssl_alpn_protocol $connection $connection_requests"
+    with Nginx(http2=True, http2_max_concurrent_streams=limit, access_log_format=log) as nginx:
+        config = {
+            "arms": [{"name": "h2", "url": nginx.tls_url("/1k")}],
+            "users": 1,
+            "spawn_rate": 10,
+            "warmup_s": 0.2,
+            "duration_s": 1.0,
+            "verify_tls": False,
+            "h2_streams": 4,
+        }
+        engine = Engine(config)
+        arm = engine.until(lambda m: m["type"] == "arm")["result"]
+        engine.proc.wait(timeout=30)
+        lines = [line.split() for line in nginx.access_log_lines()]
+    facts = arm["http2"]
+    # What nginx said in its SETTINGS, and what the client then kept to: one stream at a time.
+    assert facts["peer_max_streams"] == limit and facts["streams_peak"] == limit
+    assert arm["failures"] == 0 and "refused_stream" not in arm["errors"]
+    # nginx's own log: every HTTP/2 request came with ALPN h2 (the HTTP/1.1 lines are nginx's start-up
+    # check and the engine's TLS facts probe), the arm's all on the user's one connection.
+    h2_lines = [line for line in lines if line[0] == "HTTP/2.0"]
+    assert {line[1] for line in h2_lines} == {"h2"} and len(
+        {line[2] for line in h2_lines}
+    ) == 2  # + preflight
+    assert max(int(line[3]) for line in h2_lines) >= arm["requests"]
+    seen = {"requests": arm["requests"], "errors": arm["errors"], "http2": facts}
+    check = check_http2(config, {"h2": seen})
+    assert check["status"] == "warn" and f"allows {limit} concurrent streams" in check["detail"]

@@ -1,0 +1,381 @@
+"""The timed client's HTTP/2: the ``h2``, ``h2_new`` and ``h2c`` arms.
+
+The protocol is the ``h2`` package's (sans-I/O: HPACK, flow-control windows, SETTINGS, the stream
+state machine); the sockets, TLS, waits and timers are the timed client's own (``client.py``,
+``coop.py``), so TTFB and TTLB are per request in µs and a new connection's TCP connect and TLS
+handshake are timed apart, exactly as on the HTTP/1.1 arms.
+
+* ``h2`` holds one connection per virtual user; up to ``streams`` requests of that user are in flight
+  on it at once (the user's lanes, ``workers.engine.users``), never more than the server's
+  ``SETTINGS_MAX_CONCURRENT_STREAMS``. Before the server's SETTINGS have arrived only one stream is
+  sent, so a server with a lower limit than asked is not sent streams it would refuse. When the server
+  ends the connection (GOAWAY, e.g. nginx's ``keepalive_requests``), the next request opens another and
+  says so (``Sample.reopened``); a request the GOAWAY left unprocessed (its stream above the GOAWAY's
+  last stream id) is sent again once on the new connection, as browsers do.
+* ``h2_new`` opens a new connection (TCP + full TLS handshake, ALPN h2) for each request.
+* ``h2c`` is HTTP/2 over plain TCP with prior knowledge (no Upgrade round trip).
+
+TLS connections offer h2 alone over ALPN (``tlslib.run_context(..., http2=True)``): a server that
+selects nothing (or anything else) fails the request with ``ALPNRefused`` — the preflight turns that
+into a refused arm with the reason, never an arm silently measured over HTTP/1.1.
+
+Reading is leader/follower: the lane whose answer is awaited reads the socket when no other lane is
+reading, hands every frame's event to the stream it belongs to and wakes that stream's lane; when it
+has its own answer it wakes a lane still waiting, which reads next. With one stream per user this is
+one greenlet reading its own answer, as on HTTP/1.1: no extra switches. A frame's time is the time the
+``recv`` that carried it returned.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ssl
+import time
+
+import h2.events
+import h2.exceptions
+import h2.settings
+
+from workers.engine.client import (
+    RECV_SIZE,
+    USER_AGENT,
+    ConnectionPolicy,
+    Endpoint,
+    Sample,
+    TimedClient,
+    _note_headers,
+    _us,
+    classify_error,
+)
+from workers.engine.h2state import (
+    ALPNRefused,
+    Connection,
+    GoAway,
+    Stream,
+    StreamReset,
+    classify_h2,
+    code_name,
+    fill_head,
+)
+from workers.engine.http1 import ConnectionClosed, ProtocolError
+
+MAX_STREAMS = 100  # the most ``h2_streams`` a run may ask (portal.lib.runspec)
+BODY_KEPT_BYTES = 1024  # the preflight's look at an unexpected answer (``keep_body``)
+
+
+class H2Client(TimedClient):
+    """One virtual user's HTTP/2 connection(s) to one endpoint (the arm's ``ConnectionPolicy`` with
+    ``http2``); ``streams``: how many of the user's requests may be in flight on its connection."""
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        policy: ConnectionPolicy,
+        ssl_context,
+        *,
+        timeout_s: float = 10.0,
+        headers: dict[str, str] | None = None,
+        streams: int = 1,
+    ) -> None:
+        super().__init__(endpoint, policy, ssl_context, timeout_s=timeout_s, headers=headers)
+        # On plain threads (no gevent) one request at a time: no lane can read for another.
+        self.streams = max(1, min(streams, MAX_STREAMS)) if self._coop else 1
+        self.conn: Connection | None = None
+        self._goaway_note: str | None = None  # a GOAWAY read, for the next request to report
+        self.keep_body = False  # the preflight keeps the first bytes of each answer (``body_head``)
+        self._body_head = b""
+        self._base = [
+            (b":method", b"GET"),
+            (b":scheme", endpoint.scheme.encode()),
+            (b":authority", endpoint.host_header.encode("latin-1")),
+        ]
+        self._extra = [(b"user-agent", USER_AGENT.encode()), (b"accept", b"*/*")] + [
+            (name.lower().encode("latin-1"), value.encode("latin-1"))
+            for name, value in (headers or {}).items()
+        ]
+        if self._coop:
+            from gevent.event import Event
+            from gevent.lock import Semaphore
+
+            self._event, self._lock = Event, Semaphore
+        else:
+            self._event, self._lock = None, contextlib.nullcontext
+        # One lane opens a connection at a time (the user's waits share one timer, coop.UserWaits).
+        self._opening = self._lock()
+
+    # -- connections ------------------------------------------------------------------------
+
+    def close(self) -> None:
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            self._end(conn, ConnectionClosed("connection closed by the client"))
+        super().close()
+
+    def _end(self, conn: Connection, why: BaseException) -> None:
+        """Close ``conn`` and fail whatever was still in flight on it."""
+        conn.closed = True
+        for stream in list(conn.streams.values()):
+            if not stream.done:
+                stream.error, stream.done = why, True
+                if stream.wake is not None:
+                    stream.wake.set()
+        conn.streams.clear()
+        self._wake_slot(conn, everyone=True)
+        if self.conn is conn:
+            self.conn = None
+        if self.sock is conn.sock:
+            self.sock = None
+        with contextlib.suppress(OSError):
+            conn.sock.close()
+
+    def _open_h2(self, sample: Sample) -> Connection:
+        """A new connection (TCP, TLS with ALPN h2 or prior knowledge), its preface sent."""
+        self.sock = None
+        try:
+            self._open(sample)  # TCP connect and TLS handshake, timed apart (``TimedClient._open``)
+        except ssl.SSLError as exc:
+            # A server whose ALPN callback rejects every offer ends the handshake with an alert.
+            if "NO_APPLICATION_PROTOCOL" in str(exc).upper().replace(" ", "_"):
+                said = f"the server does not offer HTTP/2 over ALPN (its handshake alert: {exc})"
+                raise ALPNRefused(said) from None
+            raise
+        sock = self.sock
+        if self._tls:
+            chosen = sock.selected_alpn_protocol()
+            sample.alpn = chosen
+            if chosen != "h2":
+                self.sock = None
+                sock.close()
+                said = f"it selected {chosen}" if chosen else "it selected no protocol"
+                raise ALPNRefused(f"the server does not offer HTTP/2 over ALPN ({said}; h2 offered alone)")
+        else:
+            sample.alpn = "h2c"
+        conn = Connection(sock, self._lock())
+        conn.h2.initiate_connection()
+        # A large receive window: flow control must not pace the answers (h2load does the same).
+        conn.h2.increment_flow_control_window(2**30 - 65535)
+        conn.h2.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 2**24})
+        conn.flush()
+        self.conn = conn
+        return conn
+
+    def _limit(self, conn: Connection) -> int:
+        if not conn.settings_seen:
+            return 1
+        return max(1, min(self.streams, conn.peer_max or self.streams))
+
+    def _take_slot(self, conn: Connection) -> None:
+        """Wait (this lane only) until the connection has room for one more stream."""
+        while conn.usable() and (len(conn.streams) >= self._limit(conn) or conn.slot_waiters):
+            if self._event is None:
+                return  # one request at a time: there is always room
+            wake = self._event()
+            conn.slot_waiters.append(wake)
+            try:
+                wake.wait(self.timeout_s)
+            finally:
+                with contextlib.suppress(ValueError):
+                    conn.slot_waiters.remove(wake)
+            if not wake.is_set():
+                raise TimeoutError("timed out waiting for a stream slot")
+            if len(conn.streams) < self._limit(conn):
+                return
+
+    def _wake_slot(self, conn: Connection, everyone: bool = False) -> None:
+        """Wake as many lanes waiting for a stream as the connection has room for (all: it ended)."""
+        room = len(conn.slot_waiters) if everyone else self._limit(conn) - len(conn.streams)
+        while conn.slot_waiters and room > 0:
+            conn.slot_waiters.popleft().set()
+            room -= 1
+
+    # -- one request -------------------------------------------------------------------------
+
+    def request(self, url: str, path: str, method: str = "GET") -> Sample:
+        """Send one request on a stream and read its whole answer. Never raises for network errors."""
+        sample = Sample(url=url, start_ns=0)
+        sample.start_ns = time.perf_counter_ns()
+        try:
+            try:
+                self._exchange(sample, path, method)
+            except GoAway as exc:
+                if not exc.unprocessed:
+                    raise
+                # The server ended the connection before this stream: send it again once on a new one.
+                sample.reopened = True
+                self._exchange(sample, path, method)
+        except Exception as exc:  # noqa: BLE001 - every failure becomes data, never a crash
+            sample.error = classify_h2(exc) or classify_error(exc)
+            sample.error_detail = f"{type(exc).__name__}: {exc}"[:300]
+            if self.conn is not None and not isinstance(exc, StreamReset | GoAway):
+                self._end(self.conn, exc)  # the connection failed: every lane on it learns so
+        if self._goaway_note is not None:
+            sample.goaway, self._goaway_note = self._goaway_note, None
+        sample.end_ns = time.perf_counter_ns()
+        return sample
+
+    def _connection(self, sample: Sample) -> tuple[Connection, bool]:
+        """The user's connection, opened by this request when there is none usable: (it, opened)."""
+        conn = self.conn
+        if conn is not None and conn.usable():
+            return conn, False
+        with self._opening:
+            conn = self.conn
+            if conn is not None and conn.usable():
+                return conn, False
+            if conn is not None:
+                self._retire(conn)
+            if self._server_closed:
+                sample.reopened, self._server_closed = True, False
+            return self._open_h2(sample), True
+
+    def _retire(self, conn: Connection) -> None:
+        """``conn`` is no longer the user's: closed now when nothing is in flight on it, else by its
+        last stream. The server ending it makes the next connection a reopening."""
+        if self.conn is conn:
+            self.conn = None
+            self.sock = None
+            if conn.ending is not None and not self.policy.new_connection_per_request:
+                self._server_closed = True
+        if not conn.streams and not conn.closed:
+            self._end(conn, ConnectionClosed("connection closed"))
+
+    def _exchange(self, sample: Sample, path: str, method: str) -> None:
+        conn, opened = self._connection(sample)
+        self._take_slot(conn)
+        if not conn.usable():  # ended while this lane waited for a slot
+            raise GoAway(conn.ending[0] if conn.ending else "closed", unprocessed=True)
+        stream = Stream(self._event() if self._event is not None else None)
+        if self.keep_body:
+            stream.kept = bytearray()
+        headers = [*self._base, (b":path", path.encode("latin-1")), *self._extra]
+        if method != "GET":
+            headers[0] = (b":method", method.encode("ascii"))
+        with conn.write_lock:
+            stream_id = conn.h2.get_next_available_stream_id()
+            conn.h2.send_headers(stream_id, headers, end_stream=True)
+            conn.streams[stream_id] = stream
+            out = conn.h2.data_to_send()
+            conn.sock.sendall(out)
+        conn.requests += 1
+        sample.streams_in_flight = len(conn.streams)
+        try:
+            self._await(conn, stream)
+        finally:
+            if conn.streams.pop(stream_id, None) is not None:
+                self._wake_slot(conn)
+            if not conn.usable() or self.policy.new_connection_per_request or conn is not self.conn:
+                self._retire(conn)
+        if opened:
+            sample.peer_max_streams = conn.peer_max
+        if stream.error is not None:
+            raise stream.error
+        sample.status = stream.status
+        sample.body_bytes = stream.body
+        _note_headers(sample, stream.headers)
+        sample.ttfb_us = _us(sample.start_ns, stream.t_first)
+        sample.ttlb_us = _us(sample.start_ns, stream.t_last)
+        if stream.kept is not None:
+            self._body_head = bytes(stream.kept)
+
+    def body_head(self) -> bytes:
+        """The first bytes of the last answer's body (with ``keep_body``: the preflight's)."""
+        return self._body_head
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def _await(self, conn: Connection, stream: Stream) -> None:
+        while not stream.done:
+            if conn.reading:
+                stream.wake.wait()  # another lane reads; it wakes this one with its answer or its turn
+                stream.wake.clear()
+                continue
+            conn.reading = True
+            try:
+                self._read_once(conn)
+            except BaseException as exc:
+                conn.reading = False
+                self._end(conn, exc if isinstance(exc, Exception) else ConnectionClosed("interrupted"))
+                raise
+            conn.reading = False
+            # Hand the reading over to a lane still waiting on this connection.
+            for other in conn.streams.values():
+                if not other.done and other is not stream and other.wake is not None:
+                    other.wake.set()
+                    break
+
+    def _read_once(self, conn: Connection) -> None:
+        sock = conn.sock
+        if self._coop and not (self._tls and sock.pending()):
+            sock.wait_readable()
+        data = sock.recv(RECV_SIZE)
+        now = time.perf_counter_ns()
+        if not data:
+            if conn.ending is not None:  # the close that follows a GOAWAY
+                code, last = conn.ending
+                for stream_id, stream in conn.streams.items():
+                    if stream_id > last:
+                        stream.error = GoAway(code, unprocessed=True)
+                        self._finish(stream, now)
+                self._retire(conn)
+                self._end(conn, ConnectionClosed(f"connection closed after GOAWAY ({code})"))
+                return
+            raise ConnectionClosed("connection closed by the server")
+        try:
+            events = conn.h2.receive_data(data)
+        except h2.exceptions.ProtocolError as exc:
+            raise ProtocolError(f"HTTP/2 protocol error: {exc}") from None
+        for event in events:
+            self._on_event(conn, event, now)
+        conn.flush()
+
+    def _on_event(self, conn: Connection, event, now: int) -> None:
+        """One frame's event, handed to its stream (or the connection's state)."""
+        streams = conn.streams
+        kind = type(event)
+        if kind is h2.events.DataReceived:
+            stream = streams.get(event.stream_id)
+            if stream is not None:
+                stream.body += len(event.data)
+                if stream.kept is not None and len(stream.kept) < BODY_KEPT_BYTES:
+                    stream.kept += event.data[: BODY_KEPT_BYTES - len(stream.kept)]
+            if event.flow_controlled_length:
+                conn.h2.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+        elif kind is h2.events.ResponseReceived:
+            stream = streams.get(event.stream_id)
+            if stream is not None:
+                stream.t_first = now
+                fill_head(stream, event.headers)
+        elif kind is h2.events.StreamEnded:
+            self._finish(streams.get(event.stream_id), now)
+        elif kind is h2.events.StreamReset:
+            stream = streams.get(event.stream_id)
+            if stream is not None:
+                stream.error = StreamReset(code_name(event.error_code))
+                self._finish(stream, now)
+        elif kind is h2.events.RemoteSettingsChanged:
+            changed = event.changed_settings.get(h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS)
+            if changed is not None:
+                conn.peer_max = changed.new_value
+            conn.settings_seen = True
+            self._wake_slot(conn)
+        elif kind is h2.events.ConnectionTerminated:
+            code = code_name(event.error_code)
+            last = event.last_stream_id if event.last_stream_id is not None else 0
+            conn.ending = (code, last)
+            self._goaway_note = code
+            for stream_id, stream in streams.items():
+                if stream_id > last or event.error_code:
+                    stream.error = GoAway(code, unprocessed=stream_id > last)
+                    self._finish(stream, now)
+            self._wake_slot(conn, everyone=True)
+
+    @staticmethod
+    def _finish(stream: Stream | None, now: int) -> None:
+        if stream is None or stream.done:
+            return
+        stream.t_last = now
+        if not stream.t_first:
+            stream.t_first = now
+        stream.done = True
+        if stream.wake is not None:
+            stream.wake.set()
