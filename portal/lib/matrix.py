@@ -12,6 +12,11 @@ is a sub-arm of ``tls_new`` (and, for the protocol, of ``tls``: ``MATRIX_ARMS``)
 interleaved in rounds with the other arms. The engine probes every variant with one handshake before
 any window; a variant that the server or the generator refuses, or whose negotiated parameters are
 not what it asked for, is listed as ``refused`` with the reason and never measured.
+
+The ``group`` dimension's values are ``x25519``, ``p256``, ``x25519mlkem768`` and the groups the user
+named in the run option ``tls_groups`` (``parse_groups``: OpenSSL's names). A variant's ``group`` is
+the value asked for; what the handshake negotiated is ``negotiated.group``, the name OpenSSL prints
+(``secp256r1`` for ``p256``; ``same_group`` compares the two).
 """
 
 from __future__ import annotations
@@ -28,7 +33,8 @@ MATRIX_ARMS: dict[str, tuple[str, ...]] = {"tls_new": DIMENSIONS, "tls": ("proto
 VALUES: dict[str, tuple[str, ...]] = {
     "protocol": ("tls1.2", "tls1.3"),
     "group": ("x25519", "p256", "x25519mlkem768"),
-    "cert": ("rsa", "ecdsa"),
+    # Ed25519: refused by a server that holds no Ed25519 certificate (one probing handshake, no window).
+    "cert": ("rsa", "ecdsa", "ed25519"),
     "resumption": ("none", "ticket", "session_id"),
     "client_cert": ("none", "rsa", "ecdsa"),  # mutual TLS: the target's client certificate of that type
 }
@@ -41,6 +47,7 @@ SHORT = {
     "x25519mlkem768": "mlkem",
     "rsa": "rsa",
     "ecdsa": "ecdsa",
+    "ed25519": "ed25519",
     "none": "full",
     "ticket": "ticket",
     "session_id": "sessid",
@@ -53,6 +60,7 @@ LABELS = {
     "x25519mlkem768": "X25519MLKEM768 (post-quantum hybrid) key exchange",
     "rsa": "RSA certificate",
     "ecdsa": "ECDSA certificate",
+    "ed25519": "Ed25519 certificate",
     "none": "a full handshake per connection",
     "ticket": "resumption by session ticket",
     "session_id": "resumption by session ID",
@@ -77,6 +85,83 @@ REPORT_KEYS = {
     "client_cert": "client_cert",
 }
 MAX_NAME = 64  # ArmResult.arm's max_length
+# The names OpenSSL prints for a group (``SSL_get0_group_name``: ``x25519``, ``secp256r1``,
+# ``X25519MLKEM768``), by the built-in values and by OpenSSL's aliases; compared case-insensitively.
+OPENSSL_NAMES = {"x25519": "x25519", "p256": "secp256r1", "x25519mlkem768": "X25519MLKEM768"}
+GROUP_ALIASES = {
+    "p-256": "secp256r1",
+    "prime256v1": "secp256r1",
+    "p-384": "secp384r1",
+    "p-521": "secp521r1",
+}
+MAX_GROUPS = 4  # named groups besides the built-in ones (each adds variants)
+GROUPS_HELP = (
+    "With the matrix's group dimension: key-exchange groups to measure besides X25519, P-256 and "
+    "X25519MLKEM768, comma-separated as OpenSSL names them (e.g. secp384r1,SecP256r1MLKEM768); one "
+    "the run's TLS library lacks, or the server refuses, is listed as refused."
+)
+# The run option tls_groups' extras (portal.lib.runspec.RunSpec.tls_groups), beside the names it checks.
+GROUPS_OPTION = {
+    "max_length": MAX_GROUPS,  # of the list; each name is checked by parse_groups
+    "label": "More key-exchange groups",
+    "help": GROUPS_HELP,
+    "description": f'{GROUPS_HELP} At most {MAX_GROUPS}: ["secp384r1"] or "secp384r1,X448".',
+    "form": "text",
+    "chars": 200,
+    "cli": "--tls-groups",
+    "cli_help": GROUPS_HELP,
+    "optional": True,
+    "overridable": True,
+    "engine": True,
+}
+MAX_GROUP_CHARS = 32
+
+
+def canonical_group(name: str | None) -> str | None:
+    """A group value or a name OpenSSL prints, as one lower-case name: ``p256``, ``P-256``,
+    ``prime256v1`` and ``secp256r1`` are all ``secp256r1``."""
+    if not name:
+        return None
+    lowered = OPENSSL_NAMES.get(name, name).lower()
+    return GROUP_ALIASES.get(lowered, lowered)
+
+
+def same_group(value: str, negotiated: str | None) -> bool:
+    """Whether the group a handshake negotiated (as OpenSSL prints it) is the variant's ``value``."""
+    return negotiated is not None and canonical_group(value) == canonical_group(negotiated)
+
+
+def parse_groups(text: str | list[str] | None) -> list[str]:
+    """``tls_groups``: key-exchange groups named by the user besides x25519, p256 and X25519MLKEM768
+    (``"secp384r1,X448"``, or a list), as OpenSSL names them; ValueError on a name that cannot be
+    one. Duplicates of each other or of the built-in groups are dropped. Whether the run's TLS
+    library has the group is the engine's to find out (a variant it lacks is refused, saying so)."""
+    if not text:
+        return []
+    items = text.split(",") if isinstance(text, str) else list(text)
+    out: list[str] = []
+    seen = {canonical_group(value) for value in VALUES["group"]}
+    for item in items:
+        name = str(item).strip()
+        if not name:
+            continue
+        if len(name) > MAX_GROUP_CHARS or not all(ch.isalnum() or ch in "-_" for ch in name):
+            raise ValueError(
+                f"a group is named as OpenSSL names it (letters, digits, - and _, at most "
+                f"{MAX_GROUP_CHARS}), not {name!r}"
+            )
+        if canonical_group(name) in seen:
+            continue
+        seen.add(canonical_group(name))
+        out.append(name)
+    if len(out) > MAX_GROUPS:
+        raise ValueError(f"at most {MAX_GROUPS} named groups")
+    return out
+
+
+def values(dim: str, groups: list[str] | None = None) -> tuple[str, ...]:
+    """A dimension's values: the built-in ones, and for ``group`` the named ``groups`` after them."""
+    return VALUES[dim] + tuple(groups or ()) if dim == "group" else VALUES[dim]
 
 
 def parse_dimensions(text: str | list[str] | None) -> list[str]:
@@ -93,16 +178,17 @@ def parse_dimensions(text: str | list[str] | None) -> list[str]:
     return [dim for dim in DIMENSIONS if dim in wanted]
 
 
-def variants(dimensions: list[str], arm: str = MATRIX_ARM) -> list[dict]:
+def variants(dimensions: list[str], arm: str = MATRIX_ARM, groups: list[str] | None = None) -> list[dict]:
     """The cross product of the chosen dimensions' values that matter for ``arm``
-    (``MATRIX_ARMS``); the other dimensions are ``None``."""
+    (``MATRIX_ARMS``); the other dimensions are ``None``. ``groups``: named groups added to the
+    ``group`` dimension (``parse_groups``)."""
     chosen = [dim for dim in MATRIX_ARMS.get(arm, ()) if dim in dimensions]
     if not chosen:
         return []
     out = []
-    for values in itertools.product(*(VALUES[dim] for dim in chosen)):
+    for combination in itertools.product(*(values(dim, groups) for dim in chosen)):
         variant = dict.fromkeys(DIMENSIONS)
-        variant.update(zip(chosen, values, strict=True))
+        variant.update(zip(chosen, combination, strict=True))
         out.append(variant)
     return out
 
@@ -114,13 +200,15 @@ def variant_name(variant: dict, arm: str = MATRIX_ARM) -> str:
 
 
 def short(dim: str, value: str) -> str:
-    """A value's short form in sub-arm names (``client_cert`` none → ``nocc``, resumption none → ``full``)."""
-    return BY_DIMENSION.get(dim, {}).get("short", {}).get(value) or SHORT[value]
+    """A value's short form in sub-arm names (``client_cert`` none → ``nocc``, resumption none →
+    ``full``; a group named in ``tls_groups``: its name in lower case)."""
+    return BY_DIMENSION.get(dim, {}).get("short", {}).get(value) or SHORT.get(value) or value.lower()
 
 
 def label(dim: str, value: str) -> str:
-    """A value as the advice says it."""
-    return BY_DIMENSION.get(dim, {}).get("label", {}).get(value) or LABELS[value]
+    """A value as the advice says it (a named group: "<name> key exchange")."""
+    by_dim = BY_DIMENSION.get(dim, {}).get("label", {}).get(value)
+    return by_dim or LABELS.get(value) or f"{value} key exchange"
 
 
 def base_arm(name: str) -> str:
@@ -132,13 +220,13 @@ def is_variant(name: str) -> bool:
     return SEPARATOR in name
 
 
-def variant_count(dimensions: list[str], arms: list | None = None) -> int:
+def variant_count(dimensions: list[str], arms: list | None = None, groups: list[str] | None = None) -> int:
     """How many sub-arms at most (before refusals) over ``arms`` (names or ``{"name"}`` dicts;
     default ``tls_new`` alone): for time limits and quotas."""
     names = [
         a.get("name") if isinstance(a, dict) else a for a in (arms if arms is not None else [MATRIX_ARM])
     ]
-    return sum(len(variants(dimensions, name)) for name in names if name in MATRIX_ARMS)
+    return sum(len(variants(dimensions, name, groups)) for name in names if name in MATRIX_ARMS)
 
 
 def report_variant(variant: dict) -> dict:

@@ -130,6 +130,7 @@ class _EngineConfig:
                 raise ValueError(f"a path must start with /: {spec}")
         if self.tls_matrix and not any(arm.name == matrix.MATRIX_ARM for arm in self.arms):
             raise ValueError(f"tls_matrix needs the {matrix.MATRIX_ARM} arm")
+        self.tls_groups = matrix.parse_groups(self.tls_groups)
         for kind, pair in self.client_certs.items():
             if (
                 kind not in clientcerts.KEY_TYPES
@@ -166,7 +167,8 @@ class _EngineConfig:
 
     def arm_count(self) -> int:
         """Arms per round, the matrix's sub-arms included (at most: refused variants are skipped)."""
-        return len(self.arms) + matrix.variant_count(self.tls_matrix, [arm.name for arm in self.arms])
+        names = [arm.name for arm in self.arms]
+        return len(self.arms) + matrix.variant_count(self.tls_matrix, names, self.tls_groups)
 
     def planned_s(self) -> float:
         arms_s = self.rounds * self.arm_count() * (self.warmup_s + self.duration_s)

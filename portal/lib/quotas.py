@@ -56,7 +56,7 @@ def planned_requests(config: dict) -> int:
     """The most requests the run may send, all arms (the TLS matrix's sub-arms too) and rounds,
     warm-up included."""
     names = config.get("arms") or []
-    arms = len(names) + matrix.variant_count(config.get("tls_matrix") or [], names)
+    arms = len(names) + matrix.variant_count(config.get("tls_matrix") or [], names, config.get("tls_groups"))
     rounds = config.get("rounds") or 1
     per_arm_s = (config.get("warmup_s") or 0) + (config.get("duration_s") or 0)
     rate = config.get("arrival_rate") or (config.get("users") or 1) * _per_user_rps(config)

@@ -190,7 +190,7 @@ def build_report(
         "probes": probed,
         "projection": projection_inputs(arm_sections, probed),
         "generators": generators.report_generators(arms),
-        **tuning(config, arm_sections, cost_inputs, tls_info, variants),
+        **tuning(config, arm_sections, cost_inputs, tls_info, variants, probed),
         **capacity_keys(capacity_stages),
     }
 
@@ -220,7 +220,12 @@ def capacity_keys(stages: dict | None) -> dict:
 
 
 def tuning(
-    config: dict, sections: dict, inputs: dict, tls_info: dict | None, variants: list[dict] | None
+    config: dict,
+    sections: dict,
+    inputs: dict,
+    tls_info: dict | None,
+    variants: list[dict] | None,
+    probes: dict | None = None,
 ) -> dict:
     """``matrix`` (the TLS configuration matrix's variants), ``advice`` (ranked by measured saving),
     ``wan`` (the projection at each RTT) and ``wan_model`` (its inputs and assumptions)."""
@@ -236,12 +241,23 @@ def tuning(
         if matrix.is_variant(name)
     }
     entries = matrix.matrix_section(variants, sections, handshake_costs)
+    local = (probes or {}).get("generator_cpu") or {}
+    for entry in entries:
+        # Each variant's CPU: the server probe's, else the sampled local process's (e.g. a test
+        # server on the generator host), saying which.
+        if entry["server_cpu_ms_per_req"] is not None:
+            entry["cpu_source"] = "server_probe"
+        elif (local.get(entry["arm"]) or {}).get("cpu_ms_per_req") is not None:
+            entry["server_cpu_ms_per_req"] = local[entry["arm"]]["cpu_ms_per_req"]
+            entry["cpu_source"] = "local_process"
+        else:
+            entry["cpu_source"] = None
     probed = {
         p["name"]: {**p, "variant": matrix.report_variant(p.get("variant") or {})} for p in variants or []
     }
     return {
         "matrix": entries,
-        "advice": advice.advise(entries, inputs, sections),
+        "advice": advice.advise(entries, inputs, sections, probes),
         "wan": wan.project(sections, tls_info, rtts, probed),
         "wan_model": wan.model_inputs(rtts, tls_info),
     }

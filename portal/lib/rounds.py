@@ -156,6 +156,7 @@ def round_figures(row: dict) -> dict:
         "ttlb_p95_us": ttlb["p95"] if ttlb else None,
         "ttfb_p50_us": ttfb["p50"] if ttfb else None,
         "server_cpu_ms_per_req": _cpu_per_req([row]),
+        "generator_probe_cpu_ms_per_req": _cpu_per_req([row], "generator_cpu"),
     }
 
 

@@ -309,6 +309,7 @@ class RunSpec(BaseModel):
         overridable=True,
         engine=True,
     )
+    tls_groups: list[str] = _field(default_factory=list, **matrix.GROUPS_OPTION)  # beside parse_groups
     wan_rtt_ms: list[Annotated[float, Field(ge=0, le=wan.MAX_RTT_MS)]] = _field(
         default_factory=lambda: list(wan.DEFAULT_RTTS_MS),
         label="WAN projection RTTs (ms)",

@@ -21,6 +21,14 @@ Round trips per request, counted as a user waits for them:
   slow-start doubling. The flight is the one a variant's probe measured from the handshake
   (``server_flight_bytes``) when there is one, else ``chain_bytes`` + ``HANDSHAKE_OVERHEAD_BYTES``
   (an assumption: ServerHello, key share, signature, Finished and record headers);
+* the client's first flight (its ClientHello, measured per variant as ``client_flight_bytes``) counts
+  against the client's initial window the same way (``client_window``). The key share is what makes
+  it grow: X25519MLKEM768 adds 1,184 bytes to the ClientHello and 1,088 to the server's flight
+  (measured, so a server flight that the hybrid's ciphertext pushes past the initial window pays its
+  round trip in ``window``). A ClientHello rarely reaches 10 segments; the model does not count what
+  it does not know: middleboxes that mishandle a ClientHello over one segment, a HelloRetryRequest
+  (the matrix offers one group, which the probe saw accepted in one round trip), or a smaller initial
+  window on the client;
 * a response larger than the initial window on a new connection likewise (slow start again, from
   the initial window: a conservative count); keep-alive connections are assumed to have opened
   their window.
@@ -134,13 +142,16 @@ def arm_model(name: str, section: dict, tls_info: dict | None, negotiated: dict 
     resumed_share = min(1.0, (section.get("tls_sessions_reused") or 0) / handshakes) if handshakes else 0.0
     flight, flight_source = _flight(tls_info, negotiated) if is_tls else (None, None)
     full_extra = slow_start_extra_round_trips(flight)
+    client_flight = (negotiated or {}).get("client_flight_bytes") if is_tls and new_conn else None
+    # Resumed handshakes in TLS 1.3 send their key share too: the client's flight is charged to all.
+    client_extra = slow_start_extra_round_trips(client_flight)
     # A resumed handshake sends no certificate: only full handshakes pay the window.
     window_extra = round((1.0 - resumed_share) * full_extra, 3) if new_conn else 0
     tls_rt = handshake_round_trips(protocol, resumed_share) if is_tls and new_conn else 0
     body_bytes = (section.get("response_bytes") or {}).get("max")
     body_extra = slow_start_extra_round_trips(body_bytes) if new_conn else 0
     tcp = 1 if new_conn else 0
-    total = round(1 + tcp + tls_rt + window_extra + body_extra, 3)
+    total = round(1 + tcp + tls_rt + client_extra + window_extra + body_extra, 3)
     setup = 1 + (handshake_round_trips(protocol, 0.0) + full_extra if is_tls else 0)
     return {
         "measured_ttlb_p50_ms": round(ttlb["p50"] / 1000.0, 3),
@@ -160,6 +171,8 @@ def arm_model(name: str, section: dict, tls_info: dict | None, negotiated: dict 
         "resumed_share": round(resumed_share, 3) if is_tls and new_conn else None,
         "early_data": False if is_tls else None,
         "window": window_extra,
+        "client_window": client_extra,
+        "client_flight_bytes": client_flight,
         "handshake_flight_bytes": flight,
         "handshake_flight_source": flight_source,
         "response_window": body_extra,
@@ -231,8 +244,13 @@ def model_inputs(rtts_ms: list[float], tls_info: dict | None) -> dict:
             "resumption weighted by the share of handshakes that resumed.",
             "No early data: the generator's Python ssl never sends TLS 1.3 0-RTT; with it a resumed 1.3 "
             "handshake would cost 0 round trips.",
-            f"Initial congestion window {INITCWND_SEGMENTS} × MSS {MSS_BYTES} bytes: a larger handshake "
-            "flight or response on a new connection waits one more RTT per slow-start doubling.",
+            f"Initial congestion window {INITCWND_SEGMENTS} × MSS {MSS_BYTES} bytes on both sides: a larger "
+            "handshake flight (the server's, or the client's ClientHello with its key shares) or response "
+            "on a new connection waits one more RTT per slow-start doubling.",
+            "The key share's size is measured per variant (X25519MLKEM768: +1,184 bytes in the ClientHello, "
+            "+1,088 in the server's flight), so a flight the hybrid pushes past the initial window pays "
+            "its round trip; not counted: middleboxes that mishandle a ClientHello larger than one "
+            "segment, and HelloRetryRequest (each variant offers one group, accepted in the probe).",
             "No packet loss; bandwidth is not the limit; the server's time does not change with distance.",
             "HTTP/2 arms (h2, h2_new, h2c) count as tls, tls_new and plain: the preface and SETTINGS go out "
             "with the request (no extra round trip), and one request is projected at a time, so the "

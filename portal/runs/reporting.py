@@ -141,8 +141,8 @@ def with_budgets(run: Run, data: dict) -> dict:
 
 
 # Bump when the report's computation changes, so cached reports of finished runs are rebuilt.
-# 12: attempts, 13: direction, 14: no credential names
-REPORT_CACHE_VERSION = f"{portal.__version__}:{report.SCHEMA}:14"
+# 12: attempts, 13: direction, 14: no credential names, 15: the post-quantum hybrid's price
+REPORT_CACHE_VERSION = f"{portal.__version__}:{report.SCHEMA}:15"
 REPORT_CACHE_TTL_S = 7 * 24 * 3600
 
 

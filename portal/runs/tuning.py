@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from django import forms
 
-from portal.lib import capacity, matrix, runspec, saturation, wan
+from portal.lib import advice, capacity, matrix, runspec, saturation, wan
 from portal.lib.protocol import ARMS
 
 SATURATION_FIELDS = (
@@ -71,6 +71,15 @@ class TuningFields(forms.Form):
         except ValueError as exc:
             raise forms.ValidationError(str(exc)) from None
 
+    def clean_tls_groups(self) -> list[str]:
+        value = self.cleaned_data.get("tls_groups") or ""
+        if not isinstance(value, str | list):
+            raise forms.ValidationError("Expected a list or a string.")
+        try:
+            return matrix.parse_groups(value)
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from None
+
     def clean_generators(self) -> int:
         """A number of processes, or "auto" (stored as 0: one per core of each generator host)."""
         try:
@@ -107,6 +116,7 @@ class TuningFields(forms.Form):
         data = self.cleaned_data
         return {
             "tls_matrix": matrix.parse_dimensions(data.get("tls_matrix") or []),
+            "tls_groups": data.get("tls_groups") or [],
             "wan_rtt_ms": data.get("wan_rtt_ms") or list(wan.DEFAULT_RTTS_MS),
             "generators": data.get("generators", 1),
             "saturation": data.get("saturation"),
@@ -126,6 +136,8 @@ def report_lines(report: dict) -> list[str]:
         lines.append(
             f"advice   {item['title']}: saves {saving:.3f} ms TTLB per request ({ci}, {item['verdict']})"
         )
+        if item.get("hybrid"):
+            lines.append(f"         {advice.hybrid_words(item['hybrid']).strip()}")
     rows = report.get("wan") or []
     if rows:
         rtts = list(dict.fromkeys(row["rtt_ms"] for row in rows))

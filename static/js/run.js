@@ -245,6 +245,50 @@
     update();
   }
 
+  // The post-quantum hybrid's price at the user's peak (portal.lib.advice.hybrid_at_peak): handshakes/s =
+  // peak × share of new connections; extra cores = handshakes/s × Δ CPU-ms / 1000, its interval alike;
+  // extra bytes/s = handshakes/s × the handshake bytes both sides sent more.
+  function hybridPrice() {
+    var form = document.getElementById("hybrid-form");
+    if (!form) { return; }
+    var items = document.querySelectorAll(".hybrid-cost");
+    function num(value) { return value === "" || value === undefined ? null : parseFloat(value); }
+    function update() {
+      var rps = parseFloat(document.getElementById("hybrid-rps").value);
+      var share = parseFloat(document.getElementById("hybrid-new").value) / 100;
+      Array.prototype.forEach.call(items, function (item) {
+        var out = item.querySelector(".hybrid-at-peak");
+        if (!(rps >= 0) || !(share >= 0 && share <= 1)) {
+          out.textContent = "Enter requests/s ≥ 0 and a share between 0 and 100%.";
+          return;
+        }
+        var handshakes = rps * share;
+        var cpu = num(item.dataset.cpuMs), lo = num(item.dataset.cpuLo), hi = num(item.dataset.cpuHi);
+        var bytes = num(item.dataset.bytes);
+        var text = "At " + rps + " req/s with " + (share * 100).toFixed(1) + "% on new connections (" +
+          handshakes.toFixed(1) + " handshakes/s), " + item.dataset.group + " instead of " + item.dataset.versus +
+          " adds " + (num(item.dataset.ttlbUs) / 1000).toFixed(3) + " ms per new connection";
+        if (cpu !== null) {
+          var cores = handshakes * cpu / 1000;
+          text += ", about " + cores.toFixed(3) + " server cores";
+          if (lo !== null && hi !== null) {
+            text += " (95% CI " + (handshakes * lo / 1000).toFixed(3) + " … " + (handshakes * hi / 1000).toFixed(3) + ")";
+          } else {
+            text += " (no interval: the CPU's is over rounds, 3 or more)";
+          }
+          item.dataset.cores = cores.toFixed(6);
+        } else {
+          text += " (no server CPU measured: needs a server probe or a sampled local process)";
+        }
+        if (bytes !== null) { text += " and " + (handshakes * bytes / 1000).toFixed(1) + " kB/s more on the wire"; }
+        out.textContent = text + ".";
+      });
+    }
+    form.addEventListener("input", update);
+    form.addEventListener("submit", function (event) { event.preventDefault(); update(); });
+    update();
+  }
+
   // A printed report shows everything: the collapsed parts opened (all costs, chart tables) and
   // every chart drawn at the paper's width, then back to the screen's. The checks' evidence stays one
   // line per check unless opened by hand (its JSON is whole in the signed report).
@@ -286,6 +330,7 @@
     printing();
     openLinked();
     window.addEventListener("hashchange", openLinked);
+    hybridPrice();
     var el = document.getElementById("chart-data");
     if (!el || typeof Chart === "undefined") { return; }
     var data = JSON.parse(el.textContent);

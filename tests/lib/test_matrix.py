@@ -18,7 +18,7 @@ def test_dimensions_parse_in_canonical_order_and_refuse_unknown_ones():
 
 def test_variants_are_the_cross_product_with_short_names_that_fit_the_column():
     variants = matrix.variants(["protocol", "cert"])
-    assert len(variants) == 4
+    assert len(variants) == 6  # RSA, ECDSA and Ed25519 under each protocol
     assert variants[0] == {
         "protocol": "tls1.2",
         "group": None,
@@ -28,12 +28,13 @@ def test_variants_are_the_cross_product_with_short_names_that_fit_the_column():
     }
     assert matrix.variant_name(variants[0]) == "tls_new@1.2+rsa"
     everything = matrix.variants(list(matrix.DIMENSIONS))
-    assert len(everything) == matrix.variant_count(list(matrix.DIMENSIONS)) == 108
+    assert len(everything) == matrix.variant_count(list(matrix.DIMENSIONS)) == 2 * 3 * 3 * 3 * 3
     # "none" and "rsa" are values of other dimensions too: the client certificate's read apart.
     names = [matrix.variant_name(v) for v in matrix.variants(["resumption", "client_cert"])[:3]]
     assert names == ["tls_new@full+nocc", "tls_new@full+ccrsa", "tls_new@full+ccecdsa"]
     assert matrix.label("client_cert", "none") == "no client certificate"
     assert matrix.label("resumption", "none") == "a full handshake per connection"
+    assert matrix.label("group", "secp384r1") == "secp384r1 key exchange"
     longest = max(len(matrix.variant_name(v)) for v in everything)
     assert longest <= matrix.MAX_NAME
     assert matrix.base_arm("tls_new@1.3+x25519") == "tls_new" and matrix.base_arm("tls") == "tls"
@@ -133,15 +134,15 @@ def test_the_request_budget_counts_the_sub_arms():
         "duration_s": 4,
     }
     assert quotas.planned_requests(config) == 10 * 5 * 2
-    assert quotas.planned_requests({**config, "tls_matrix": ["protocol", "cert"]}) == 10 * 5 * (2 + 4)
+    assert quotas.planned_requests({**config, "tls_matrix": ["protocol", "cert"]}) == 10 * 5 * (2 + 6)
 
 
 def test_keep_alive_tls_is_repeated_for_the_protocol_only():
     variants = matrix.variants(["protocol", "cert", "resumption"], "tls")
     assert [matrix.variant_name(v, "tls") for v in variants] == ["tls@1.2", "tls@1.3"]
     assert matrix.variants(["cert"], "tls") == [] and matrix.variants(["protocol"], "plain") == []
-    assert matrix.variant_count(["protocol", "cert"], ["plain", "tls", {"name": "tls_new"}]) == 2 + 4
-    assert matrix.variant_count(["protocol", "cert"]) == 4  # tls_new alone
+    assert matrix.variant_count(["protocol", "cert"], ["plain", "tls", {"name": "tls_new"}]) == 2 + 6
+    assert matrix.variant_count(["protocol", "cert"]) == 6  # tls_new alone
 
 
 def test_tls12_cheaper_next_to_the_server_is_advised_with_its_extra_round_trip():
@@ -165,3 +166,77 @@ def test_tls12_cheaper_next_to_the_server_is_advised_with_its_extra_round_trip()
     item = next(a for a in data["advice"] if a.get("dimension") == "protocol")
     assert item["arms"] == ["tls_new@1.3+ticket", "tls_new@1.2+ticket"]
     assert "extra_round_trips" not in item and "round trip" not in item["title"]
+
+
+def test_named_groups_parse_by_openssl_names_and_add_variants():
+    assert matrix.parse_groups("secp384r1, X448,,P-256,x25519") == ["secp384r1", "X448"]  # built-ins dropped
+    assert matrix.parse_groups(["SecP256r1MLKEM768"]) == ["SecP256r1MLKEM768"]
+    for bad in ("x y", "a;b", "a" * 33, "g1,g2,g3,g4,g5"):
+        with pytest.raises(ValueError):
+            matrix.parse_groups(bad)
+    named = matrix.variants(["group"], groups=["secp384r1"])
+    assert [matrix.variant_name(v) for v in named][-1] == "tls_new@secp384r1"
+    assert matrix.variant_count(["group", "cert"], groups=["secp384r1"]) == 4 * 3
+    # The negotiated group as OpenSSL prints it, whatever alias the variant was named by.
+    assert matrix.same_group("p256", "secp256r1") and matrix.same_group("P-384", "secp384r1")
+    assert matrix.same_group("x25519mlkem768", "X25519MLKEM768") and not matrix.same_group("x25519", None)
+    assert not matrix.same_group("p256", "x25519")
+    config = EngineConfig.from_dict(
+        {
+            "arms": [{"name": "tls_new", "url": "https://h/"}],
+            "tls_matrix": ["group"],
+            "tls_groups": "secp384r1",
+            "warmup_s": 1,
+            "duration_s": 1,
+        }
+    )
+    assert config.tls_groups == ["secp384r1"] and config.arm_count() == 1 + 4
+
+
+def hybrid_probe(name: str, group: str, client_bytes: int, server_bytes: int) -> dict:
+    entry = probe(name, group=group)
+    entry["negotiated"] = {
+        "protocol": "TLSv1.3",
+        "group": {"x25519mlkem768": "X25519MLKEM768", "x25519": "x25519"}[group],
+        "client_handshake_bytes": client_bytes,
+        "server_handshake_bytes": server_bytes,
+        "client_flight_bytes": client_bytes - 64,
+        "server_flight_bytes": server_bytes,
+    }
+    return entry
+
+
+@pytest.mark.parametrize("hybrid_p50", [1300, 1150])
+def test_the_hybrid_is_priced_per_handshake_and_at_peak_whichever_way_it_measured(hybrid_p50):
+    from portal.lib import advice
+
+    probes = [
+        hybrid_probe("tls_new@x25519", "x25519", 300, 1400),
+        hybrid_probe("tls_new@mlkem", "x25519mlkem768", 1484, 2460),
+    ]
+    arms = []
+    for round_index in range(3):  # three rounds: the CI over rounds, for the time and for the CPU
+        for name, p50, cpu in (("tls_new", 1200, 0.5), ("tls_new@x25519", 1200, 0.5)):
+            arms.append({**rows(name, p50 + round_index, cpu), "round": round_index})
+        arms.append({**rows("tls_new@mlkem", hybrid_p50 + 2 * round_index, 0.62), "round": round_index})
+    data = report.build_report({"id": "x"}, arms, {"protocol": "TLSv1.3"}, None, probes)
+    (item,) = [a for a in data["advice"] if a.get("hybrid")]
+    hybrid = item["hybrid"]
+    assert item["title"].startswith("What the post-quantum hybrid costs: X25519MLKEM768")
+    assert item["arms"] == ["tls_new@mlkem", "tls_new@x25519"]  # the hybrid first, even when cheaper
+    assert hybrid["group"] == "X25519MLKEM768" and hybrid["versus"] == "x25519"
+    assert hybrid["ttlb_us"] == pytest.approx(hybrid_p50 + 2 - 1201, abs=2)  # p50s of the merged rounds
+    assert hybrid["ttlb_ci_method"] == "rounds" and item["saving_us"] == hybrid["ttlb_us"]
+    assert hybrid["server_cpu_ms"] == pytest.approx(0.12) and hybrid["server_cpu_ci95"] is not None
+    assert hybrid["cpu_source"] == "server_probe"
+    assert (hybrid["client_bytes"], hybrid["server_bytes"]) == (1184, 1060)
+    assert "X25519MLKEM768 costs" in item["evidence"] and "+1184 bytes from the client" in item["evidence"]
+    # At 2,000 req/s with 25% on new connections: 500 handshakes/s, 0.06 cores, 1.12 MB/s more.
+    peak = advice.hybrid_at_peak(hybrid, 2000, 0.25)
+    assert peak["handshakes_per_s"] == 500 and peak["extra_cores"] == pytest.approx(0.06)
+    assert peak["extra_bytes_per_s"] == 500 * (1184 + 1060)
+    low, high = peak["extra_cores_ci95"]
+    assert low == pytest.approx(500 * hybrid["server_cpu_ci95"][0] / 1000)
+    assert high == pytest.approx(500 * hybrid["server_cpu_ci95"][1] / 1000)
+    with pytest.raises(ValueError):
+        advice.hybrid_at_peak(hybrid, 100, 1.5)

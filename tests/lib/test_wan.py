@@ -118,3 +118,20 @@ def test_report_carries_wan_at_the_default_rtts_with_its_model():
     )
     assert [r["rtt_ms"] for r in custom["wan"]] == [50.0]
     assert data["matrix"] == [] and data["advice"] == []
+
+
+def test_a_hybrid_key_share_that_pushes_a_flight_past_the_initial_window_costs_a_round_trip():
+    # A server flight just under the initial window with X25519 (a large chain), over it with the
+    # hybrid's 1,088-byte ciphertext: one more round trip, for the hybrid's variant only.
+    classic = {"protocol": "TLSv1.3", "server_flight_bytes": 14_000, "client_flight_bytes": 230}
+    hybrid = {"protocol": "TLSv1.3", "server_flight_bytes": 15_070, "client_flight_bytes": 1_400}
+    measured = section(2000, connections=100)
+    a = wan.arm_model("tls_new@x25519", measured, {}, classic)
+    b = wan.arm_model("tls_new@mlkem", measured, {}, hybrid)
+    assert (a["window"], b["window"]) == (0, 1) and b["round_trips"] - a["round_trips"] == 1
+    # The ClientHello's own window: the hybrid's ~1.4 kB fits; a 20 kB one would not.
+    assert a["client_window"] == b["client_window"] == 0 and b["client_flight_bytes"] == 1_400
+    huge = wan.arm_model("tls_new@big", measured, {}, {**classic, "client_flight_bytes": 20_000})
+    assert huge["client_window"] == 1 and huge["round_trips"] == a["round_trips"] + 1
+    assumptions = " ".join(wan.model_inputs([20.0], {})["assumptions"])
+    assert "X25519MLKEM768" in assumptions and "HelloRetryRequest" in assumptions

@@ -212,6 +212,45 @@ def test_cli_text_output_lists_refusals_advice_and_the_wan_table():
     )
 
 
+def test_form_api_and_cli_take_named_groups_and_the_cli_prints_the_hybrids_price(owner):
+    from portal.lib import report
+    from portal.runs import tuning
+    from tests.lib.test_matrix import hybrid_probe, rows
+
+    form = RunForm({**BASE, "arms": ["tls_new"], "tls_matrix": ["group"], "tls_groups": "P-384, X448"})
+    assert form.is_valid(), form.errors
+    assert form.engine_config()["tls_groups"] == ["P-384", "X448"]
+    bad = RunForm({**BASE, "arms": ["tls_new"], "tls_matrix": ["group"], "tls_groups": "x y"})
+    assert not bad.is_valid() and "as OpenSSL names it" in bad.errors["tls_groups"][0]
+    project = personal_project(owner)
+    api = check(project, {**BASE, "arms": ["tls_new"], "tls_matrix": ["group"], "tls_groups": ["secp384r1"]})
+    assert api.engine_config()["tls_groups"] == ["secp384r1"]
+    with pytest.raises(CommandError, match="--tls-groups"):
+        call_command(
+            "tollgate",
+            "run",
+            "--owner",
+            owner.username,
+            "--tls-url",
+            BASE["tls_url"],
+            "--arms",
+            "tls_new",
+            "--tls-matrix",
+            "group",
+            "--tls-groups",
+            "a;b",
+        )
+    probes = [
+        hybrid_probe("tls_new@x25519", "x25519", 300, 1400),
+        hybrid_probe("tls_new@mlkem", "x25519mlkem768", 1484, 2460),
+    ]
+    arms = [rows("tls_new@x25519", 1200, 0.5), rows("tls_new@mlkem", 1300, 0.62)]
+    text = "\n".join(tuning.report_lines(report.build_report({"id": "x"}, arms, None, None, probes)))
+    assert "advice   What the post-quantum hybrid costs: X25519MLKEM768" in text
+    assert "X25519MLKEM768 costs +100 µs of time to last byte over x25519" in text
+    assert "+1184 bytes from the client, +1060 from the server" in text
+
+
 def test_cli_text_output_aligns_the_long_sub_arm_names():
     import io
 

@@ -285,7 +285,7 @@ def test_a_bundled_run_measures_every_arm_on_pyopenssl(engine, plain_server, tls
     assert resumed["tls_sessions_reused"] == resumed["requests"] > 0
 
 
-def test_a_system_run_names_ssl_and_a_bundled_matrix_is_refused_not_run_on_ssl(engine, tls_server):
+def test_a_system_run_names_ssl(engine, tls_server):
     import ssl
 
     messages, code, stderr = engine(config(("tls_new", tls_server.url()), duration_s=1))
@@ -296,15 +296,48 @@ def test_a_system_run_names_ssl_and_a_bundled_matrix_is_refused_not_run_on_ssl(e
         "openssl": ssl.OPENSSL_VERSION,
         "binding": "ssl",
     }
-    messages, code, stderr = engine(
-        {
-            **config(("tls_new", tls_server.url()), duration_s=1),
-            "tls_library": "bundled",
-            "tls_matrix": ["protocol"],
-        }
-    )
+
+
+def test_a_bundled_matrix_measures_groups_and_certificates_as_the_server_saw_them(engine, tmp_path):
+    from tests.pyossl_server import PyOpenSSLServer
+
+    # RSA and ECDSA, no Ed25519: that variant is the server's refusal.
+    with PyOpenSSLServer(tmp_path) as server:
+        messages, code, stderr = engine(
+            {
+                **config(("tls_new", server.url()), users=1, warmup_s=0.2, duration_s=0.4, rate=40),
+                "tls_library": "bundled",
+                "tls_matrix": ["group", "cert"],
+            }
+        )
+        seen = server.counters.snapshot()
     assert code == 0, stderr
     (matrix,) = [m for m in messages if m["type"] == "matrix"]
-    assert [v["status"] for v in matrix["variants"]] == ["refused", "refused"]
-    assert all("bundled TLS library" in v["detail"] for v in matrix["variants"])
-    assert set(arm_results(messages)) == {"tls_new"}  # no sub-arm measured
+    entries = {v["name"]: v for v in matrix["variants"]}
+    assert len(entries) == 3 * 3
+    for name, entry in entries.items():
+        if name.endswith("+ed25519"):
+            assert entry["status"] == "refused" and "server refused the handshake" in entry["detail"]
+        else:
+            assert entry["status"] == "measured", entry["detail"]
+    results = arm_results(messages)
+    assert set(results) == {"tls_new"} | {n for n, e in entries.items() if e["status"] == "measured"}
+    assert all(r["failures"] == 0 for r in results.values())
+    names = {"x25519mlkem768": "X25519MLKEM768", "x25519": "x25519", "p256": "secp256r1"}
+    types = {"rsa": "RSA", "ecdsa": "EC"}
+    for name, entry in entries.items():
+        if entry["status"] != "measured":
+            continue
+        group, cert = entry["variant"]["group"], entry["variant"]["cert"]
+        assert entry["negotiated"]["group"] == names[group]
+        assert entry["negotiated"]["cert_key_type"] == types[cert]
+        # Every handshake of the sub-arm, as the server counted it: its probe's, its warm-up's and its
+        # window's, each with the variant's group and certificate (a handshake per request).
+        result = results[name]
+        assert seen["pairs"][("TLSv1.3", names[group], types[cert])] >= (
+            1 + result["warmup_requests"] + result["requests"]
+        ), name
+    # The server's failed handshakes: the three Ed25519 probes (its own reason), and else only
+    # connections a client closed mid-handshake (users stopped at the end of a window).
+    refused = [e for e in seen["errors"] if "no suitable signature algorithm" in e]
+    assert len(refused) == 3 and all("Unexpected EOF" in e for e in seen["errors"] if e not in refused)

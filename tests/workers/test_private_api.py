@@ -25,9 +25,9 @@ from workers.engine import coop, tlslib
 RECHECK = (
     "the engine's private-API code was written for {pinned}, this is {running}: check coop.py "
     "(SSLContext._wrap_socket, _encode_hostname, the _socket.socket subclass, hub.loop.io / hub.wait), "
-    "variants.py (SSLContext._msg_callback), tlslib.py and tlsaccept.py (OpenSSL._util.lib, Connection._ssl, "
-    "Context._context) against "
-    "the new version, run tests/workers, then move PRIVATE_API_CHECKED_ON"
+    "variants.py (SSLContext._msg_callback, the bundled matrix's cffi calls), tlslib.py and "
+    "tlsaccept.py (OpenSSL._util.lib, Connection._ssl, Context._context) against the new version, "
+    "run tests/workers, then move PRIVATE_API_CHECKED_ON"
 )
 
 
@@ -66,9 +66,11 @@ def test_the_private_parts_the_engine_calls_are_there_with_their_shapes():
         "SSL_get0_param",
         "X509_VERIFY_PARAM_set1_host",
         "X509_VERIFY_PARAM_set1_ip",
-        "SSL_CTX_set1_curves_list",  # tlsaccept.py: one group, one signature algorithm per handshake
+        # variants_bundled.py and tlsaccept.py: groups, signature algorithms, the group read
+        "SSL_CTX_set1_curves_list",
         "SSL_CTX_set1_sigalgs_list",
         "SSL_get0_group_name",
+        "ERR_clear_error",
     ):
         assert hasattr(lib, name), name
     assert "_ssl" in SSL.Connection.__init__.__code__.co_names

@@ -204,7 +204,7 @@ class Swarm:
         report them; the accepted ones become sub-arms with their own context and policy."""
         cfg = self.config
         ready = prepared[arm.name]
-        options = {"library": cfg.tls_library, "client_certs": cfg.client_certs}
+        options = {"library": cfg.tls_library, "client_certs": cfg.client_certs, "groups": cfg.tls_groups}
         sub_arms, entries = expand(
             arm, ready.endpoint, cfg.tls_matrix, cfg.verify_tls, cfg.timeout_s, **options
         )

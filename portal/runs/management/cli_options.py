@@ -12,7 +12,7 @@ from portal.lib.clientcerts import MAX_PEM_CHARS
 # The options made from portal.lib.runspec (those with a ``cli`` and no hand-written form field);
 # --path, the URLs, credentials, probes and the saturation search are written below by hand.
 SPEC_OPTIONS = {key: opt for key, opt in runspec.OPTIONS.items() if opt.cli and opt.kind != "custom"}
-TUNING = ("tls_matrix", "wan_rtt_ms", "generators")  # the "TLS configuration matrix, WAN" group
+TUNING = ("tls_matrix", "tls_groups", "wan_rtt_ms", "generators")  # the "TLS configuration matrix, WAN" group
 # Form fields → the options that fill them, so an error names what the user typed.
 RUN_OPTIONS = {
     **{opt.form_name: opt.cli for opt in SPEC_OPTIONS.values()},

@@ -26,6 +26,12 @@ def ms(value_us) -> str:
 
 
 @register.filter
+def has_hybrid(advice) -> bool:
+    """Whether an advice list prices a post-quantum hybrid (portal.lib.advice.hybrid_cost)."""
+    return any(item.get("hybrid") for item in advice or [])
+
+
+@register.filter
 def magnitude(value):
     """The absolute value, for sentences that say "more" or "less" themselves."""
     return None if value is None else abs(value)

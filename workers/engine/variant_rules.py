@@ -1,0 +1,115 @@
+"""What a TLS matrix variant must be, on either TLS library: the refusal, the names of groups and
+certificate types, and the check of a probing handshake against the variant
+(``workers.engine.variants``)."""
+
+from __future__ import annotations
+
+from portal.lib import clientcerts, matrix
+from workers.engine import mtls
+from workers.engine.client import ARM_POLICIES, ConnectionPolicy
+from workers.engine.tlslib import BUNDLED, SYSTEM, load_client_cert
+
+OPENSSL_GROUPS = {"x25519": "X25519", "p256": "prime256v1", "x25519mlkem768": "X25519MLKEM768"}
+WAY_OUT = "needs the bundled TLS library (tls_library bundled, CLI --tls-library bundled)"
+NEGOTIATED_PROTOCOL = {"tls1.2": "TLSv1.2", "tls1.3": "TLSv1.3"}
+CERT_KEY_TYPES = {"rsa": "RSA", "ecdsa": "EC", "ed25519": "Ed25519"}
+
+
+class Refused(Exception):
+    """The variant cannot be measured: the generator or the server refused it, or it negotiated
+    something else than it asked for."""
+
+
+def openssl_group(group: str) -> str:
+    """The name a library is given for a group value: OpenSSL's for the built-in ones, the user's
+    own name for a group of ``tls_groups``."""
+    return OPENSSL_GROUPS.get(group, group)
+
+
+def add_client_cert(context, variant: dict, client_certs: dict | None) -> None:
+    """The ``client_cert`` variant's certificate on ``context`` (either TLS library); refused when the
+    run holds none of that key type."""
+    kind = variant.get("client_cert")
+    if kind in (None, "none"):
+        return
+    pair = (client_certs or {}).get(kind)
+    if not pair:
+        raise Refused(
+            f"the target holds no {kind.upper()} client certificate: {clientcerts.NO_CERTIFICATE_HINT}"
+        )
+    load_client_cert(context, pair)
+
+
+def check_client_cert(variant: dict, messages: list) -> bool | None:
+    """Whether the server asked for a client certificate (a CertificateRequest among the handshake's
+    ``messages``, ``HandshakeLog.messages``); a variant presenting one is refused when it did not ask,
+    or when none was sent."""
+    log = mtls.Messages()
+    log.seen = messages
+    if variant.get("client_cert") in (None, "none"):
+        return log.asked() if variant.get("client_cert") else None
+    if not log.asked():
+        raise Refused(mtls.NOT_ASKED.format(arm=matrix.variant_name(variant)))
+    if not log.sent():
+        raise Refused("the server asked for a client certificate but the generator sent none")
+    return True
+
+
+def policy(variant: dict, arm: str = matrix.MATRIX_ARM) -> ConnectionPolicy:
+    """The sub-arm's connection policy: its arm's (keep-alive for ``tls``), resuming as the variant says."""
+    return ConnectionPolicy(
+        new_connection_per_request=ARM_POLICIES[arm][1].new_connection_per_request,
+        resume_sessions=variant.get("resumption") in ("ticket", "session_id"),
+    )
+
+
+def chosen_by(variant: dict, protocol: str | None, library: str) -> str | None:
+    """How the certificate type was chosen: by the client's signature algorithms (bundled), by its
+    TLS 1.2 cipher suites (system), or by the server alone (system, TLS 1.3)."""
+    if not variant.get("cert"):
+        return None
+    if library == BUNDLED:
+        return "signature algorithms"
+    return "cipher suites" if protocol == "TLSv1.2" else "the server"
+
+
+def hint(variant: dict) -> str:
+    if (
+        variant.get("cert") == "ecdsa"
+        and variant.get("protocol") != "tls1.3"
+        and variant.get("group") not in (None, "p256")
+    ):
+        return (
+            " (in TLS 1.2 the client's supported groups also name the curves it accepts for an ECDSA "
+            "certificate, and the variant offers one group only: a P-256 certificate needs the p256 group)"
+        )
+    return ""
+
+
+def said(negotiated: dict) -> str:
+    return (
+        f"negotiated {negotiated['protocol']}, group {negotiated['group'] or 'unknown'}, "
+        f"{negotiated['cert_key_type']} certificate"
+    )
+
+
+def check(variant: dict, negotiated: dict, library: str = SYSTEM) -> None:
+    """The handshake must be the variant: else it is refused, with what was negotiated instead."""
+    wrong = []
+    protocol, group, cert = variant.get("protocol"), variant.get("group"), variant.get("cert")
+    if protocol and negotiated["protocol"] != NEGOTIATED_PROTOCOL[protocol]:
+        wrong.append(f"protocol {protocol}")
+    if group and not matrix.same_group(group, negotiated["group"]):
+        wrong.append(f"group {openssl_group(group)}")
+    if cert and negotiated["cert_key_type"] != CERT_KEY_TYPES[cert]:
+        if library == SYSTEM and negotiated["protocol"] == "TLSv1.3":
+            # Not the server's refusal: this library cannot ask for a certificate type in TLS 1.3.
+            raise Refused(
+                f"the system TLS library (Python's ssl) cannot choose the certificate under TLS 1.3 "
+                f"(no signature-algorithm setter): the server chose {negotiated['cert_key_type']}; {WAY_OUT}"
+            )
+        wrong.append(f"a {CERT_KEY_TYPES[cert]} certificate")
+    if variant.get("resumption") == "session_id" and negotiated["protocol"] == "TLSv1.3":
+        wrong.append("session-ID resumption (TLS 1.3 resumes by ticket only)")
+    if wrong:
+        raise Refused(f"asked for {', '.join(wrong)}; {said(negotiated)}")

@@ -1,0 +1,240 @@
+"""TLS matrix variants on the bundled library (pyOpenSSL on the ``cryptography`` wheel's OpenSSL
+4.x): one group by ``SSL_CTX_set1_curves_list`` (hybrids included), one certificate type by
+``SSL_CTX_set1_sigalgs_list`` under TLS 1.2 and 1.3, and a probe over memory BIOs that counts the
+bytes each side sent and reads the group with ``SSL_get0_group_name`` (``workers.engine.variants``)."""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import time
+
+from cryptography.hazmat.primitives import serialization
+
+from workers.engine import mtls, tlslib
+from workers.engine.tlsinfo import certificate_facts
+from workers.engine.tlslib import BUNDLED, SSL, _ffi, _lib
+from workers.engine.variant_rules import (
+    Refused,
+    add_client_cert,
+    check,
+    check_client_cert,
+    chosen_by,
+    hint,
+    openssl_group,
+    policy,
+    said,
+)
+
+# The signature algorithms per certificate type (SSL_CTX_set1_sigalgs_list): a server with several
+# certificates can only answer with the one these allow.
+SIGALGS = {
+    "rsa": "rsa_pss_rsae_sha256:rsa_pss_rsae_sha384:rsa_pss_rsae_sha512:"
+    "rsa_pkcs1_sha256:rsa_pkcs1_sha384:rsa_pkcs1_sha512",
+    "ecdsa": "ecdsa_secp256r1_sha256:ecdsa_secp384r1_sha384:ecdsa_secp521r1_sha512",
+    "ed25519": "ed25519",
+}
+PROTOCOLS = {"tls1.2": SSL.TLS1_2_VERSION, "tls1.3": SSL.TLS1_3_VERSION}
+
+
+def bundled_knows_group(name: str) -> bool:
+    """Whether the bundled library takes ``name`` as a key-exchange group."""
+    context = SSL.Context(SSL.TLS_CLIENT_METHOD)
+    known = _lib.SSL_CTX_set1_curves_list(context._context, name.encode()) == 1
+    _lib.ERR_clear_error()
+    return known
+
+
+def build_context(variant: dict, verify: bool, client_certs: dict | None = None) -> SSL.Context:
+    """The variant's client context on the bundled library: one group, the signature algorithms of
+    one certificate type (under TLS 1.2 and 1.3 alike), the ``client_cert`` variant's certificate."""
+    context = tlslib.bundled_context(verify)
+    add_client_cert(context, variant, client_certs)
+    protocol = variant.get("protocol")
+    if protocol:
+        version = PROTOCOLS[protocol]
+        context.set_min_proto_version(version)
+        context.set_max_proto_version(version)
+    group = variant.get("group")
+    if group:
+        name = openssl_group(group)
+        if protocol == "tls1.2" and "mlkem" in name.lower():
+            raise Refused(f"{name} is a TLS 1.3 key exchange (ML-KEM hybrids): TLS 1.2 cannot use it")
+        if _lib.SSL_CTX_set1_curves_list(context._context, name.encode()) != 1:
+            _lib.ERR_clear_error()
+            raise Refused(
+                f"the bundled TLS library ({tlslib.bundled_openssl()}) does not know the group {name}"
+            )
+    cert = variant.get("cert")
+    if cert and _lib.SSL_CTX_set1_sigalgs_list(context._context, SIGALGS[cert].encode()) != 1:
+        _lib.ERR_clear_error()
+        raise Refused(f"the bundled TLS library ({tlslib.bundled_openssl()}) cannot offer {SIGALGS[cert]}")
+    if variant.get("resumption") == "session_id":
+        context.set_options(SSL.OP_NO_TICKET)
+    return context
+
+
+class _Pumped:
+    """A bundled-library client connection on memory BIOs over a blocking socket: every byte each
+    side sends passes here and is counted, flight by flight (``flights``: ``[side, bytes]`` with
+    consecutive sends of one side merged)."""
+
+    def __init__(self, endpoint, context: SSL.Context, timeout_s: float, session=None) -> None:
+        self.sock = socket.create_connection((endpoint.address, endpoint.port), timeout=timeout_s)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            self.tls = tlslib.BundledTLS(context, None, endpoint.host, session)
+        except BaseException:
+            self.sock.close()
+            raise
+        self.conn = self.tls.conn
+        self.flights: list[list] = []
+
+    def _note(self, side: str, size: int) -> None:
+        if self.flights and self.flights[-1][0] == side:
+            self.flights[-1][1] += size
+        else:
+            self.flights.append([side, size])
+
+    def _flush(self) -> None:
+        while True:
+            try:
+                out = self.conn.bio_read(65536)
+            except SSL.WantReadError:
+                return
+            if not out:
+                return
+            self.sock.sendall(out)
+            self._note("client", len(out))
+
+    def _feed(self) -> bool:
+        data = self.sock.recv(65536)
+        if not data:
+            return False
+        self.conn.bio_write(data)
+        self._note("server", len(data))
+        return True
+
+    def handshake(self) -> None:
+        while True:
+            try:
+                self.conn.do_handshake()
+            except SSL.WantReadError:
+                self._flush()
+                if not self._feed():
+                    raise ssl.SSLEOFError(ssl.SSL_ERROR_EOF, "the server closed the connection") from None
+                continue
+            except SSL.Error:
+                self._flush()  # the client's alert, if any, still goes out
+                raise
+            self._flush()
+            return
+
+    def sent_bytes(self) -> dict:
+        client = sum(size for side, size in self.flights if side == "client")
+        server = sum(size for side, size in self.flights if side == "server")
+        first_server = next((size for side, size in self.flights if side == "server"), None)
+        return {
+            "client_handshake_bytes": client or None,
+            "server_handshake_bytes": server or None,
+            "client_flight_bytes": self.flights[0][1] if self.flights else None,
+            "server_flight_bytes": first_server,
+        }
+
+    def finish(self, endpoint):
+        """A HEAD request read to the end (TLS 1.3 tickets arrive after the handshake); the session."""
+        try:
+            self.conn.send(
+                f"HEAD / HTTP/1.1\r\nHost: {endpoint.host_header}\r\nConnection: close\r\n\r\n".encode()
+            )
+            self._flush()
+            while True:
+                try:
+                    self.conn.recv(65536)
+                except SSL.WantReadError:
+                    if not self._feed():
+                        break
+        except (SSL.Error, OSError):
+            pass
+        session = self.conn.get_session()
+        self.close()
+        return session
+
+    def close(self) -> None:
+        self.tls.close()
+        self.sock.close()
+
+
+def _peer_chain(conn: SSL.Connection) -> list[bytes]:
+    chain = conn.get_peer_cert_chain(as_cryptography=True) or []
+    return [cert.public_bytes(serialization.Encoding.DER) for cert in chain]
+
+
+def probe(endpoint, context: SSL.Context, variant: dict, timeout_s: float) -> dict:
+    """``probe`` on the bundled library: the group from ``SSL_get0_group_name``, the certificate
+    from the chain the server sent, the bytes each side sent from the connection's own pump, and the
+    handshake messages (``SSL_CTX_set_msg_callback``, set for the probe only) for the client
+    certificate's check."""
+    messages = mtls.Messages()
+    keep = _ffi.callback("void(int, int, int, const void *, size_t, SSL *, void *)", messages.bundled)
+    _lib.SSL_CTX_set_msg_callback(context._context, keep)
+    try:
+        return _probe(endpoint, context, variant, timeout_s, messages)
+    finally:
+        _lib.SSL_CTX_set_msg_callback(context._context, _ffi.NULL)
+
+
+def _probe(endpoint, context: SSL.Context, variant: dict, timeout_s: float, messages) -> dict:
+    t0 = time.perf_counter_ns()
+    try:
+        pumped = _Pumped(endpoint, context, timeout_s)
+    except (OSError, ssl.SSLError) as exc:
+        raise Refused(f"the handshake failed: {type(exc).__name__}: {exc}") from None
+    try:
+        pumped.handshake()
+    except (OSError, ssl.SSLError, SSL.Error) as exc:
+        pumped.close()
+        text = str(exc)
+        who = "the server refused the handshake" if "alert" in text.lower() else "the handshake failed"
+        raise Refused(f"{who}: {type(exc).__name__}: {text}{hint(variant)}") from None
+    handshake_us = (time.perf_counter_ns() - t0) // 1000
+    conn = pumped.conn
+    name = _lib.SSL_get0_group_name(conn._ssl)
+    facts = certificate_facts(_peer_chain(conn))
+    protocol = conn.get_protocol_version_name()
+    negotiated = {
+        "protocol": protocol,
+        "cipher": conn.get_cipher_name(),
+        "group": _ffi.string(name).decode() if name != _ffi.NULL else None,
+        "cert_key_type": facts.get("cert_key_type"),
+        "cert_key_bits": facts.get("cert_key_bits"),
+        "chain_length": facts.get("chain_length"),
+        "chain_bytes": facts.get("chain_bytes"),
+        **pumped.sent_bytes(),
+        "cert_chosen_by": chosen_by(variant, protocol, BUNDLED),
+        "probe_handshake_us": handshake_us,
+        "session_resumed": None,
+    }
+    session = pumped.finish(endpoint)
+    negotiated["client_cert_requested"] = check_client_cert(variant, list(messages.seen))
+    check(variant, negotiated, BUNDLED)
+    if policy(variant).resume_sessions:
+        negotiated["session_resumed"] = _resumes_bundled(endpoint, context, session, timeout_s)
+        if not negotiated["session_resumed"]:
+            raise Refused(
+                f"the server did not resume the session ({variant['resumption']}): {said(negotiated)}"
+            )
+    return negotiated
+
+
+def _resumes_bundled(endpoint, context: SSL.Context, session, timeout_s: float) -> bool:
+    if session is None:
+        return False
+    try:
+        pumped = _Pumped(endpoint, context, timeout_s, session)
+        pumped.handshake()
+    except (OSError, ssl.SSLError, SSL.Error):
+        return False
+    reused = pumped.tls.session_reused
+    pumped.finish(endpoint)
+    return bool(reused)
