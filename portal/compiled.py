@@ -34,6 +34,7 @@ class _Plan:
     params: tuple
     slots: tuple[tuple[int, str], ...]  # (parameter index, value name)
     compiler: SQLCompiler
+    converters: dict  # the compiler's, by column: the backend's and the fields' from_db_value
     names: tuple[str, ...]  # values(): the row's keys; a model query: the model's attnames
     model: type[Model] | None
 
@@ -80,7 +81,11 @@ class Compiled:
             if query.select_related or compiler.annotation_col_map:
                 raise ValueError("a compiled model query reads the model's own fields only")
             names, model = tuple(col.target.attname for col, *_ in compiler.select), query.model
-        return _Plan(sql, tuple(params), slots, compiler, names, model)
+        columns = [col for col, *_ in compiler.select[: compiler.col_count]]
+        if compiler.has_composite_fields(columns):
+            raise ValueError("a compiled query reads no composite field")
+        converters = compiler.get_converters(columns)
+        return _Plan(sql, tuple(params), slots, compiler, converters, names, model)
 
     def _run(self, values: dict) -> tuple[_Plan, list]:
         alias = "default"
@@ -93,7 +98,10 @@ class Compiled:
             cursor.execute(plan.sql, params)
             rows = cursor.fetchall()
         width = plan.compiler.col_count
-        return plan, list(plan.compiler.results_iter([[row[:width] for row in rows]]))
+        rows = [row[:width] for row in rows]
+        if plan.converters:  # as the compiler's results_iter applies them
+            rows = list(plan.compiler.apply_converters(rows, plan.converters))
+        return plan, rows
 
     def rows(self, **values) -> list[dict]:
         """The rows of a ``values()`` queryset, as dicts by its names."""
