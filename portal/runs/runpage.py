@@ -26,22 +26,28 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
 from django.contrib import messages
-from django.db.models import F, QuerySet
+from django.db.models import F, Func, OuterRef, QuerySet, Subquery
 from django.http import Http404, HttpRequest, HttpResponse
 from django.middleware.csrf import get_token
+from django.template.defaultfilters import date as date_format
 from django.template.loader import render_to_string
 from django.utils import timezone
 from django.utils.crypto import salted_hmac
+from django.utils.html import escape
+from django.utils.timezone import template_localtime
 
+from portal.compiled import Compiled
 from portal.lib.kept import Kept
 from portal.lib.targetnames import display_names
 from portal.projects import switcher
 from portal.projects.access import SESSION_KEY
+from portal.projects.models import Membership
 from portal.runs import reporting
 from portal.runs.models import Run
 from portal.targets.models import Target
@@ -100,27 +106,39 @@ class Probe:
 LINK_PATHS = {f"share_links__{name}": name for name in LINK}
 
 
-@functools.cache
-def _reads() -> tuple[QuerySet, QuerySet]:
-    """The probe's two querysets without the request's values, built once per process: a view
-    filters copies of them (building the ``values`` of joined fields was a quarter of a probe's cost)."""
-    return (
-        Run.objects.values(*STATE, *LINK_PATHS).order_by(),  # links sorted here: no ORDER BY to compile
-        Target.objects.values_list("code", "name", "plain_url", "tls_url"),
-    )
+def _page_state(code, user_id) -> QuerySet:
+    """The run only if the reader is a member of its project, with the reader's role (from the
+    membership row the visibility filter joins), ``STATE``, how many of the reader's targets have
+    the target's name, and its share links: one row per link."""
+    same_name = Target.objects.filter(name=OuterRef("target__name"), project__memberships__user=user_id)
+    same_name = same_name.order_by().annotate(n=Func(F("pk"), function="COUNT")).values("n")
+    found = Run.objects.values(*STATE, *LINK_PATHS).filter(code=code, project__memberships__user=user_id)
+    # Links sorted in Python: no ORDER BY.
+    return found.annotate(role=F("project__memberships__role"), same_names=Subquery(same_name)).order_by()
+
+
+# Compiled once per thread (portal.compiled): compiling the page state's joins cost more than running them.
+PAGE_STATE = Compiled(
+    _page_state, code=Run._meta.get_field("code"), user_id=Membership._meta.get_field("user")
+)
+
+
+def _label(user, state: dict) -> str:
+    """The target's name, told apart from the reader's other targets of that name (1 query, only
+    when there are some)."""
+    if state["same_names"] == 1:
+        return state["target__name"]
+    same_name = Target.objects.filter(name=state["target__name"], project__memberships__user=user)
+    return display_names(same_name.values_list("code", "name", "plain_url", "tls_url"))[state["target__code"]]
 
 
 def probe(user, code) -> Probe:
-    """The access check and the page's state (2 queries); 404 when the reader may not see the run."""
-    runs, targets = _reads()
-    # The role from the membership row the visibility filter joins (annotated after it: one join).
-    found = runs.filter(code=code, project__memberships__user=user)
-    rows = list(found.annotate(role=F("project__memberships__role")))
+    """The access check and the page's state (1 query); 404 when the reader may not see the run."""
+    rows = PAGE_STATE.rows(code=code, user_id=user.pk)
     if not rows:
         raise Http404("No such run")
     state = {name: rows[0][name] for name in (*STATE, "role")}
-    same_name = targets.filter(name=state["target__name"], project__memberships__user=user)
-    label = display_names(same_name)[state["target__code"]]
+    label = _label(user, rows[0])
     now = timezone.now()
     links = tuple(
         {name: row[path] for path, name in LINK_PATHS.items()}
@@ -144,13 +162,29 @@ def code_digest() -> str:
 
 
 @functools.cache
-def csrf_slot() -> str:
-    return "tollgate-csrf-" + salted_hmac("portal.runs.runpage", "csrf-slot").hexdigest()[:32]
+def slot_prefix() -> str:
+    """What starts a slot of a kept page: a keyed digest, unguessable, never sent."""
+    return "tollgate-slot-" + salted_hmac("portal.runs.runpage", "slots").hexdigest()[:32]
+
+
+def slot(kind: str, pk: int | str = "") -> str:
+    """A slot of the kept page: ``csrf`` (the token), ``views`` and ``last`` (a share link's view
+    count and last view, which change on every view of the link)."""
+    return f"{slot_prefix()}:{kind}:{pk}:"
+
+
+@functools.cache
+def _slots() -> re.Pattern:
+    return re.compile(re.escape(slot_prefix().encode()) + rb":(csrf|views|last):(\d*):")
+
+
+# What the share panel shows of a link that changes on every view of it: filled in per request.
+VIEWED = ("view_count", "last_viewed_at")
 
 
 def page_key(request: HttpRequest, found: Probe) -> str | None:
     """The key of the page for this reader and request; None when it is not kept (a run still going,
-    messages to show)."""
+    messages to show). A link's views are not part of it: they are filled in at their slots."""
     if not found.ended or len(messages.get_messages(request)):
         return None
     user = request.user
@@ -160,7 +194,7 @@ def page_key(request: HttpRequest, found: Probe) -> str | None:
         reporting.REPORT_CACHE_VERSION,
         sorted(found.state.items()),
         found.label,
-        [sorted(link.items()) for link in found.links],
+        [sorted(item for item in link.items() if item[0] not in VIEWED) for link in found.links],
         user.pk,
         user.get_username(),
         [(m.project.code, m.project.name, m.role, m.project.personal_of_id, m.is_current) for m in projects],
@@ -171,18 +205,36 @@ def page_key(request: HttpRequest, found: Probe) -> str | None:
     return "run-page:" + hashlib.blake2b(repr(inputs).encode(), digest_size=20).hexdigest()
 
 
+def _slot_values(request: HttpRequest, found: Probe) -> dict[tuple[bytes, bytes], bytes]:
+    """What this request puts in the slots: the CSRF token, each link's views and last view (shown
+    as the links table shows them)."""
+    values = {(b"csrf", b""): get_token(request).encode()}
+    for link in found.links:
+        pk = str(link["pk"]).encode()
+        last = date_format(template_localtime(link["last_viewed_at"]), "Y-m-d H:i:s") or "never"
+        values[b"views", pk] = str(link["view_count"]).encode()
+        values[b"last", pk] = escape(last).encode()
+    return values
+
+
 @dataclass(frozen=True)
 class Page:
-    """A rendered page as UTF-8, cut where the CSRF token goes: filling it in is joining bytes."""
+    """A rendered page as UTF-8, cut at its slots: filling it in is joining bytes."""
 
-    parts: tuple[bytes, ...]
+    parts: tuple[bytes, ...]  # the text between the slots: one more than the slots
+    slots: tuple[tuple[bytes, bytes], ...]  # (kind, link pk or b"")
 
     @classmethod
     def of(cls, html: str) -> Page:
-        return cls(tuple(html.encode().split(csrf_slot().encode())))
+        cut = _slots().split(html.encode())
+        return cls(tuple(cut[::3]), tuple(zip(cut[1::3], cut[2::3], strict=True)))
 
-    def fill(self, request: HttpRequest) -> HttpResponse:
-        return HttpResponse(get_token(request).encode().join(self.parts))
+    def fill(self, request: HttpRequest, found: Probe) -> HttpResponse:
+        values = _slot_values(request, found)
+        out = [self.parts[0]]
+        for where, part in zip(self.slots, self.parts[1:], strict=True):
+            out += (values.get(where, b""), part)  # a link gone since the page was rendered: nothing
+        return HttpResponse(b"".join(out))
 
 
 def kept(key: str | None) -> Page | None:
@@ -194,10 +246,16 @@ def forget_all() -> None:
     _kept.clear()
 
 
-def render(request: HttpRequest, code, key: str | None, ctx: dict) -> Page:
-    """Render the page from ``ctx`` with its CSRF slot, and keep it under ``key`` when what it shows
-    did not change while it rendered."""
-    page = Page.of(render_to_string(TEMPLATE, ctx | {"csrf_token": csrf_slot()}, request))
-    if key is not None and page_key(request, probe(request.user, code)) == key:
-        _kept.put(key, page)
-    return page
+def render(request: HttpRequest, code, key: str | None, ctx: dict) -> tuple[Page, Probe | None]:
+    """Render the page from ``ctx`` with its slots, and keep it under ``key`` when what it shows did
+    not change while it rendered; with the state read after rendering (None when not kept)."""
+    ctx = ctx | {"csrf_token": slot("csrf")}
+    if key is not None:  # the share panel's views in slots (sharing/_links_table.html)
+        ctx["share_view_slot"] = slot
+    page = Page.of(render_to_string(TEMPLATE, ctx, request))
+    after = None
+    if key is not None:
+        after = probe(request.user, code)
+        if page_key(request, after) == key:
+            _kept.put(key, page)
+    return page, after

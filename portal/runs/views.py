@@ -270,8 +270,9 @@ def runs_detail(request: HttpRequest, code) -> HttpResponse:
     key = runpage.page_key(request, found)
     page = runpage.kept(key)
     if page is None:
-        page = runpage.render(request, code, key, _detail_context(request, code, found))
-    return page.fill(request)
+        page, after = runpage.render(request, code, key, _detail_context(request, code, found))
+        found = after or found
+    return page.fill(request, found)
 
 
 def _detail_context(request: HttpRequest, code, found: runpage.Probe) -> dict:

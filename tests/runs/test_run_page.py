@@ -24,6 +24,7 @@ from portal.runs import fragments, reporting, runpage
 from portal.runs.models import Run, RunReport
 from portal.scenarios.models import Scenario
 from portal.sharing import services as sharing
+from portal.sharing.models import ShareLink
 from portal.signing.services import freeze
 from portal.targets.models import Target
 from tests.runs.factories import make_run
@@ -105,7 +106,7 @@ def test_the_section_is_stored_when_the_run_ends_and_is_what_rendering_it_anew_g
     assert "default-src 'self'" in first.headers["Content-Security-Policy"]
 
 
-def test_a_view_reads_three_small_rows_and_a_rendering_reads_the_state_again(
+def test_a_view_reads_two_small_rows_and_a_rendering_reads_the_state_again(
     owner, django_user_model, django_assert_num_queries
 ):
     run = ended(owner)
@@ -113,11 +114,12 @@ def test_a_view_reads_three_small_rows_and_a_rendering_reads_the_state_again(
     url = reverse("runs-detail", args=[run.code])
     client.get(url)
     # The user (the session and the header's projects come from the cache); the run's page state
-    # with the reader's role and its share links; the reader's targets of the target's name (its
-    # label). The page is kept rendered by them (portal/runs/runpage.py).
-    with django_assert_num_queries(3):
+    # with the reader's role, how many of the reader's targets have its target's name, and its share
+    # links. The page is kept rendered by them (portal/runs/runpage.py).
+    with django_assert_num_queries(2):
         assert client.get(url).status_code == 200
-    # Another of the reader's targets has the name, another run is the baseline: the same reads.
+    # Another of the reader's targets has the name: + those targets, whose URLs tell them apart (its
+    # label); another run is the baseline: the same reads.
     Target.objects.create(project=run.project, name=run.target.name, plain_url="http://127.0.0.1:9/x")
     Target.objects.filter(pk=run.target_id).update(baseline=ended(owner))
     client.get(url)
@@ -243,6 +245,26 @@ def test_share_links_and_their_views_show_at_once_and_a_revoked_link_stops(owner
     sharing.revoke(link, owner)
     assert Client().get(reverse("sharing-view", args=[token])).status_code in (404, 410)
     assert re.search(rf'data-share="{link.code}" data-state="revoked"', html(client, run))
+
+
+def test_a_view_of_a_share_link_shows_at_once_without_rendering_the_page_again(
+    owner, monkeypatch, django_assert_num_queries
+):
+    run = ended(owner)
+    link, token = sharing.create_share(owner, run=run, note="for the auditor")
+    client = reader(owner)
+    html(client, run)
+    row = rf'data-share="{link.code}".*?<td data-views>(\d+)</td>\s*<td>([^<]*)</td>'
+    assert re.search(row, html(client, run), re.S).groups() == ("0", "never")
+    for views in (1, 2):
+        assert Client().get(reverse("sharing-view", args=[token])).status_code == 200
+        last = ShareLink.objects.get(pk=link.pk).last_viewed_at
+        with django_assert_num_queries(2):  # the kept page, its views filled in: nothing rendered
+            page = html(client, run)
+        assert re.search(row, page, re.S).groups() == (str(views), f"{last:%Y-%m-%d %H:%M:%S}")
+    # What the links table shows when the page is not kept (rendered without slots): the same page.
+    monkeypatch.setattr(runpage, "page_key", lambda request, found: None)
+    assert CSRF.sub("", html(client, run)) == CSRF.sub("", page)
 
 
 def test_the_shared_page_serves_the_same_section_without_the_portal_links_or_the_token_stored(owner):

@@ -39,8 +39,11 @@ def share_run_panel(context, run, role: str) -> dict:
     and a Revoke button where the reader may revoke."""
     request = context["request"]
     links = list(ShareLink.objects.filter(run=run).select_related("created_by", "revoked_by"))
+    view_slot = context.get("share_view_slot")  # a kept run page fills each link's views in per request
     for link in links:
         link.may_revoke = services.may_revoke(request.user, link, role)
+        if view_slot:
+            link.views_slot, link.last_view_slot = view_slot("views", link.pk), view_slot("last", link.pk)
     return {
         "request": request,
         "csrf_token": context.get("csrf_token"),
