@@ -91,6 +91,8 @@ INSTALLED_APPS = [
     "csp",
     "rest_framework",
     "drf_spectacular",
+    # Schedules live in its tables; the beat reads them with its DatabaseScheduler.
+    "django_celery_beat",
     "portal.audit",
     "portal.projects",
     "portal.targets",
@@ -100,6 +102,7 @@ INSTALLED_APPS = [
     "portal.sharing",
     "portal.api",
     "portal.hooks",
+    "portal.schedules",
 ]
 
 MIDDLEWARE = [

@@ -11,6 +11,7 @@ from celery import shared_task
 from django.utils import timezone
 
 from portal.runs.models import Run
+from portal.schedules import firing
 from workers import callbacks, generators, presence, retention, runner, slots, storage
 
 
@@ -57,6 +58,14 @@ def deliver_callback(self, run_id: int) -> None:
     wait_s = callbacks.deliver(run_id, self.request.retries + 1)
     if wait_s is not None:
         raise self.retry(countdown=wait_s, max_retries=None)
+
+
+@shared_task(name="workers.tasks.fire_schedule", acks_late=True, bind=True)
+def fire_schedule(self, schedule_id: int) -> str | None:
+    """The beat's tick of a scenario's schedule: start its run or log why not
+    (``portal.schedules.firing``); the task id makes a redelivery a no-op."""
+    done = firing.fire(schedule_id, self.request.id or "")
+    return done.outcome if done else None
 
 
 @shared_task(name="workers.tasks.join_run", acks_late=False)

@@ -43,8 +43,11 @@ OPTION_OF = {
 }
 
 
-def add_arguments(sub) -> None:
-    scenario = sub.add_parser("scenario", help="saved scenarios: create (or update) and list")
+def add_arguments(sub, more: tuple = ()) -> None:
+    """``more``: other apps' ``scenario`` sub-commands (modules with ``SCENARIO_ACTIONS``,
+    ``add_scenario_arguments(actions)`` and ``handle_scenario(command, options)``), handed over by
+    the entry point so that this app imports none of them."""
+    scenario = sub.add_parser("scenario", help="saved scenarios: create (or update), list, schedule")
     actions = scenario.add_subparsers(dest="scenario_action", required=True)
     create = actions.add_parser(
         "create", help="save a scenario (a new version when the name exists), optionally with a webhook"
@@ -60,6 +63,8 @@ def add_arguments(sub) -> None:
     listing = actions.add_parser("list", help="the scenarios of a project")
     listing.add_argument("--project", required=True)
     listing.add_argument("--json", action="store_true")
+    for extra in more:
+        extra.add_scenario_arguments(actions)
 
 
 def _owner(username: str):
@@ -173,7 +178,11 @@ def listing(options: dict) -> list[dict]:
     return rows
 
 
-def handle(command: BaseCommand, options: dict) -> None:
+def handle(command: BaseCommand, options: dict, more: tuple = ()) -> None:
+    for extra in more:
+        if options["scenario_action"] in extra.SCENARIO_ACTIONS:
+            extra.handle_scenario(command, options)
+            return
     if options["scenario_action"] == "create":
         out = create(options)
         if options["json"]:

@@ -29,6 +29,7 @@ from portal.runs.management import baseline_cli, cli_options, interrupt
 from portal.runs.models import Run
 from portal.scenarios import cli as scenarios_cli
 from portal.scenarios.models import Scenario
+from portal.schedules import cli as schedules_cli
 from portal.sharing import cli as sharing_cli
 from portal.signing import cli as signing_cli
 from portal.signing import services as signing_services
@@ -46,6 +47,8 @@ EXIT_RUN_FAILED = 1
 EXIT_BUDGET_FAILED = 3
 # Apps that add sub-commands: each has ACTIONS, add_arguments(sub) and handle(command, options).
 APP_CLIS = (scenarios_cli, signing_cli, sharing_cli, api_cli, hooks_cli, baseline_cli, user_cli)
+# Sub-commands of `tollgate scenario` that other apps add (scenarios_cli imports none of them).
+SCENARIO_CLIS = (schedules_cli,)
 
 
 class Command(BaseCommand):
@@ -65,7 +68,10 @@ class Command(BaseCommand):
         check.add_argument("--json", action="store_true", help="print the decision as JSON")
         project_cli.add_arguments(sub)
         for app_cli in APP_CLIS:
-            app_cli.add_arguments(sub)
+            if app_cli is scenarios_cli:
+                app_cli.add_arguments(sub, SCENARIO_CLIS)
+            else:
+                app_cli.add_arguments(sub)
         sub.add_parser(
             "rotate-secrets", help="re-encrypt every stored secret with the first key of TOLLGATE_SECRET_KEYS"
         )
@@ -83,7 +89,10 @@ class Command(BaseCommand):
         action = options["action"]
         for app_cli in APP_CLIS:
             if action in app_cli.ACTIONS:
-                app_cli.handle(self, options)
+                if app_cli is scenarios_cli:
+                    app_cli.handle(self, options, SCENARIO_CLIS)
+                else:
+                    app_cli.handle(self, options)
                 return
         if action == "run":
             self.handle_run(options)
