@@ -103,6 +103,8 @@ INSTALLED_APPS = [
     "portal.api",
     "portal.hooks",
     "portal.schedules",
+    "portal.judgements",
+    "portal.alerts",
 ]
 
 MIDDLEWARE = [

@@ -16,6 +16,7 @@ urlpatterns = [
     path("tokens/", include("portal.api.token_urls")),
     path("hooks/", include("portal.hooks.urls")),
     path("schedules/", include("portal.schedules.urls")),
+    path("alerts/", include("portal.alerts.urls")),
     path("", include("portal.signing.urls")),  # /.well-known/tollgate-report-keys.json
     path("admin/", admin.site.urls),
 ]

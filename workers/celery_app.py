@@ -36,6 +36,9 @@ app.conf.update(
         "workers.tasks.prune_logs": {"queue": "maintenance"},
         # Scenario schedules (portal.schedules): the beat's tick starts a run, which the runs queue takes.
         "workers.tasks.fire_schedule": {"queue": "maintenance"},
+        # Judging a run of a scenario against its baseline, and its alerts (portal/judgements, alerts).
+        "workers.tasks.judge_run": {"queue": "maintenance"},
+        "workers.tasks.deliver_alert": {"queue": "maintenance"},
     },
     # Scenario schedules are rows (django-celery-beat) that the portal, CLI and API edit; the entries
     # below are written into the same tables when the beat starts.

@@ -265,9 +265,10 @@ def store_scenario(
     scenario: Scenario | None = None,
     budgets: dict | None = None,
     callback_url: str | None = None,
+    tolerance_pct: float | None = None,
 ) -> Scenario:
-    """Save a valid run form as a scenario (an edit bumps the version); ``budgets`` and
-    ``callback_url`` None keep the scenario's (a new one: none)."""
+    """Save a valid run form as a scenario (an edit bumps the version); ``budgets``,
+    ``callback_url`` and ``tolerance_pct`` None keep the scenario's (a new one: none, none, 10%)."""
     cleaned = form.cleaned_data
     config = scenario_config(cleaned, form.data, form.engine_config(), form.secrets())
     with transaction.atomic():
@@ -284,6 +285,8 @@ def store_scenario(
             scenario.budgets = budgets
         if callback_url is not None:
             scenario.callback_url = callback_url
+        if tolerance_pct is not None:
+            scenario.tolerance_pct = tolerance_pct
         scenario.save()
         return scenario
 
