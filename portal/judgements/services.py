@@ -50,7 +50,7 @@ def judge_run(run_id: int) -> Judgement | None:
 
 
 def series(scenario, limit: int = SERIES_RUNS) -> list[dict]:
-    """The scenario's judged runs, oldest first, for its chart and table: ``{"run", "t", "status",
+    """The scenario's judged runs, oldest first, for its chart and table: ``{"run", "t", "label", "status",
     "costs": {name: {"delta", "ci95", "judgement", "baseline_delta", "baseline_ci95"}}}``."""
     rows = (
         Judgement.objects.filter(scenario=scenario)
@@ -73,6 +73,7 @@ def series(scenario, limit: int = SERIES_RUNS) -> list[dict]:
             {
                 "run": str(judgement.run.code),
                 "t": judgement.run.created.isoformat(),
+                "label": f"{judgement.run.created:%Y-%m-%d %H:%M}",
                 "status": judgement.status,
                 "costs": costs,
             }
