@@ -224,6 +224,18 @@ def start_run(owner, project, data: dict, *, scenario: Scenario | None = None, s
     return run
 
 
+def tolerance_of(data: dict) -> tuple[dict, float | None]:
+    """``data`` without ``tolerance_pct``, and that tolerance checked (None: absent, keep the
+    scenario's): a number of percent from 0 to 1,000 (``portal.lib.judge``)."""
+    if "tolerance_pct" not in data:
+        return data, None
+    rest = {key: value for key, value in data.items() if key != "tolerance_pct"}
+    value = data["tolerance_pct"]
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1000:
+        raise RunRefused({"tolerance_pct": ["Expected a number of percent from 0 to 1000."]})
+    return rest, float(value)
+
+
 def callback_of(data: dict) -> tuple[dict, str | None]:
     """``data`` without ``callback_url``, and that URL checked by the outbound policy (None: absent)."""
     if "callback_url" not in data:
@@ -249,12 +261,21 @@ def save_scenario(
         raise RunRefused({"non_field_errors": ["Expected a JSON object."]})
     data, budgets = budgets_of(data)
     data, callback = callback_of(data)
+    data, tolerance = tolerance_of(data)
     kept = None if replace else scenario
     base = scenario_form_data(kept) if kept is not None and kept.config else None
     form = RunForm(form_data(data, base), saved=SavedSecrets.of(kept), project=project, queueing=False)
     if not form.is_valid():
         raise RunRefused(_errors(form))
-    return store_scenario(project, form, name=name, scenario=scenario, budgets=budgets, callback_url=callback)
+    return store_scenario(
+        project,
+        form,
+        name=name,
+        scenario=scenario,
+        budgets=budgets,
+        callback_url=callback,
+        tolerance_pct=tolerance,
+    )
 
 
 def store_scenario(

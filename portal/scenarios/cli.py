@@ -40,6 +40,7 @@ OPTION_OF = {
     "follow_redirects": "--no-follow-redirects",
     "headers_over_http": "--send-credentials-over-http",
     "non_field_errors": "target",
+    "tolerance_pct": "--tolerance-pct",
 }
 
 
@@ -57,6 +58,12 @@ def add_arguments(sub, more: tuple = ()) -> None:
     cli_options.add_saturation_arguments(create)  # --saturation, --saturation-*
     create.add_argument("--target-name", default="", help="target name (default: from the URLs)")
     create.add_argument("--callback-url", default="", help="POSTed, signed, when a run of it ends")
+    create.add_argument(
+        "--tolerance-pct",
+        type=float,
+        default=None,
+        help="regression tolerance against the pinned baseline, %% of its cost (default 10)",
+    )
     create.add_argument(
         "--webhook", action="store_true", help="also make its webhook trigger (a new secret, shown once)"
     )
@@ -90,6 +97,7 @@ def scenario_data(options: dict) -> dict:
         paths=list(options["path"]),
         headers="\n".join(options["header"]),
         callback_url=options["callback_url"],
+        tolerance_pct=10.0 if options.get("tolerance_pct") is None else options["tolerance_pct"],
         saturation=cli_options.saturation_json(options, data["arms"]),
     )
     # The whole scenario: no auth option means no credentials, no --budget no budgets.
@@ -165,6 +173,7 @@ def listing(options: dict) -> list[dict]:
                 "version": scenario.version,
                 "budgets": scenario.budgets or {},
                 "callback_url": scenario.callback_url or None,
+                "tolerance_pct": scenario.tolerance_pct,
                 "last_run": None
                 if run is None
                 else {

@@ -14,6 +14,7 @@ from django.urls import reverse
 from portal.audit.models import AuditEvent
 from portal.projects.models import Membership, Project, Role
 from portal.runs import starting
+from portal.scenarios.models import Scenario
 from portal.schedules import services
 from portal.schedules.models import Schedule
 
@@ -146,3 +147,24 @@ def test_portal_page_is_for_members_viewers_see_the_section_outsiders_nothing(te
     assert client.get(edit).status_code == 302  # to the login
     client.force_login(users["owner"])
     assert client.put(edit).status_code == 405
+
+
+def test_the_tolerance_is_set_by_the_cli_and_the_edit_page_and_listed(team, client, bearer):
+    users, scenario = team
+    project = scenario.project
+    made = ("scenario", "create", "--project", "team", "--owner", "owner", "--name", "tol", "--json") + (
+        "--plain-url",
+        DATA["plain_url"],
+        "--tls-url",
+        DATA["tls_url"],
+        "--insecure",
+    )
+    saved = json.loads(tollgate(*made, "--tolerance-pct", "25"))
+    assert Scenario.objects.get(code=saved["id"]).tolerance_pct == 25.0
+    json.loads(tollgate(*made))  # the same command without it: the default again
+    assert Scenario.objects.get(code=saved["id"]).tolerance_pct == 10.0
+    with pytest.raises(CommandError, match="--tolerance-pct: Expected a number of percent"):
+        tollgate(*made, "--tolerance-pct", "-1")
+    listed = client.get(reverse("api-scenarios"), **bearer(users["viewer"], project, "read")).json()
+    assert {row["name"]: row["tolerance_pct"] for row in listed["results"]} == {"nightly": 10.0, "tol": 10.0}
+    assert project.name == "team"
