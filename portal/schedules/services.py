@@ -82,9 +82,7 @@ def clear_schedule(scenario) -> bool:
         schedule = Schedule.objects.select_for_update().filter(scenario=scenario).first()
         if schedule is None:
             return False
-        if schedule.periodic_task_id:
-            PeriodicTask.objects.get(pk=schedule.periodic_task_id).delete()  # the signal: beat reloads
-        schedule.delete()
+        schedule.delete()  # its beat task goes with it (receivers.py): the beat reloads
     return True
 
 

@@ -42,6 +42,10 @@ def test_a_schedule_is_a_beat_task_in_its_zone_and_the_next_run_follows_it(local
         services.set_schedule(local_scenario, owner, "61 * * * *")
     assert services.clear_schedule(local_scenario) and not PeriodicTask.objects.filter(pk=task.pk).exists()
     assert not services.clear_schedule(local_scenario)
+    # Deleting the scenario deletes its schedule, and the beat's task with it.
+    again = services.set_schedule(local_scenario, owner, "daily at 03:00")
+    local_scenario.delete()
+    assert not PeriodicTask.objects.filter(pk=again.periodic_task_id).exists()
 
 
 @pytest.mark.django_db(transaction=True)
