@@ -37,7 +37,8 @@ class ChannelForm(forms.Form):
         except forms.ValidationError as exc:
             self.add_error("target", exc)
             return data
-        if AlertChannel.objects.filter(project=self.project, kind=kind, target=target).exists():
+        fingerprint = AlertChannel.fingerprint_of(target)
+        if AlertChannel.objects.filter(project=self.project, kind=kind, fingerprint=fingerprint).exists():
             self.add_error("target", "This project has this channel already.")
         data["target"] = target
         return data

@@ -3,6 +3,7 @@ deliver it to a channel."""
 
 from __future__ import annotations
 
+import hashlib
 from uuid import uuid4
 
 from django.conf import settings
@@ -18,9 +19,14 @@ class AlertChannel(models.Model):
     code = models.UUIDField(default=uuid4, unique=True, editable=False)
     project = models.ForeignKey("projects.Project", models.CASCADE, related_name="alert_channels")
     kind = models.CharField(max_length=8, choices=Kind.choices)
-    # An e-mail address, or the URL POSTed to (checked by the outbound address policy when saved
-    # and again at every attempt).
+    # What the pages show: the e-mail address, or the URL with its path hidden
+    # ("https://hooks.slack.com/…"): an incoming webhook's path is its credential.
     target = models.CharField(max_length=500)
+    # The URL POSTed to, encrypted (portal.vault); checked by the outbound address policy when saved
+    # and again at every attempt. Empty for e-mail.
+    url_enc = models.TextField(blank=True)
+    # sha256 of the address or URL: one channel per destination and project.
+    fingerprint = models.CharField(max_length=64)
     improvements = models.BooleanField(default=False)  # also alert when a run improved
     enabled = models.BooleanField(default=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, related_name="+")
@@ -29,11 +35,25 @@ class AlertChannel(models.Model):
     class Meta:
         ordering = ["kind", "target"]
         constraints = [
-            models.UniqueConstraint(fields=["project", "kind", "target"], name="alertchannel_target_uniq"),
+            models.UniqueConstraint(
+                fields=["project", "kind", "fingerprint"], name="alertchannel_target_uniq"
+            ),
         ]
 
     def __str__(self) -> str:
         return f"{self.kind} {self.target}"
+
+    @staticmethod
+    def shown(kind: str, destination: str) -> str:
+        """What a page may show of ``destination``: an address as it is, a URL without its path."""
+        if kind == AlertChannel.Kind.EMAIL:
+            return destination
+        scheme, _, rest = destination.partition("://")
+        return f"{scheme}://{rest.split('/', 1)[0].split('?', 1)[0]}/…"
+
+    @staticmethod
+    def fingerprint_of(destination: str) -> str:
+        return hashlib.sha256(destination.encode()).hexdigest()
 
 
 class AlertSettings(models.Model):

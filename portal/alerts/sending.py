@@ -27,7 +27,7 @@ from django.utils import timezone
 
 from portal import outbound
 from portal.alerts.models import Alert, AlertChannel, AlertDelivery
-from portal.alerts.services import payload
+from portal.alerts.services import destination, payload
 from portal.hooks import services as hooks
 from portal.lib import alerts as alertlib
 from portal.lib import webhooks
@@ -83,12 +83,13 @@ def deliver(alert_id: int, channel_id: int, attempt: int) -> int | None:
             _end(row, Status.FAILED, "not sent: the scenario has no webhook, whose secret signs callbacks")
             return None
         headers = webhooks.signed_headers(secret, body, time.time())
-    decision = outbound.check_url(channel.target)
+    url = destination(channel)
+    decision = outbound.check_url(url)
     if not decision.allowed:
         _end(row, Status.FAILED, f"refused by the outbound address policy: {decision.reason}")
         return None
     try:
-        code = webhooks.post(channel.target, decision.pinned, body, headers)
+        code = webhooks.post(url, decision.pinned, body, headers)
     except OSError as exc:
         return _failed(row, str(exc), None)  # webhooks.NO_ANSWER: never the peer's bytes
     if 200 <= code < 300:

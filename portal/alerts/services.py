@@ -17,6 +17,25 @@ from portal.sharing import services as sharing
 ALERTING = {Judgement.Status.REGRESSION, Judgement.Status.IMPROVEMENT}
 
 
+def add_channel(project, kind: str, destination: str, improvements: bool = False, user=None) -> AlertChannel:
+    """A new channel of ``project`` to ``destination`` (checked by the caller: ``ChannelForm``); a
+    URL is stored encrypted and shown without its path."""
+    return AlertChannel.objects.create(
+        project=project,
+        kind=kind,
+        target=AlertChannel.shown(kind, destination),
+        url_enc="" if kind == AlertChannel.Kind.EMAIL else vault.encrypt(destination),
+        fingerprint=AlertChannel.fingerprint_of(destination),
+        improvements=improvements,
+        created_by=user,
+    )
+
+
+def destination(channel: AlertChannel) -> str:
+    """Where the channel's alerts go: its e-mail address, or its URL decrypted."""
+    return channel.target if channel.kind == AlertChannel.Kind.EMAIL else vault.decrypt(channel.url_enc)
+
+
 def absolute(path: str) -> str:
     return settings.TOLLGATE_BASE_URL + path
 
@@ -80,3 +99,18 @@ def compose(judgement: Judgement) -> Alert | None:
 
 def payload(alert: Alert) -> dict:
     return vault.unseal(alert.payload_enc)
+
+
+def rotate_stored_secrets() -> int:
+    """Re-encrypt every stored alert channel URL and sealed alert with the newest key (``tollgate
+    rotate-secrets``, inside its transaction); raises ``vault.SecretError``. Returns how many channel
+    URLs were re-encrypted."""
+    count = 0
+    for pk, token in (
+        AlertChannel.objects.select_for_update().exclude(url_enc="").values_list("pk", "url_enc")
+    ):
+        AlertChannel.objects.filter(pk=pk).update(url_enc=vault.rotate(token))
+        count += 1
+    for pk, token in Alert.objects.select_for_update().values_list("pk", "payload_enc"):
+        Alert.objects.filter(pk=pk).update(payload_enc=vault.rotate(token))
+    return count

@@ -9,6 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
+from portal.alerts import services
 from portal.alerts.forms import ChannelForm
 from portal.alerts.models import AlertChannel, AlertDelivery, AlertSettings
 from portal.audit import log as audit
@@ -49,15 +50,9 @@ def _post(request: HttpRequest, project, role: str) -> HttpResponse | ChannelFor
     if not form.is_valid():
         return form
     data = form.cleaned_data
-    AlertChannel.objects.create(
-        project=project,
-        kind=data["kind"],
-        target=data["target"],
-        improvements=data["improvements"],
-        created_by=request.user,
-    )
-    _audit(request, project, "added", channel_kind=data["kind"], target=data["target"])
-    messages.info(request, f"Alerts of {project.name} now go to {data['target']}.")
+    channel = services.add_channel(project, data["kind"], data["target"], data["improvements"], request.user)
+    _audit(request, project, "added", channel_kind=channel.kind, target=channel.target)
+    messages.info(request, f"Alerts of {project.name} now go to {channel.target}.")
     return redirect("alerts-list")
 
 

@@ -3,15 +3,19 @@ policy at every attempt, and the alert channels page (ownership, roles, methods)
 
 from __future__ import annotations
 
+import io
 import json
 import time
 
 import pytest
+from django.core.management import call_command
 from django.urls import reverse
 
+from portal import vault
 from portal.alerts import services
 from portal.alerts.models import AlertChannel, AlertDelivery, AlertSettings
 from portal.alerts.sending import deliver
+from portal.alerts.services import add_channel
 from portal.hooks import services as hooks
 from portal.judgements import services as judgements
 from portal.judgements.models import Judgement
@@ -25,11 +29,10 @@ pytestmark = pytest.mark.django_db
 def test_a_regression_goes_to_every_enabled_channel_an_improvement_only_where_asked(judged):
     scenario, _, run = judged
     project = scenario.project
-    on = AlertChannel.objects.create(project=project, kind="email", target="a@example.com")
-    both = AlertChannel.objects.create(
-        project=project, kind="email", target="b@example.com", improvements=True
-    )
-    AlertChannel.objects.create(project=project, kind="email", target="c@example.com", enabled=False)
+    on = add_channel(project, "email", "a@example.com")
+    both = add_channel(project, "email", "b@example.com", True)
+    off = add_channel(project, "email", "c@example.com")
+    AlertChannel.objects.filter(pk=off.pk).update(enabled=False)
     judgement = judgements.judge_run(run.pk)
     assert judgement.status == "regression" and judgements.judge_run(run.pk) == judgement  # once
     keepalive = next(c for c in judgement.result["costs"] if c["name"] == "keepalive_tls")
@@ -45,7 +48,7 @@ def test_a_regression_goes_to_every_enabled_channel_an_improvement_only_where_as
 
 def test_no_share_link_unless_the_project_allows_it(judged):
     scenario, baseline, run = judged
-    AlertChannel.objects.create(project=scenario.project, kind="email", target="a@example.com")
+    add_channel(scenario.project, "email", "a@example.com")
     alert = services.compose(judgements.judge_run(run.pk))
     assert "share" not in services.payload(alert)["links"] and not ShareLink.objects.exists()
     assert services.compose(alert.judgement) == alert  # composed once
@@ -59,9 +62,7 @@ def test_no_share_link_unless_the_project_allows_it(judged):
 
 def test_the_signed_callback_verifies_with_the_scenarios_webhook_secret(judged, callback_receiver):
     scenario, baseline, run = judged
-    channel = AlertChannel.objects.create(
-        project=scenario.project, kind="callback", target=callback_receiver.url
-    )
+    channel = add_channel(scenario.project, "callback", callback_receiver.url)
     alert = services.compose(judgements.judge_run(run.pk))
     assert deliver(alert.pk, channel.pk, 1) is None
     row = AlertDelivery.objects.get()
@@ -83,9 +84,7 @@ def test_the_signed_callback_verifies_with_the_scenarios_webhook_secret(judged, 
 
 def test_every_attempt_asks_the_outbound_address_policy(judged, callback_receiver):
     scenario, _, run = judged
-    channel = AlertChannel.objects.create(
-        project=scenario.project, kind="webhook", target="http://10.20.30.40/hook"
-    )
+    channel = add_channel(scenario.project, "webhook", "http://10.20.30.40/hook")
     alert = services.compose(judgements.judge_run(run.pk))
     assert deliver(alert.pk, channel.pk, 1) is None  # refused for good: no retry
     row = AlertDelivery.objects.get()
@@ -95,9 +94,7 @@ def test_every_attempt_asks_the_outbound_address_policy(judged, callback_receive
 def test_a_client_error_is_final(judged, callback_receiver):
     scenario, _, run = judged
     callback_receiver.statuses = [404]
-    channel = AlertChannel.objects.create(
-        project=scenario.project, kind="webhook", target=callback_receiver.url
-    )
+    channel = add_channel(scenario.project, "webhook", callback_receiver.url)
     alert = services.compose(judgements.judge_run(run.pk))
     assert deliver(alert.pk, channel.pk, 1) is None and "not retried" in AlertDelivery.objects.get().error
 
@@ -119,6 +116,12 @@ def test_the_channels_page_members_add_owners_share_viewers_read_outsiders_see_t
     assert client.post(url, {"kind": "email", "target": "not-an-address"}).status_code == 400
     assert client.post(url, {"kind": "email", "target": "ops@example.com"}).status_code == 302
     assert client.post(url, {"kind": "email", "target": "ops@example.com"}).status_code == 400  # twice
+    hook = "http://127.0.0.1:9/services/T000/B000/secret-path"
+    assert client.post(url, {"kind": "webhook", "target": hook}).status_code == 302
+    slack = AlertChannel.objects.get(project=project, kind="webhook")
+    assert (slack.target, services.destination(slack)) == ("http://127.0.0.1:9/…", hook)
+    assert "secret-path" not in slack.url_enc and "secret-path" not in client.get(url).content.decode()
+    slack.delete()
     channel = AlertChannel.objects.get(project=project)
     assert client.post(url, {"action": "share", "share_links": "on"}).status_code == 403
     client.force_login(viewer)
@@ -136,3 +139,19 @@ def test_the_channels_page_members_add_owners_share_viewers_read_outsiders_see_t
     assert client.put(url).status_code == 405
     client.logout()
     assert client.get(url).status_code == 302
+
+
+def test_rotate_secrets_re_encrypts_channel_urls_and_sealed_alerts(judged, settings):
+    scenario, _, run = judged
+    channel = add_channel(scenario.project, "webhook", "http://127.0.0.1:9/hook/secret")
+    alert = services.compose(judgements.judge_run(run.pk))
+    before = (channel.url_enc, alert.payload_enc)
+    settings.TOLLGATE_SECRET_KEYS = [vault.generate_key(), *settings.TOLLGATE_SECRET_KEYS]
+    out = io.StringIO()
+    call_command("tollgate", "rotate-secrets", stdout=out)
+    assert out.getvalue().strip().endswith("and 1 alert channel URL(s)")
+    channel.refresh_from_db()
+    alert.refresh_from_db()
+    assert (channel.url_enc, alert.payload_enc) != before
+    assert services.destination(channel) == "http://127.0.0.1:9/hook/secret"
+    assert vault.unseal(alert.payload_enc)["links"]["run"].endswith(f"/runs/{run.code}/")

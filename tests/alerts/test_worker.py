@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from portal.alerts.models import AlertChannel, AlertDelivery
+from portal.alerts.models import AlertDelivery
+from portal.alerts.services import add_channel
 from workers import watch
 from workers.celery_app import app
 
@@ -20,7 +21,7 @@ def test_the_worker_judges_and_retries_the_alert_until_the_webhook_accepts(
 ):
     scenario, _, run = judged
     callback_receiver.statuses = [503, 503, 200]
-    AlertChannel.objects.create(project=scenario.project, kind="webhook", target=callback_receiver.url)
+    add_channel(scenario.project, "webhook", callback_receiver.url)
     app.send_task(watch.JUDGE_TASK, args=[run.pk], queue=watch.QUEUE)
     deadline = time.monotonic() + 60
     while not AlertDelivery.objects.filter(status="delivered").exists():

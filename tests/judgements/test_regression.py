@@ -12,8 +12,9 @@ import pytest
 from django.core import mail
 from django.urls import reverse
 
-from portal.alerts.models import AlertChannel, AlertDelivery, AlertSettings
+from portal.alerts.models import AlertDelivery, AlertSettings
 from portal.alerts.sending import deliver
+from portal.alerts.services import add_channel
 from portal.judgements.models import Judgement
 from portal.lib.certs import make_self_signed
 from portal.projects.models import personal_project
@@ -65,8 +66,8 @@ def test_a_certificate_swap_is_a_handshake_regression_and_its_alert_arrives(
             project, "nightly", {"plain_url": plain_server.url(), "tls_url": server.url(), **LOAD}
         )
         AlertSettings.objects.create(project=project, share_links=True)
-        slack = AlertChannel.objects.create(project=project, kind="webhook", target=callback_receiver.url)
-        email = AlertChannel.objects.create(project=project, kind="email", target="ops@example.com")
+        slack = add_channel(project, "webhook", callback_receiver.url)
+        email = add_channel(project, "email", "ops@example.com")
         baseline = run_once(owner, scenario)
         services.pin_baseline(baseline)
         server.httpd.ssl_context = tls_context(rsa4096)  # the next handshakes sign with RSA-4096
@@ -125,3 +126,4 @@ def test_a_certificate_swap_is_a_handshake_regression_and_its_alert_arrives(
     assert "certificate key: EC 256 → RSA 4096" in page and compare.replace("&", "&amp;") in page
     assert page.count('data-status="failed" data-kind="webhook"') == 2
     assert 'data-status="delivered" data-kind="email"' in page
+    assert callback_receiver.url not in page  # a webhook's path is its credential: never shown

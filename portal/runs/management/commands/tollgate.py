@@ -15,6 +15,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from portal import outbound, vault
+from portal.alerts import services as alert_services
 from portal.api import cli as api_cli
 from portal.hooks import cli as hooks_cli
 from portal.hooks import services as hooks_services
@@ -323,12 +324,13 @@ class Command(BaseCommand):
             try:
                 counts["signing_keys"] = signing_services.reseal_keys()
                 counts["webhooks"] = hooks_services.rotate_stored_secrets()
+                counts["alert_channels"] = alert_services.rotate_stored_secrets()
             except vault.SecretError as exc:
                 raise CommandError(f"{exc}; nothing was changed") from None
         self.stdout.write(
             f"re-encrypted the secrets of {counts['runs']} run(s) and {counts['scenarios']} scenario(s) "
             f"and {counts['ssh_keys']} SSH key(s) and {counts['signing_keys']} report-signing key(s) "
-            f"and {counts['webhooks']} webhook secret(s)"
+            f"and {counts['webhooks']} webhook secret(s) and {counts['alert_channels']} alert channel URL(s)"
         )
 
     def handle_demo_target(self, options: dict) -> None:
