@@ -32,7 +32,7 @@ LOAD = {
     "spawn_rate": 50,
     "warmup_s": 0.2,
     "duration_s": 1.0,
-    "rounds": 5,
+    "rounds": 7,
     "arrival_rate": 20,
     "verify_tls": False,
 }
