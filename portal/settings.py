@@ -91,6 +91,8 @@ INSTALLED_APPS = [
     "csp",
     "rest_framework",
     "drf_spectacular",
+    # Schedules live in its tables; the beat reads them with its DatabaseScheduler.
+    "django_celery_beat",
     "portal.audit",
     "portal.projects",
     "portal.targets",
@@ -101,6 +103,9 @@ INSTALLED_APPS = [
     "portal.api",
     "portal.hooks",
     "portal.ops",
+    "portal.schedules",
+    "portal.judgements",
+    "portal.alerts",
 ]
 
 MIDDLEWARE = [

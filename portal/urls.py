@@ -15,6 +15,8 @@ urlpatterns = [
     path("api/v1/", include("portal.api.urls")),
     path("tokens/", include("portal.api.token_urls")),
     path("hooks/", include("portal.hooks.urls")),
+    path("schedules/", include("portal.schedules.urls")),
+    path("alerts/", include("portal.alerts.urls")),
     path("", include("portal.signing.urls")),  # /.well-known/tollgate-report-keys.json
     path("", include("portal.ops.urls")),  # /healthz, /readyz, /metrics, /ops/
     path("admin/", admin.site.urls),

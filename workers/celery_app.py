@@ -34,7 +34,15 @@ app.conf.update(
         # Callbacks (workers.callbacks) wait for no run: the maintenance worker sends them.
         "workers.tasks.deliver_callback": {"queue": "maintenance"},
         "workers.tasks.prune_logs": {"queue": "maintenance"},
+        # Scenario schedules (portal.schedules): the beat's tick starts a run, which the runs queue takes.
+        "workers.tasks.fire_schedule": {"queue": "maintenance"},
+        # Judging a run of a scenario against its baseline, and its alerts (portal/judgements, alerts).
+        "workers.tasks.judge_run": {"queue": "maintenance"},
+        "workers.tasks.deliver_alert": {"queue": "maintenance"},
     },
+    # Scenario schedules are rows (django-celery-beat) that the portal, CLI and API edit; the entries
+    # below are written into the same tables when the beat starts.
+    beat_scheduler="django_celery_beat.schedulers:DatabaseScheduler",
     beat_schedule={
         # Expires: a reaper that could not run in its turn is replaced by the next one.
         "reap-stale-runs": {

@@ -35,7 +35,7 @@ from portal.runs.reporting import measured_nothing, store_summary
 from portal.signing.services import freeze_after_end
 from portal.targets import verification
 from portal.vault import SecretError
-from workers import attempts, callbacks, slots, storage
+from workers import attempts, callbacks, slots, storage, watch
 from workers.arms import kept_arms
 from workers.driver import EngineProcess, Heartbeat
 from workers.probes import session as probing
@@ -240,11 +240,13 @@ def finish(
 def after_end(run: Run) -> None:
     """What follows a run's end, whoever ended it (finish, the reaper, a cancel before it started):
     its summary and stored report with its page's report section, then its frozen, signed report,
-    then its callback when its scenario has one (never raises)."""
+    then its callback when its scenario has one, and its judgement against the baseline (never
+    raises)."""
     store_summary(run)
     fragments.store_after_end(run)
     freeze_after_end(run)
     callbacks.schedule(run)
+    watch.schedule(run)
 
 
 def _checked_config(run: Run) -> tuple[EngineConfig | None, str]:

@@ -10,8 +10,10 @@ from datetime import datetime
 from celery import shared_task
 from django.utils import timezone
 
+from portal.alerts import sending
 from portal.runs.models import Run
-from workers import callbacks, generators, presence, retention, runner, slots, storage
+from portal.schedules import firing
+from workers import callbacks, generators, presence, retention, runner, slots, storage, watch
 
 
 @shared_task(
@@ -55,6 +57,29 @@ def deliver_callback(self, run_id: int) -> None:
     """One attempt per execution (``workers.callbacks.deliver``); the next one is a Celery retry
     after the backoff the attempt asked for."""
     wait_s = callbacks.deliver(run_id, self.request.retries + 1)
+    if wait_s is not None:
+        raise self.retry(countdown=wait_s, max_retries=None)
+
+
+@shared_task(name="workers.tasks.fire_schedule", acks_late=True, bind=True)
+def fire_schedule(self, schedule_id: int) -> str | None:
+    """The beat's tick of a scenario's schedule: start its run or log why not
+    (``portal.schedules.firing``); the task id makes a redelivery a no-op."""
+    done = firing.fire(schedule_id, self.request.id or "")
+    return done.outcome if done else None
+
+
+@shared_task(name="workers.tasks.judge_run", acks_late=True)
+def judge_run(run_id: int) -> str | None:
+    """A run of a scenario ended: judge it against the baseline, alert its project's channels."""
+    return watch.judge(run_id)
+
+
+@shared_task(name="workers.tasks.deliver_alert", acks_late=True, bind=True)
+def deliver_alert(self, alert_id: int, channel_id: int) -> None:
+    """One attempt per execution (``portal.alerts.sending.deliver``); the next one is a Celery retry
+    after the backoff the attempt asked for."""
+    wait_s = sending.deliver(alert_id, channel_id, self.request.retries + 1)
     if wait_s is not None:
         raise self.retry(countdown=wait_s, max_retries=None)
 

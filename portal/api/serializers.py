@@ -60,6 +60,9 @@ class ScenarioOut(serializers.Serializer):
     version = serializers.IntegerField()
     target = TargetRef()
     budgets = serializers.DictField(help_text="Budget name → limit (see docs/api.md).")
+    tolerance_pct = serializers.FloatField(
+        help_text="Regression tolerance against the pinned baseline, % of its cost (docs/watching.md)."
+    )
     updated = serializers.DateTimeField()
 
 

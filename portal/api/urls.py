@@ -1,7 +1,7 @@
 from django.urls import path, re_path
 from drf_spectacular.views import SpectacularJSONAPIView
 
-from portal.api import errors, views
+from portal.api import errors, schedules, views
 from portal.api.docs import api_docs
 
 urlpatterns = [
@@ -13,6 +13,7 @@ urlpatterns = [
     path("runs/<uuid:id>/baseline", views.RunBaseline.as_view(), name="api-run-baseline"),
     path("targets", views.Targets.as_view(), name="api-targets"),
     path("scenarios", views.Scenarios.as_view(), name="api-scenarios"),
+    path("scenarios/<uuid:id>/schedule", schedules.ScenarioSchedule.as_view(), name="api-scenario-schedule"),
     path("schema", SpectacularJSONAPIView.as_view(), name="api-schema"),
     path("docs", api_docs, name="api-docs"),
     # [\s\S], not ".": a path with a newline in it (%0A) is no endpoint either, and answers in JSON.

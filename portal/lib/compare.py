@@ -56,10 +56,15 @@ def setup_keys(options: dict[str, runspec.Option] = runspec.OPTIONS) -> tuple:
         ("tls_cipher", lambda r: (r.get("tls_info") or {}).get("cipher")),
         ("tls_group", lambda r: (r.get("tls_info") or {}).get("group")),
         ("cert_key", lambda r: _cert(r)),
+        ("cert_chain_length", lambda r: (r.get("tls_info") or {}).get("chain_length")),
+        ("cert_chain_bytes", lambda r: (r.get("tls_info") or {}).get("chain_bytes")),
+        ("tls_resumption", lambda r: _resumption(r)),
         ("generator_host", lambda r: (r["run"].get("engine") or {}).get("host")),
         ("generator_cpu", lambda r: (r["run"].get("engine") or {}).get("cpu_model")),
         ("locust", lambda r: (r["run"].get("engine") or {}).get("locust")),
         ("openssl", lambda r: (r["run"].get("engine") or {}).get("openssl")),
+        ("tollgate", lambda r: r["run"].get("tollgate")),
+        ("scenario_version", lambda r: (r["run"].get("scenario") or {}).get("version")),
         ("config_hash", lambda r: r["run"].get("config_hash")),
     )
 
@@ -72,6 +77,13 @@ def _cert(report: dict) -> str | None:
     if not info.get("cert_key_type"):
         return None
     return f"{info['cert_key_type']} {info.get('cert_key_bits')}"
+
+
+def _resumption(report: dict) -> str | None:
+    """Whether the TLS facts probe's reconnect resumed the session (``tls_info.session_resumed``);
+    None when nothing is known."""
+    resumed = (report.get("tls_info") or {}).get("session_resumed")
+    return None if resumed is None else ("resumed" if resumed else "not resumed")
 
 
 def _tls_library(report: dict) -> str | None:

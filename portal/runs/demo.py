@@ -264,8 +264,8 @@ def _start_services(host: str, web_port: int) -> dict[str, subprocess.Popen]:
             _celery("worker", "-Q", "maintenance,celery", "--concurrency", "1", "-n", "maintenance@%h"),
             logs / "maintenance.log",
         )
-        beat_schedule = str(settings.VAR_DIR / "celerybeat-schedule")
-        named["celery beat"] = _start(_celery("beat", "--schedule", beat_schedule), logs / "beat.log")
+        # The DatabaseScheduler (workers/celery_app.py): scenario schedules are rows of the database.
+        named["celery beat"] = _start(_celery("beat"), logs / "beat.log")
         web_log = logs / "web.log"
         named["web"] = _start(
             _gunicorn("portal.wsgi:application", f"{host}:{web_port}", "--workers", "2", "--threads", "4"),

@@ -59,7 +59,7 @@ class Run(models.Model):
     created = models.DateTimeField(auto_now_add=True)
     started = models.DateTimeField(null=True, blank=True)
     finished = models.DateTimeField(null=True, blank=True)
-    source = models.CharField(max_length=16, default="web")  # web, cli, api, webhook
+    source = models.CharField(max_length=16, default="web")  # web, cli, api, webhook, schedule
     # Why a queued run has not started yet, e.g. "waiting for a generator (1 running on HOST)", or
     # "resuming: <why its last attempt ended>". Who executes it, and since when, is its attempts'
     # (RunAttempt): the run keeps what its readers see.

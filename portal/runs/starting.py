@@ -238,6 +238,18 @@ def start_run(owner, project, data: dict, *, scenario: Scenario | None = None, s
     return run
 
 
+def tolerance_of(data: dict) -> tuple[dict, float | None]:
+    """``data`` without ``tolerance_pct``, and that tolerance checked (None: absent, keep the
+    scenario's): a number of percent from 0 to 1,000 (``portal.lib.judge``)."""
+    if "tolerance_pct" not in data:
+        return data, None
+    rest = {key: value for key, value in data.items() if key != "tolerance_pct"}
+    value = data["tolerance_pct"]
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1000:
+        raise RunRefused({"tolerance_pct": ["Expected a number of percent from 0 to 1000."]})
+    return rest, float(value)
+
+
 def callback_of(data: dict) -> tuple[dict, str | None]:
     """``data`` without ``callback_url``, and that URL checked by the outbound policy (None: absent)."""
     if "callback_url" not in data:
@@ -263,12 +275,21 @@ def save_scenario(
         raise RunRefused({"non_field_errors": ["Expected a JSON object."]})
     data, budgets = budgets_of(data)
     data, callback = callback_of(data)
+    data, tolerance = tolerance_of(data)
     kept = None if replace else scenario
     base = scenario_form_data(kept) if kept is not None and kept.config else None
     form = RunForm(form_data(data, base), saved=SavedSecrets.of(kept), project=project, queueing=False)
     if not form.is_valid():
         raise RunRefused(_errors(form))
-    return store_scenario(project, form, name=name, scenario=scenario, budgets=budgets, callback_url=callback)
+    return store_scenario(
+        project,
+        form,
+        name=name,
+        scenario=scenario,
+        budgets=budgets,
+        callback_url=callback,
+        tolerance_pct=tolerance,
+    )
 
 
 def store_scenario(
@@ -279,9 +300,10 @@ def store_scenario(
     scenario: Scenario | None = None,
     budgets: dict | None = None,
     callback_url: str | None = None,
+    tolerance_pct: float | None = None,
 ) -> Scenario:
-    """Save a valid run form as a scenario (an edit bumps the version); ``budgets`` and
-    ``callback_url`` None keep the scenario's (a new one: none)."""
+    """Save a valid run form as a scenario (an edit bumps the version); ``budgets``,
+    ``callback_url`` and ``tolerance_pct`` None keep the scenario's (a new one: none, none, 10%)."""
     cleaned = form.cleaned_data
     config = scenario_config(cleaned, form.data, form.engine_config(), form.secrets())
     with transaction.atomic():
@@ -298,6 +320,8 @@ def store_scenario(
             scenario.budgets = budgets
         if callback_url is not None:
             scenario.callback_url = callback_url
+        if tolerance_pct is not None:
+            scenario.tolerance_pct = tolerance_pct
         scenario.save()
         return scenario
 

@@ -35,11 +35,15 @@ OPTION_OF = {
     "headers": "--header",
     "auth": "--basic-auth-env/--bearer-env",
     "non_field_errors": "target",
+    "tolerance_pct": "--tolerance-pct",
 }
 
 
-def add_arguments(sub) -> None:
-    scenario = sub.add_parser("scenario", help="saved scenarios: create (or update) and list")
+def add_arguments(sub, more: tuple = ()) -> None:
+    """``more``: other apps' ``scenario`` sub-commands (modules with ``SCENARIO_ACTIONS``,
+    ``add_scenario_arguments(actions)`` and ``handle_scenario(command, options)``), handed over by
+    the entry point so that this app imports none of them."""
+    scenario = sub.add_parser("scenario", help="saved scenarios: create (or update), list, schedule")
     actions = scenario.add_subparsers(dest="scenario_action", required=True)
     create = actions.add_parser(
         "create", help="save a scenario (a new version when the name exists), optionally with a webhook"
@@ -50,11 +54,19 @@ def add_arguments(sub) -> None:
     create.add_argument("--target-name", default="", help="target name (default: from the URLs)")
     create.add_argument("--callback-url", default="", help="POSTed, signed, when a run of it ends")
     create.add_argument(
+        "--tolerance-pct",
+        type=float,
+        default=None,
+        help="regression tolerance against the pinned baseline, %% of its cost (default 10)",
+    )
+    create.add_argument(
         "--webhook", action="store_true", help="also make its webhook trigger (a new secret, shown once)"
     )
     listing = actions.add_parser("list", help="the scenarios of a project")
     listing.add_argument("--project", required=True)
     listing.add_argument("--json", action="store_true")
+    for extra in more:
+        extra.add_scenario_arguments(actions)
 
 
 def _owner(username: str):
@@ -80,6 +92,7 @@ def scenario_data(options: dict) -> dict:
         paths=list(options["path"]),
         headers="\n".join(options["header"]),
         callback_url=options["callback_url"],
+        tolerance_pct=10.0 if options.get("tolerance_pct") is None else options["tolerance_pct"],
         saturation=cli_options.saturation_json(options, data["arms"]),
     )
     # The whole scenario: no auth option means no credentials, no --budget no budgets.
@@ -155,6 +168,7 @@ def listing(options: dict) -> list[dict]:
                 "version": scenario.version,
                 "budgets": scenario.budgets or {},
                 "callback_url": scenario.callback_url or None,
+                "tolerance_pct": scenario.tolerance_pct,
                 "last_run": None
                 if run is None
                 else {
@@ -168,7 +182,11 @@ def listing(options: dict) -> list[dict]:
     return rows
 
 
-def handle(command: BaseCommand, options: dict) -> None:
+def handle(command: BaseCommand, options: dict, more: tuple = ()) -> None:
+    for extra in more:
+        if options["scenario_action"] in extra.SCENARIO_ACTIONS:
+            extra.handle_scenario(command, options)
+            return
     if options["scenario_action"] == "create":
         out = create(options)
         if options["json"]:

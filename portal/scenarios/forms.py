@@ -22,6 +22,16 @@ class ScenarioForm(forms.Form):
         "of this scenario ends. The outbound address policy applies, as to targets.",
     )
 
+    tolerance_pct = forms.FloatField(
+        label="Regression tolerance (%)",
+        min_value=0,
+        max_value=1000,
+        required=False,
+        help_text="Empty: unchanged (10 for a new scenario). A run is a regression (an improvement) "
+        "when a cost's 95% interval lies further than this share of the baseline's cost above "
+        "(below) the pinned baseline's interval.",
+    )
+
     def __init__(self, *args, scenario: Scenario, **kwargs) -> None:
         self.scenario = scenario
         super().__init__(*args, **kwargs)
@@ -37,7 +47,11 @@ class ScenarioForm(forms.Form):
 
     @classmethod
     def initial_of(cls, scenario: Scenario) -> dict:
-        initial = {"name": scenario.name, "callback_url": scenario.callback_url}
+        initial = {
+            "name": scenario.name,
+            "callback_url": scenario.callback_url,
+            "tolerance_pct": scenario.tolerance_pct,
+        }
         initial.update({PREFIX + name: limit for name, limit in (scenario.budgets or {}).items()})
         return initial
 

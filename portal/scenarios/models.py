@@ -21,6 +21,10 @@ class Scenario(models.Model):
     version = models.PositiveIntegerField(default=1)
     # {budget name: limit} (portal.lib.budgets): judged on every run of the scenario.
     budgets = models.JSONField(default=dict, blank=True)
+    # A run whose cost interval lies further than this (% of the baseline's cost) above the pinned
+    # baseline's is a regression, below it an improvement (portal.lib.judge, portal/judgements).
+    # db_default too: rows written by code that predates the column (older migration states) get it.
+    tolerance_pct = models.FloatField(default=10.0, db_default=10.0)
     # POSTed (signed like a webhook) when a run of the scenario ends; empty: no callback.
     callback_url = models.URLField(max_length=500, blank=True)
     created = models.DateTimeField(auto_now_add=True)

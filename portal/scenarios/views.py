@@ -105,6 +105,7 @@ def scenarios_edit(request: HttpRequest, code) -> HttpResponse:
                 scenario=scenario,
                 budgets=meta.budgets(),
                 callback_url=meta.cleaned_data["callback_url"],
+                tolerance_pct=meta.cleaned_data.get("tolerance_pct"),
             )
             audit.record(
                 request,
@@ -115,6 +116,7 @@ def scenarios_edit(request: HttpRequest, code) -> HttpResponse:
                 previous_version=before,
                 budgets=saved.budgets,
                 callback_url=saved.callback_url,
+                tolerance_pct=saved.tolerance_pct,
                 secrets_typed=sorted(k for k in ("headers", "auth_secret") if form.cleaned_data.get(k)),
                 project_id=saved.project_id,
             )

@@ -38,7 +38,10 @@ def test_a_run_is_reached_at_the_path_the_docs_give_with_the_id_its_json_gives(c
     a = world["a"]
     auth = bearer(world["users"]["viewer"], a.project, "read")
     listed = client.get("/api/v1/runs", **auth).json()["results"][0]
+    scenario = client.get("/api/v1/scenarios", **auth).json()["results"][0]
     for method, path in sorted(documented()):
         if method == "GET" and "{id}" in path:
-            response = client.get(path.replace("{id}", listed["id"]), **auth)
+            # A path under /scenarios/ takes a scenario's id, every other one a run's.
+            code = scenario["id"] if path.startswith("/api/v1/scenarios/") else listed["id"]
+            response = client.get(path.replace("{id}", code), **auth)
             assert response.status_code == 200, (path, response.content[:300])

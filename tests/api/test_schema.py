@@ -50,6 +50,9 @@ OPERATIONS = {
     ("DELETE", "/api/v1/runs/{id}/baseline"),
     ("GET", "/api/v1/targets"),
     ("GET", "/api/v1/scenarios"),
+    ("GET", "/api/v1/scenarios/{id}/schedule"),
+    ("PUT", "/api/v1/scenarios/{id}/schedule"),
+    ("DELETE", "/api/v1/scenarios/{id}/schedule"),
 }
 
 

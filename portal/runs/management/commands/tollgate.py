@@ -15,6 +15,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from portal import outbound, vault
+from portal.alerts import services as alert_services
 from portal.api import cli as api_cli
 from portal.hooks import cli as hooks_cli
 from portal.hooks import services as hooks_services
@@ -30,6 +31,7 @@ from portal.runs.management import baseline_cli, cli_options, interrupt
 from portal.runs.models import Run
 from portal.scenarios import cli as scenarios_cli
 from portal.scenarios.models import Scenario
+from portal.schedules import cli as schedules_cli
 from portal.sharing import cli as sharing_cli
 from portal.signing import cli as signing_cli
 from portal.signing import services as signing_services
@@ -47,6 +49,8 @@ EXIT_RUN_FAILED = 1
 EXIT_BUDGET_FAILED = 3
 # Apps that add sub-commands: each has ACTIONS, add_arguments(sub) and handle(command, options).
 APP_CLIS = (scenarios_cli, signing_cli, sharing_cli, api_cli, hooks_cli, baseline_cli, user_cli, ops_cli)
+# Sub-commands of `tollgate scenario` that other apps add (scenarios_cli imports none of them).
+SCENARIO_CLIS = (schedules_cli,)
 
 
 class Command(BaseCommand):
@@ -66,7 +70,10 @@ class Command(BaseCommand):
         check.add_argument("--json", action="store_true", help="print the decision as JSON")
         project_cli.add_arguments(sub)
         for app_cli in APP_CLIS:
-            app_cli.add_arguments(sub)
+            if app_cli is scenarios_cli:
+                app_cli.add_arguments(sub, SCENARIO_CLIS)
+            else:
+                app_cli.add_arguments(sub)
         sub.add_parser(
             "rotate-secrets", help="re-encrypt every stored secret with the first key of TOLLGATE_SECRET_KEYS"
         )
@@ -84,7 +91,10 @@ class Command(BaseCommand):
         action = options["action"]
         for app_cli in APP_CLIS:
             if action in app_cli.ACTIONS:
-                app_cli.handle(self, options)
+                if app_cli is scenarios_cli:
+                    app_cli.handle(self, options, SCENARIO_CLIS)
+                else:
+                    app_cli.handle(self, options)
                 return
         if action == "run":
             self.handle_run(options)
@@ -331,13 +341,14 @@ class Command(BaseCommand):
             try:
                 counts["signing_keys"] = signing_services.reseal_keys()
                 counts["webhooks"] = hooks_services.rotate_stored_secrets()
+                counts["alert_channels"] = alert_services.rotate_stored_secrets()
             except vault.SecretError as exc:
                 raise CommandError(f"{exc}; nothing was changed") from None
         self.stdout.write(
             f"re-encrypted the secrets of {counts['runs']} run(s) and {counts['scenarios']} scenario(s) "
             f"and {counts['ssh_keys']} SSH key(s) and client certificate(s) "
             f"and {counts['signing_keys']} report-signing key(s) "
-            f"and {counts['webhooks']} webhook secret(s)"
+            f"and {counts['webhooks']} webhook secret(s) and {counts['alert_channels']} alert channel URL(s)"
         )
 
     def handle_demo_target(self, options: dict) -> None:
