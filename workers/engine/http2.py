@@ -84,15 +84,16 @@ class H2Client(TimedClient):
         self._goaway_note: str | None = None  # a GOAWAY read, for the next request to report
         self.keep_body = False  # the preflight keeps the first bytes of each answer (``body_head``)
         self._body_head = b""
-        self._base = [
-            (b":method", b"GET"),
-            (b":scheme", endpoint.scheme.encode()),
-            (b":authority", endpoint.host_header.encode("latin-1")),
-        ]
+        self._scheme = endpoint.scheme.encode()
+        self._authority = endpoint.host_header.encode("latin-1")
         self._extra = [(b"user-agent", USER_AGENT.encode()), (b"accept", b"*/*")] + [
             (name.lower().encode("latin-1"), value.encode("latin-1"))
             for name, value in (headers or {}).items()
         ]
+        self._header_lists: dict[tuple[str, str], list] = {}  # (method, path) -> the request's headers
+        # Lanes share the connection only with several streams: with one, nobody reads for another lane,
+        # so a request needs no event to be woken by.
+        self._shared = self.streams > 1
         if self._coop:
             from gevent.event import Event
             from gevent.lock import Semaphore
@@ -239,29 +240,48 @@ class H2Client(TimedClient):
         if not conn.streams and not conn.closed:
             self._end(conn, ConnectionClosed("connection closed"))
 
+    def _headers(self, method: str, path: str) -> list:
+        """The request's header list, built once per (method, path) (HPACK encodes it each time)."""
+        headers = [
+            (b":method", method.encode("ascii")),
+            (b":scheme", self._scheme),
+            (b":authority", self._authority),
+            (b":path", path.encode("latin-1")),
+            *self._extra,
+        ]
+        if len(self._header_lists) < 256:
+            self._header_lists[(method, path)] = headers
+        return headers
+
     def _exchange(self, sample: Sample, path: str, method: str) -> None:
+        """One stream: its request sent, its answer awaited. Timed as the HTTP/1.1 client times a
+        request, from ``sample.start_ns``, less the ``h2`` library's building of the request's frames
+        (HPACK encoding, the HEADERS frame): that happens before the first byte is handed to the
+        socket, where the HTTP/1.1 client has its request bytes ready. Opening a connection or waiting
+        for a stream slot stays in, as the HTTP/1.1 client's connect and handshake do."""
         conn, opened = self._connection(sample)
         self._take_slot(conn)
         if not conn.usable():  # ended while this lane waited for a slot
             raise GoAway(conn.ending[0] if conn.ending else "closed", unprocessed=True)
-        stream = Stream(self._event() if self._event is not None else None)
+        stream = Stream(self._event() if self._shared else None)
         if self.keep_body:
             stream.kept = bytearray()
-        headers = [*self._base, (b":path", path.encode("latin-1")), *self._extra]
-        if method != "GET":
-            headers[0] = (b":method", method.encode("ascii"))
+        headers = self._header_lists.get((method, path)) or self._headers(method, path)
+        h2conn = conn.h2
         with conn.write_lock:
-            stream_id = conn.h2.get_next_available_stream_id()
-            conn.h2.send_headers(stream_id, headers, end_stream=True)
+            t_build = time.perf_counter_ns()
+            stream_id = h2conn.get_next_available_stream_id()
+            h2conn.send_headers(stream_id, headers, end_stream=True)
+            out = h2conn.data_to_send()
             conn.streams[stream_id] = stream
-            out = conn.h2.data_to_send()
+            built_ns = time.perf_counter_ns() - t_build
             conn.sock.sendall(out)
         conn.requests += 1
         sample.streams_in_flight = len(conn.streams)
         try:
             self._await(conn, stream)
         finally:
-            if conn.streams.pop(stream_id, None) is not None:
+            if conn.streams.pop(stream_id, None) is not None and self._shared:
                 self._wake_slot(conn)
             if not conn.usable() or self.policy.new_connection_per_request or conn is not self.conn:
                 self._retire(conn)
@@ -272,8 +292,9 @@ class H2Client(TimedClient):
         sample.status = stream.status
         sample.body_bytes = stream.body
         _note_headers(sample, stream.headers)
-        sample.ttfb_us = _us(sample.start_ns, stream.t_first)
-        sample.ttlb_us = _us(sample.start_ns, stream.t_last)
+        t0 = sample.start_ns + built_ns
+        sample.ttfb_us = _us(t0, stream.t_first)
+        sample.ttlb_us = _us(t0, stream.t_last)
         if stream.kept is not None:
             self._body_head = bytes(stream.kept)
 
@@ -297,6 +318,8 @@ class H2Client(TimedClient):
                 self._end(conn, exc if isinstance(exc, Exception) else ConnectionClosed("interrupted"))
                 raise
             conn.reading = False
+            if not self._shared:
+                continue
             # Hand the reading over to a lane still waiting on this connection.
             for other in conn.streams.values():
                 if not other.done and other is not stream and other.wake is not None:
