@@ -1,5 +1,6 @@
 """bench/client_paired runs end to end briefly: the engine's client and the blocking reference take
-turns on a throwaway nginx and the last line carries both medians per arm and phase."""
+turns on a throwaway nginx and the last line carries both medians per arm and phase, the HTTP/2 arms
+(the engine's ``H2Client`` against a blocking client on the same ``h2`` library) included."""
 
 from __future__ import annotations
 
@@ -27,6 +28,26 @@ def test_bench_client_paired_short_run_prints_both_clients(library):
         assert run[arm]["ttlb_us"]["blocking_p50"] > run[arm]["connect_us"]["blocking_p50"]
         assert run[arm]["ttlb_us"]["engine_p50"] > run[arm]["connect_us"]["engine_p50"]
     assert run["tls_new"]["ttlb_us"]["engine_p50"] > run["plain_new"]["ttlb_us"]["engine_p50"]
+    # HTTP/2, a new connection per request: connect and TTLB paired, the handshake inside TTLB.
+    h2_new = run["h2_new"]
+    assert h2_new["pairs"] >= 20
+    for phase in ("connect_us", "ttlb_us"):
+        assert h2_new[phase]["engine_p50"] > 0 and h2_new[phase]["blocking_p50"] > 0
+    assert h2_new["ttlb_us"]["engine_p50"] > h2_new["connect_us"]["engine_p50"]
+    assert h2_new["ttlb_us"]["blocking_p50"] > h2_new["connect_us"]["blocking_p50"]
+    # HTTP/2 on one kept connection: TTLB only (no connect to pair after the first request), and far
+    # below a new connection's (no handshake in it), for both clients.
+    h2 = run["h2"]
+    assert set(h2) == {"pairs", "ttlb_us"} and h2["pairs"] >= 20
+    for who in ("engine_p50", "blocking_p50"):
+        assert 0 < h2["ttlb_us"][who] < h2_new["ttlb_us"][who]
     assert report["all_within"] == all(
-        run[arm][phase]["within"] for arm in ("plain_new", "tls_new") for phase in ("connect_us", "ttlb_us")
+        run[arm][phase]["within"]
+        for arm, phases in {
+            "plain_new": ("connect_us", "ttlb_us"),
+            "tls_new": ("connect_us", "ttlb_us"),
+            "h2_new": ("connect_us", "ttlb_us"),
+            "h2": ("ttlb_us",),
+        }.items()
+        for phase in phases
     )
