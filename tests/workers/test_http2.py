@@ -3,6 +3,8 @@ against what the servers logged; and the http2 validity check judging what the e
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from portal.lib.validity.http2 import check_http2
@@ -35,6 +37,31 @@ def test_goaway_after_three_streams_reopens_and_every_request_is_answered_once(t
     arm = {"requests": 10, "errors": result["errors"], "http2": result["http2"]}
     check = check_http2({"h2_streams": 1}, {"h2": arm})
     assert check["status"] == "warn" and "GOAWAY during the window (NO_ERROR ×3)" in check["detail"]
+
+
+def test_the_libraries_building_of_the_request_frames_is_not_timed(tmp_path):
+    """The timer runs from the request's start to its last byte, less the ``h2`` library's building of
+    the request's frames: made slow here (0.2 s per HEADERS built), it shows in the request's whole
+    duration but not in its TTLB, on a kept connection and on a new one (whose connect and handshake
+    stay in, as on HTTP/1.1)."""
+    slow_s = 0.2
+    with GoAwayServer(tmp_path, goaway_after=100) as server:
+        endpoint = Endpoint.resolve(server.url())
+        client = new_client(endpoint, ARM_POLICIES["h2"][1], make_context("system", False, alpn=("h2",)))
+        first = client.request("/1k", "/1k")
+        send_headers = client.conn.h2.send_headers
+
+        def slow_send_headers(*args, **kwargs):
+            time.sleep(slow_s)
+            return send_headers(*args, **kwargs)
+
+        client.conn.h2.send_headers = slow_send_headers
+        kept = client.request("/1k", "/1k")
+        client.close()
+    assert first.error is None and kept.error is None and kept.connect_us is None
+    whole_us = (kept.end_ns - kept.start_ns) // 1000
+    assert whole_us >= slow_s * 1e6 and kept.ttlb_us <= whole_us - slow_s * 1e6
+    assert first.ttlb_us >= first.connect_us + first.tls_handshake_us
 
 
 @pytest.mark.parametrize("limit", [1])
