@@ -97,3 +97,33 @@ def test_a_server_allowing_fewer_streams_than_asked_is_reported_from_its_setting
     seen = {"requests": arm["requests"], "errors": arm["errors"], "http2": facts}
     check = check_http2(config, {"h2": seen})
     assert check["status"] == "warn" and f"allows {limit} concurrent streams" in check["detail"]
+
+
+def test_h2c_against_a_port_without_http2_is_refused_with_the_reason_never_measured_as_http11():
+    """nginx's plain port without ``http2`` answers the HTTP/2 preface as a bad HTTP/1.1 request and
+    closes: the h2c arm is refused with the reason, the plain arm beside it is measured."""
+    from bench.nginx import Nginx
+
+    with Nginx(access_log_format="$server_protocol $status $request") as nginx:
+        config = {
+            "arms": [
+                {"name": "plain", "url": nginx.plain_url("/1k")},
+                {"name": "h2c", "url": nginx.plain_url("/1k")},
+            ],
+            "users": 1,
+            "spawn_rate": 10,
+            "warmup_s": 0.2,
+            "duration_s": 0.5,
+            "verify_tls": False,
+        }
+        engine = Engine(config)
+        _, code, _ = engine.rest(timeout_s=60)
+        served = nginx.access_log_lines()
+    assert code == 0 and engine.messages[-1] == {"type": "done", "status": "succeeded"}
+    (refused,) = [m for m in engine.messages if m["type"] == "refused"]
+    assert refused["arm"] == "h2c"
+    assert "does not speak HTTP/2 with prior knowledge on this port" in refused["reason"]
+    assert [m["arm"] for m in engine.messages if m["type"] == "arm"] == ["plain"]
+    # The server's account: one preface it could not read, then only the plain arm's HTTP/1.1 GETs.
+    assert served.count("- 400 PRI * HTTP/2.0") == 1
+    assert {line for line in served if "PRI" not in line} == {"HTTP/1.1 200 GET /1k HTTP/1.1"}
