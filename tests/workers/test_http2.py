@@ -127,3 +127,20 @@ def test_h2c_against_a_port_without_http2_is_refused_with_the_reason_never_measu
     # The server's account: one preface it could not read, then only the plain arm's HTTP/1.1 GETs.
     assert served.count("- 400 PRI * HTTP/2.0") == 1
     assert {line for line in served if "PRI" not in line} == {"HTTP/1.1 200 GET /1k HTTP/1.1"}
+
+
+def test_h2c_against_nginx_answers_without_a_nagle_stall():
+    """bench.nginx's h2c port serves without sendfile: with it, nginx 1.22 sends the DATA frame ~40 ms
+    after the HEADERS frame (Nagle against the client's delayed ACK), and h2c would measure that."""
+    import statistics
+
+    from bench.nginx import Nginx
+
+    with Nginx(http2=True) as nginx:
+        url = nginx.h2c_url("/1k")
+        client = new_client(Endpoint.resolve(url), ARM_POLICIES["h2c"][1], None)
+        samples = [client.request(url, "/1k") for _ in range(7)]
+        client.close()
+    assert [(s.error, s.status, s.body_bytes, s.alpn) for s in samples[:1]] == [(None, 200, 1024, "h2c")]
+    assert all(s.error is None and s.body_bytes == 1024 for s in samples)
+    assert statistics.median(s.ttlb_us for s in samples[1:]) < 20_000
