@@ -15,11 +15,12 @@ handshake are timed apart, exactly as on the HTTP/1.1 arms.
 * ``h2_new`` opens a new connection (TCP + full TLS handshake, ALPN h2) for each request.
 * ``h2c`` is HTTP/2 over plain TCP with prior knowledge (no Upgrade round trip).
 
-A request is timed as on HTTP/1.1, from its start (a connection it opens, and a wait for a stream
-slot, included) to its answer's first and last bytes, less the ``h2`` library's building of its
-frames (HPACK encoding, the HEADERS frame): the HTTP/1.1 client has its request bytes ready before
-it starts, and the library's send-side CPU (~0.1 ms a request on a 2-core VM) would otherwise add
-to ``h2`` − ``tls``. Parsing the answer happens after the arrival time is taken, as on HTTP/1.1.
+A request is timed as on HTTP/1.1: on a kept connection from its first byte handed to the socket,
+and from its start when it opened a connection or waited for a stream slot (those waits in), to its
+answer's first and last bytes, never with the ``h2`` library's building of its frames (HPACK
+encoding, the HEADERS frame) inside: the HTTP/1.1 client has its request bytes ready, and the
+library's send-side CPU (~0.1 ms a request on a 2-core VM) would otherwise add to ``h2`` − ``tls``.
+Parsing the answer happens after the arrival time is taken, as on HTTP/1.1.
 
 TLS connections offer h2 alone over ALPN (``tlslib.run_context(..., http2=True)``): a server that
 selects nothing (or anything else) fails the request with ``ALPNRefused`` — the preflight turns that
@@ -171,11 +172,13 @@ class H2Client(TimedClient):
             return 1
         return max(1, min(self.streams, conn.peer_max or self.streams))
 
-    def _take_slot(self, conn: Connection) -> None:
-        """Wait (this lane only) until the connection has room for one more stream."""
+    def _take_slot(self, conn: Connection) -> bool:
+        """Wait (this lane only) until the connection has room for one more stream; whether it waited."""
+        waited = False
         while conn.usable() and (len(conn.streams) >= self._limit(conn) or conn.slot_waiters):
             if self._event is None:
-                return  # one request at a time: there is always room
+                return False  # one request at a time: there is always room
+            waited = True
             wake = self._event()
             conn.slot_waiters.append(wake)
             try:
@@ -186,7 +189,8 @@ class H2Client(TimedClient):
             if not wake.is_set():
                 raise TimeoutError("timed out waiting for a stream slot")
             if len(conn.streams) < self._limit(conn):
-                return
+                return True
+        return waited
 
     def _wake_slot(self, conn: Connection, everyone: bool = False) -> None:
         """Wake as many lanes waiting for a stream as the connection has room for (all: it ended)."""
@@ -260,13 +264,14 @@ class H2Client(TimedClient):
         return headers
 
     def _exchange(self, sample: Sample, path: str, method: str) -> None:
-        """One stream: its request sent, its answer awaited. Timed as the HTTP/1.1 client times a
-        request, from ``sample.start_ns``, less the ``h2`` library's building of the request's frames
-        (HPACK encoding, the HEADERS frame): that happens before the first byte is handed to the
-        socket, where the HTTP/1.1 client has its request bytes ready. Opening a connection or waiting
-        for a stream slot stays in, as the HTTP/1.1 client's connect and handshake do."""
+        """One stream: its request sent, its answer awaited. On a kept connection with room, timed from
+        the first byte handed to the socket, the ``h2`` library's building of the request's frames
+        (HPACK encoding, the HEADERS frame) done before, as the HTTP/1.1 client has its request bytes
+        ready. A request that opened a connection, waited for a stream slot or is sent again after a
+        GOAWAY is timed from ``sample.start_ns``, those waits in (as the HTTP/1.1 client's connect and
+        handshake are), less the library's building of its frames."""
         conn, opened = self._connection(sample)
-        self._take_slot(conn)
+        waited = self._take_slot(conn)
         if not conn.usable():  # ended while this lane waited for a slot
             raise GoAway(conn.ending[0] if conn.ending else "closed", unprocessed=True)
         stream = Stream(self._event() if self._shared else None)
@@ -280,7 +285,7 @@ class H2Client(TimedClient):
             h2conn.send_headers(stream_id, headers, end_stream=True)
             out = h2conn.data_to_send()
             conn.streams[stream_id] = stream
-            built_ns = time.perf_counter_ns() - t_build
+            t_send = time.perf_counter_ns()
             conn.sock.sendall(out)
         conn.requests += 1
         sample.streams_in_flight = len(conn.streams)
@@ -298,7 +303,8 @@ class H2Client(TimedClient):
         sample.status = stream.status
         sample.body_bytes = stream.body
         _note_headers(sample, stream.headers)
-        t0 = sample.start_ns + built_ns
+        waits_in = opened or waited or sample.reopened  # the user waited for more than this stream
+        t0 = sample.start_ns + (t_send - t_build) if waits_in else t_send
         sample.ttfb_us = _us(t0, stream.t_first)
         sample.ttlb_us = _us(t0, stream.t_last)
         if stream.kept is not None:
