@@ -313,7 +313,22 @@ class Nginx:
             ca.write_text(self.client_ca_pem)
             extra += f"    ssl_client_certificate {ca};\n    ssl_verify_client {self.verify_client};\n"
         h2 = " http2" if self.http2 else ""
-        h2c = f"        listen 127.0.0.1:{self.h2c_port} http2;\n" if self.http2 else ""
+        h2c = ""
+        if self.http2:
+            # Its own server with sendfile off: nginx 1.22 sends an h2c answer's DATA by sendfile after
+            # its HEADERS frame, two small writes that Nagle and the client's delayed ACK hold ~40 ms
+            # apart (h2load sees the same). Over TLS nothing is sent by sendfile anyway.
+            h2c = f"""
+    server {{
+        listen 127.0.0.1:{self.h2c_port} http2;
+        server_name localhost;
+        root {d}/html;
+        sendfile off;
+        location / {{
+            try_files $uri =404;
+        }}
+    }}
+"""
         if self.http2_max_concurrent_streams is not None:
             extra += f"    http2_max_concurrent_streams {self.http2_max_concurrent_streams};\n"
         access_log = "access_log off;"
@@ -358,13 +373,13 @@ http {{
     server {{
         listen 127.0.0.1:{self.plain_port};
         listen 127.0.0.1:{self.tls_port} ssl{h2};
-{h2c}        server_name localhost;
+        server_name localhost;
         root {d}/html;
         location / {{
             try_files $uri =404;
         }}
     }}
-}}
+{h2c}}}
 """
 
     # -- addresses and processes -------------------------------------------------------------

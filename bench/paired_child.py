@@ -7,12 +7,15 @@ gets the unpatched ``socket`` class and the ``ssl`` module is left unpatched her
 ``SSLContext`` cannot make a blocking socket, and the original class recurses once patched), so the
 reference blocks in the kernel as a plain Python client does (``ssl`` is imported before patching,
 so its ``SSLSocket`` derives from the original socket class). The order within a pair alternates.
+The HTTP/2 arms (``h2_new``: a new connection per request, ``h2``: one kept connection) pair the
+engine's ``H2Client`` with ``bench.blocking.BlockingH2``, the same ``h2`` library on a blocking
+socket; on ``h2`` only TTLB is paired (no connect after the first request).
 Reads one JSON object on stdin (``{"arms": {"<arm>": {"url", "port", "tls"}}, "seconds",
 "warmup_pairs", "min_pairs", "path", "tls_library"}``; ``tls_library``: both clients' TLS library,
 ``system`` or ``bundled``), measures each arm for the seconds and at least
 ``min_pairs`` pairs, and prints one JSON object: per arm, the lists ``engine_connect_us``,
 ``engine_ttlb_us``, ``blocking_connect_us``, ``blocking_ttlb_us`` (one entry per pair after the
-warm-up pairs).
+warm-up pairs; no connect lists on ``h2``).
 """
 
 import ssl  # noqa: F401 - before patching: the reference's SSLSocket on the original socket class
@@ -25,8 +28,16 @@ import json  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 
-from bench.blocking import BundledReference, blocking_context, blocking_request, request_head  # noqa: E402
-from workers.engine.client import ARM_POLICIES, Endpoint, TimedClient, make_context  # noqa: E402
+from bench.blocking import (  # noqa: E402
+    BlockingH2,
+    BundledReference,
+    blocking_context,
+    blocking_request,
+    request_head,
+)
+from workers.engine.client import ARM_POLICIES, Endpoint, make_context  # noqa: E402
+from workers.engine.clients import new_client  # noqa: E402
+from workers.engine.tlslib import H2, HTTP1  # noqa: E402
 
 ORIGINAL_SOCKET = monkey.get_original("socket", "socket")
 
@@ -36,33 +47,45 @@ def pairs(arm: str, spec: dict, run: dict) -> dict[str, list[int]]:
     least = warmup_pairs + run["min_pairs"]
     endpoint = Endpoint.resolve(spec["url"])
     library = run.get("tls_library", "system")
-    client = TimedClient(
-        endpoint, ARM_POLICIES[arm][1], make_context(library, False) if spec["tls"] else None
-    )
-    reference = BundledReference() if library == "bundled" else blocking_context()
+    policy = ARM_POLICIES[arm][1]
+    alpn = H2 if policy.http2 else HTTP1
+    client = new_client(endpoint, policy, make_context(library, False, alpn=alpn) if spec["tls"] else None)
+    reference = BundledReference(alpn) if library == "bundled" else blocking_context(alpn=alpn)
     context = reference if spec["tls"] else None
-    head = request_head(spec["port"], path)
-    out: dict[str, list[int]] = {
-        key: [] for key in ("engine_connect_us", "engine_ttlb_us", "blocking_connect_us", "blocking_ttlb_us")
-    }
+    if policy.http2:
+        h2_reference = BlockingH2(spec["port"], context, path, time.perf_counter_ns, ORIGINAL_SOCKET)
+
+        def blocking() -> tuple[int | None, int]:
+            return h2_reference.request(policy.new_connection_per_request)
+    else:
+        head = request_head(spec["port"], path)
+
+        def blocking() -> tuple[int | None, int]:
+            return blocking_request(spec["port"], context, head, time.perf_counter_ns, ORIGINAL_SOCKET)
+
+    phases = ("connect_us", "ttlb_us") if policy.new_connection_per_request else ("ttlb_us",)
+    out: dict[str, list[int]] = {f"{who}_{phase}": [] for who in ("engine", "blocking") for phase in phases}
     deadline = time.monotonic() + seconds
     n = 0
     while time.monotonic() < deadline or n < least:
         if n % 2:
-            reference = blocking_request(spec["port"], context, head, time.perf_counter_ns, ORIGINAL_SOCKET)
+            theirs = blocking()
             sample = client.request(spec["url"], path)
         else:
             sample = client.request(spec["url"], path)
-            reference = blocking_request(spec["port"], context, head, time.perf_counter_ns, ORIGINAL_SOCKET)
+            theirs = blocking()
         if sample.error:
             raise RuntimeError(f"{arm}: the engine's client failed: {sample.error_detail}")
         n += 1
         if n > warmup_pairs:
-            out["engine_connect_us"].append(sample.connect_us)
-            out["engine_ttlb_us"].append(sample.ttlb_us)
-            out["blocking_connect_us"].append(reference[0])
-            out["blocking_ttlb_us"].append(reference[1])
+            mine = {"connect_us": sample.connect_us, "ttlb_us": sample.ttlb_us}
+            for phase, value in zip(("connect_us", "ttlb_us"), theirs, strict=True):
+                if phase in phases:
+                    out[f"engine_{phase}"].append(mine[phase])
+                    out[f"blocking_{phase}"].append(value)
     client.close()
+    if policy.http2:
+        h2_reference.close()
     return out
 
 

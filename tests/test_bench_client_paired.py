@@ -1,6 +1,7 @@
 """bench/client_paired runs end to end briefly: the engine's client and the blocking reference take
 turns on a throwaway nginx, on each TLS library in one run (``--tls-library both``), and the last
-line carries both medians per library, arm and phase, and bundled / system."""
+line carries both medians per library, arm and phase, and bundled / system; the HTTP/2 arms (the
+engine's ``H2Client`` against a blocking client on the same ``h2`` library) included."""
 
 from __future__ import annotations
 
@@ -34,11 +35,30 @@ def test_bench_client_paired_short_run_prints_both_clients_on_both_libraries():
             assert run[arm]["ttlb_us"]["blocking_p50"] > run[arm]["connect_us"]["blocking_p50"]
             assert run[arm]["ttlb_us"]["engine_p50"] > run[arm]["connect_us"]["engine_p50"]
         assert run["tls_new"]["ttlb_us"]["engine_p50"] > run["plain_new"]["ttlb_us"]["engine_p50"]
+        # HTTP/2, a new connection per request: connect and TTLB paired, the handshake inside TTLB.
+        h2_new = run["h2_new"]
+        assert h2_new["pairs"] >= 20
+        for phase in ("connect_us", "ttlb_us"):
+            assert h2_new[phase]["engine_p50"] > 0 and h2_new[phase]["blocking_p50"] > 0
+        assert h2_new["ttlb_us"]["engine_p50"] > h2_new["connect_us"]["engine_p50"]
+        assert h2_new["ttlb_us"]["blocking_p50"] > h2_new["connect_us"]["blocking_p50"]
+        # HTTP/2 on one kept connection: TTLB only (no connect to pair after the first request), and
+        # far below a new connection's (no handshake in it), for both clients.
+        h2 = run["h2"]
+        assert set(h2) == {"pairs", "ttlb_us"} and h2["pairs"] >= 20
+        for who in ("engine_p50", "blocking_p50"):
+            assert 0 < h2["ttlb_us"][who] < h2_new["ttlb_us"][who]
+    phases = {
+        "plain_new": ("connect_us", "ttlb_us"),
+        "tls_new": ("connect_us", "ttlb_us"),
+        "h2_new": ("connect_us", "ttlb_us"),
+        "h2": ("ttlb_us",),
+    }
     assert report["all_within"] == all(
         run[arm][phase]["within"]
         for run in report["runs"]
-        for arm in ("plain_new", "tls_new")
-        for phase in ("connect_us", "ttlb_us")
+        for arm, wanted in phases.items()
+        for phase in wanted
     )
     system, bundled = report["by_library"]["system"], report["by_library"]["bundled"]
     ratio = bundled["tls_new"]["ttlb_us"]["engine_p50"] / system["tls_new"]["ttlb_us"]["engine_p50"]

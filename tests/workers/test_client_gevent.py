@@ -119,6 +119,16 @@ def test_errors_and_timeouts_under_gevent(servers):
                 {"name": "verify", "url": tls.url(), "arm": "tls", "verify": True},
                 {"name": "refused", "url": f"http://127.0.0.1:{closed_port()}/1k", "arm": "plain_new"},
                 {"name": "silent", "url": silent.url(), "arm": "plain", "timeout_s": 0.3, "requests": 2},
+                # Four answers 0.3 s late each on one kept connection, 0.5 s allowed per wait: 1.2 s of
+                # waiting in all, never 0.5 s in one wait.
+                {
+                    "name": "late",
+                    "url": tls.url("/slow"),
+                    "path": "/slow",
+                    "arm": "tls",
+                    "timeout_s": 0.5,
+                    "requests": 4,
+                },
             ]
         )
     finally:
@@ -126,10 +136,12 @@ def test_errors_and_timeouts_under_gevent(servers):
     verify = got["verify"]["samples"][0]
     assert verify["error"] == "tls_error" and "CERTIFICATE_VERIFY_FAILED" in verify["error_detail"]
     assert got["refused"]["samples"][0]["error"] == "connection_refused"
-    # Each wait times out on its own (a fired timer is replaced, not re-armed): two timeouts, ~0.3 s each.
+    # Each wait times out on its own: two timeouts, ~0.3 s each.
     silent_case = got["silent"]
     assert [s["error"] for s in silent_case["samples"]] == ["timeout", "timeout"]
     assert 0.55 < silent_case["wall_s"] < 3.0
+    # The user's one timer is re-armed in full for each wait: the waits' time does not add up to a timeout.
+    assert [(s["error"], s["body_bytes"]) for s in got["late"]["samples"]] == [(None, 100)] * 4
 
 
 def test_users_wait_cooperatively(servers):

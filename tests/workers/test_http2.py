@@ -3,6 +3,8 @@ against what the servers logged; and the http2 validity check judging what the e
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from portal.lib.validity.http2 import check_http2
@@ -35,6 +37,31 @@ def test_goaway_after_three_streams_reopens_and_every_request_is_answered_once(t
     arm = {"requests": 10, "errors": result["errors"], "http2": result["http2"]}
     check = check_http2({"h2_streams": 1}, {"h2": arm})
     assert check["status"] == "warn" and "GOAWAY during the window (NO_ERROR ×3)" in check["detail"]
+
+
+def test_the_libraries_building_of_the_request_frames_is_not_timed(tmp_path):
+    """The timer runs from the request's start to its last byte, less the ``h2`` library's building of
+    the request's frames: made slow here (0.2 s per HEADERS built), it shows in the request's whole
+    duration but not in its TTLB, on a kept connection and on a new one (whose connect and handshake
+    stay in, as on HTTP/1.1)."""
+    slow_s = 0.2
+    with GoAwayServer(tmp_path, goaway_after=100) as server:
+        endpoint = Endpoint.resolve(server.url())
+        client = new_client(endpoint, ARM_POLICIES["h2"][1], make_context("system", False, alpn=("h2",)))
+        first = client.request("/1k", "/1k")
+        send_headers = client.conn.h2.send_headers
+
+        def slow_send_headers(*args, **kwargs):
+            time.sleep(slow_s)
+            return send_headers(*args, **kwargs)
+
+        client.conn.h2.send_headers = slow_send_headers
+        kept = client.request("/1k", "/1k")
+        client.close()
+    assert first.error is None and kept.error is None and kept.connect_us is None
+    whole_us = (kept.end_ns - kept.start_ns) // 1000
+    assert whole_us >= slow_s * 1e6 and kept.ttlb_us <= whole_us - slow_s * 1e6
+    assert first.ttlb_us >= first.connect_us + first.tls_handshake_us
 
 
 @pytest.mark.parametrize("limit", [1])
@@ -70,3 +97,50 @@ def test_a_server_allowing_fewer_streams_than_asked_is_reported_from_its_setting
     seen = {"requests": arm["requests"], "errors": arm["errors"], "http2": facts}
     check = check_http2(config, {"h2": seen})
     assert check["status"] == "warn" and f"allows {limit} concurrent streams" in check["detail"]
+
+
+def test_h2c_against_a_port_without_http2_is_refused_with_the_reason_never_measured_as_http11():
+    """nginx's plain port without ``http2`` answers the HTTP/2 preface as a bad HTTP/1.1 request and
+    closes: the h2c arm is refused with the reason, the plain arm beside it is measured."""
+    from bench.nginx import Nginx
+
+    with Nginx(access_log_format="$server_protocol $status $request") as nginx:
+        config = {
+            "arms": [
+                {"name": "plain", "url": nginx.plain_url("/1k")},
+                {"name": "h2c", "url": nginx.plain_url("/1k")},
+            ],
+            "users": 1,
+            "spawn_rate": 10,
+            "warmup_s": 0.2,
+            "duration_s": 0.5,
+            "verify_tls": False,
+        }
+        engine = Engine(config)
+        _, code, _ = engine.rest(timeout_s=60)
+        served = nginx.access_log_lines()
+    assert code == 0 and engine.messages[-1] == {"type": "done", "status": "succeeded"}
+    (refused,) = [m for m in engine.messages if m["type"] == "refused"]
+    assert refused["arm"] == "h2c"
+    assert "does not speak HTTP/2 with prior knowledge on this port" in refused["reason"]
+    assert [m["arm"] for m in engine.messages if m["type"] == "arm"] == ["plain"]
+    # The server's account: one preface it could not read, then only the plain arm's HTTP/1.1 GETs.
+    assert served.count("- 400 PRI * HTTP/2.0") == 1
+    assert {line for line in served if "PRI" not in line} == {"HTTP/1.1 200 GET /1k HTTP/1.1"}
+
+
+def test_h2c_against_nginx_answers_without_a_nagle_stall():
+    """bench.nginx's h2c port serves without sendfile: with it, nginx 1.22 sends the DATA frame ~40 ms
+    after the HEADERS frame (Nagle against the client's delayed ACK), and h2c would measure that."""
+    import statistics
+
+    from bench.nginx import Nginx
+
+    with Nginx(http2=True) as nginx:
+        url = nginx.h2c_url("/1k")
+        client = new_client(Endpoint.resolve(url), ARM_POLICIES["h2c"][1], None)
+        samples = [client.request(url, "/1k") for _ in range(7)]
+        client.close()
+    assert [(s.error, s.status, s.body_bytes, s.alpn) for s in samples[:1]] == [(None, 200, 1024, "h2c")]
+    assert all(s.error is None and s.body_bytes == 1024 for s in samples)
+    assert statistics.median(s.ttlb_us for s in samples[1:]) < 20_000

@@ -24,10 +24,10 @@ from workers.engine import coop, tlslib
 
 RECHECK = (
     "the engine's private-API code was written for {pinned}, this is {running}: check coop.py "
-    "(SSLContext._wrap_socket, _encode_hostname, the _socket.socket subclass, hub.loop.io / hub.wait), "
-    "variants.py (SSLContext._msg_callback, the bundled matrix's cffi calls), tlslib.py and "
-    "tlsaccept.py (OpenSSL._util.lib, Connection._ssl, Context._context) against the new version, "
-    "run tests/workers, then move PRIVATE_API_CHECKED_ON"
+    "(SSLContext._wrap_socket, _encode_hostname, the _socket.socket subclass, hub.loop.io / hub.wait, "
+    "loop.timer's again), variants.py (SSLContext._msg_callback, the bundled matrix's cffi calls), "
+    "tlslib.py and tlsaccept.py (OpenSSL._util.lib, Connection._ssl, Context._context) against the new "
+    "version, run tests/workers, then move PRIVATE_API_CHECKED_ON"
 )
 
 
@@ -61,6 +61,9 @@ def test_the_private_parts_the_engine_calls_are_there_with_their_shapes():
     watcher = hub.loop.io(0, coop.READ)
     watcher.close()
     assert callable(hub.wait)
+    timer = hub.loop.timer(1.0, 1.0)  # coop.UserWaits: a repeating timer armed with ``again``
+    assert callable(timer.again) and callable(timer.stop)
+    timer.close()
     for name in (
         "SSL_session_reused",
         "SSL_get0_param",

@@ -22,7 +22,7 @@ import os
 import socket
 import ssl
 
-from gevent import Timeout, get_hub
+from gevent import get_hub, getcurrent
 from gevent.socket import wait_write as _gevent_wait_write
 
 from workers.engine.tlslib import SSL, BundledTLS
@@ -44,29 +44,33 @@ class _Socket(_socket.socket):
 
 
 class UserWaits:
-    """One virtual user's waits: the hub and one reusable timer (re-armed per wait, replaced only
-    after it has fired). A timeout is still per wait, ``timeout_s`` long, raised as ``TimeoutError``."""
+    """One virtual user's waits: the hub and one reusable timer, armed afresh for each wait. A timeout
+    is per wait, ``timeout_s`` long, raised as ``TimeoutError`` in the waiting greenlet.
+
+    The timer repeats every ``timeout_s`` and each wait arms it with ``again`` (libev's
+    ``ev_timer_again``: due ``timeout_s`` from now). A stopped one-shot timer started again (what
+    ``gevent.Timeout.start`` after ``cancel`` does) is only given what was left of it, so the
+    waits of a user's whole run would add up to one spurious timeout."""
 
     __slots__ = ("hub", "timeout_s", "_timer")
 
     def __init__(self, timeout_s: float) -> None:
         self.hub = get_hub()
         self.timeout_s = timeout_s
-        self._timer = self._new_timer()
-
-    def _new_timer(self) -> Timeout:
-        return Timeout(self.timeout_s, TimeoutError("timed out"))
+        self._timer = self.hub.loop.timer(timeout_s, timeout_s)
 
     def wait(self, watcher) -> None:
         timer = self._timer
-        timer.start()
+        timer.again(_expire, getcurrent(), update=True)
         try:
             self.hub.wait(watcher)
-        except BaseException:
-            timer.close()  # a timer that has fired is not re-armed: the next wait gets a new one
-            self._timer = self._new_timer()
-            raise
-        timer.cancel()
+        finally:
+            timer.stop()
+
+
+def _expire(greenlet) -> None:
+    """The timer's callback (on the hub): the wait it guards ends with ``TimeoutError``."""
+    greenlet.throw(TimeoutError("timed out"))
 
 
 class CoopConnection:

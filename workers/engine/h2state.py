@@ -107,10 +107,13 @@ class Connection:
         self.requests = 0
 
     def flush(self) -> None:
-        """Send what the state machine has queued (under the write lock: lanes share the socket)."""
-        with self.write_lock:
-            out = self.h2.data_to_send()
-            if out:
+        """Send what the state machine has queued (a window update, a SETTINGS or PING
+        acknowledgement; mostly nothing), under the write lock: lanes share the socket. Taken out
+        first: control frames may follow a lane's HEADERS in any order, and only the lane holding the
+        lock takes out a HEADERS frame."""
+        out = self.h2.data_to_send()
+        if out:
+            with self.write_lock:
                 self.sock.sendall(out)
 
     def usable(self) -> bool:
