@@ -60,9 +60,18 @@ NOT_OURS = {
     "tests/api/test_schema.py",
     "api-docs": "the API docs page (Swagger UI on the schema), public like it; tests/e2e/test_api_docs.py",
     "api-not-found": "JSON 404 for any other path under /api/v1/; tests/api/test_runs.py",
+    "api-scenario-schedule": "JSON API with bearer tokens only (a session is refused: 401), like the "
+    "other /api/v1/ endpoints: tests/schedules/test_interfaces.py checks another project's scenario "
+    "(404) and a read token's PUT and DELETE (403)",
+    "ops-readyz": "/readyz, the readiness probe: public by design (load balancers, docker-compose), no "
+    "session or role; its status follows the database, broker, cache and run workers (200 or 503), "
+    "not the requester: tests/ops/test_probes.py checks each failing check and that it is GET only",
+    "ops-metrics": "/metrics, Prometheus: no session or role, the client's network is the rule (404 "
+    "when TOLLGATE_METRICS_NETWORKS is empty, 403 outside it, X-Forwarded-For only behind trusted "
+    "proxies): tests/ops/test_metrics.py",
 }
 ROLES = ("owner", "member", "viewer", "outsider", "anonymous")
-OK, MOVED, FORBIDDEN, MISSING, NOT_ALLOWED = 200, 302, 403, 404, 405
+OK, MOVED, INVALID, FORBIDDEN, MISSING, NOT_ALLOWED = 200, 302, 400, 403, 404, 405
 
 
 def row(get: tuple, post: tuple) -> dict:
@@ -71,6 +80,11 @@ def row(get: tuple, post: tuple) -> dict:
         "GET": dict(zip(ROLES, (*get, MOVED), strict=True)),
         "POST": dict(zip(ROLES, (*post, MOVED), strict=True)),
     }
+
+
+def everyone(get: int, post: int) -> dict:
+    """One status per method for every role, anonymous too (public URLs: no login page)."""
+    return {"GET": dict.fromkeys(ROLES, get), "POST": dict.fromkeys(ROLES, post)}
 
 
 READ = (OK, OK, OK, MISSING)
@@ -200,6 +214,23 @@ MATRIX = {
         lambda a: reverse("projects-invitation", args=[_invitation(a).code, "decline"]),
         row(GET_ONLY, (MISSING, MISSING, MISSING, MOVED)),
     ),
+    # A scenario's schedule page: members and owners (viewers see the schedule on the scenario page
+    # only); POST without fields: the form with its errors, nothing scheduled.
+    "schedules-edit": (
+        lambda a: reverse("schedules-edit", args=[a.scenario.code]),
+        row((OK, OK, FORBIDDEN, MISSING), (INVALID, INVALID, FORBIDDEN, MISSING)),
+    ),
+    # The current project's alert channels: viewers read, members add (an empty POST: the form's
+    # errors, nothing added). The outsider's current project is their own, where they are a member.
+    "alerts-list": (
+        lambda a: reverse("alerts-list"),
+        row((OK,) * 4, (INVALID, INVALID, FORBIDDEN, INVALID)),
+    ),
+    # The liveness probe: public, no database, GET only.
+    "ops-healthz": (lambda a: reverse("ops-healthz"), everyone(OK, NOT_ALLOWED)),
+    # The operators' page: staff only, everyone else 404 (none of these users is staff;
+    # tests/ops/test_operators.py shows it to staff).
+    "ops-operators": (lambda a: reverse("ops-operators"), row((MISSING,) * 4, GET_ONLY)),
 }
 
 
