@@ -124,13 +124,13 @@ class _EngineConfig:
                 raise ValueError(f"arm {arm.name!r} needs an {ARM_SCHEMES[arm.name]}:// URL, got {arm.url!r}")
         if self.tls_matrix:  # in the matrix's own words first ("unknown matrix dimension …")
             matrix.parse_dimensions(self.tls_matrix)
+        self.tls_groups = matrix.parse_groups(self.tls_groups)  # "a,b" or a list, OpenSSL's names
         self._check_options()
         for spec in self.paths:
             if not spec.path.startswith("/"):
                 raise ValueError(f"a path must start with /: {spec}")
         if self.tls_matrix and not any(arm.name == matrix.MATRIX_ARM for arm in self.arms):
             raise ValueError(f"tls_matrix needs the {matrix.MATRIX_ARM} arm")
-        self.tls_groups = matrix.parse_groups(self.tls_groups)
         for kind, pair in self.client_certs.items():
             if (
                 kind not in clientcerts.KEY_TYPES

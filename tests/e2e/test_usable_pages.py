@@ -173,7 +173,8 @@ def test_the_trend_band_is_a_tint_not_a_black_block(page, live_server, django_us
         ".filter(t => t.indexOf('95%') < 0)"
     )
     headers = page.locator("#trend-table thead th").all_inner_texts()[1:]
-    assert legend and sorted(legend) == sorted(headers), (legend, headers)
+    # (the table has a column for every cost a run can have; these runs have the four of five arms)
+    assert len(legend) == 4 and set(legend) <= set(headers), (legend, headers)
     assert not any("_" in name for name in legend), legend
     page.locator("#chart-trend").screenshot(path=str(ARTIFACTS / "trend-band.png"))
     assert page.console_errors == []

@@ -108,7 +108,10 @@ def test_keepalive_fails_on_a_server_that_ends_connections_after_five_requests(o
         # few (the preflight's, the TLS facts probe's, each user's last) exactly 5.
         seen = server.counters.snapshot()
         assert seen["connections"] >= arm["connections_opened"]
-        assert 5 * (seen["connections"] - 6) <= seen["requests"] <= 5 * seen["connections"]
+        # The TLS facts' accept probe also connects to the TLS server: short handshakes, no request
+        # (it counts those it completed or timed out; one or two more can end before either).
+        probe = report["tls_info"]["accept_probe"]["handshakes"] + 2 if name == "tls" else 0
+        assert 5 * (seen["connections"] - 6 - probe) <= seen["requests"] <= 5 * seen["connections"]
     found = checks(report)["keepalive"]
     # A fifth of the requests paid a new connection (and on tls a full handshake): over 5%, a failure.
     assert found["status"] == "fail" and found["arms"] == ["plain", "tls"]

@@ -1,36 +1,20 @@
-"""The timed client's HTTP/2: the ``h2``, ``h2_new`` and ``h2c`` arms.
+"""The timed client's HTTP/2: the ``h2``, ``h2_new`` and ``h2c`` arms (docs/engine-protocol.md).
 
-The protocol is the ``h2`` package's (sans-I/O: HPACK, flow-control windows, SETTINGS, the stream
-state machine); the sockets, TLS, waits and timers are the timed client's own (``client.py``,
-``coop.py``), so TTFB and TTLB are per request in µs and a new connection's TCP connect and TLS
-handshake are timed apart, exactly as on the HTTP/1.1 arms.
+The protocol is the ``h2`` package's (HPACK, flow control, SETTINGS, stream states); sockets, TLS,
+waits and timers are the timed client's own, so TTFB/TTLB are per request in µs and a new
+connection's TCP connect and TLS handshake are timed apart, as on the HTTP/1.1 arms.
 
-* ``h2`` holds one connection per virtual user; up to ``streams`` requests of that user are in flight
-  on it at once (the user's lanes, ``workers.engine.users``), never more than the server's
-  ``SETTINGS_MAX_CONCURRENT_STREAMS``. Before the server's SETTINGS have arrived only one stream is
-  sent, so a server with a lower limit than asked is not sent streams it would refuse. When the server
-  ends the connection (GOAWAY, e.g. nginx's ``keepalive_requests``), the next request opens another and
-  says so (``Sample.reopened``); a request the GOAWAY left unprocessed (its stream above the GOAWAY's
-  last stream id) is sent again once on the new connection, as browsers do.
-* ``h2_new`` opens a new connection (TCP + full TLS handshake, ALPN h2) for each request.
-* ``h2c`` is HTTP/2 over plain TCP with prior knowledge (no Upgrade round trip).
+* ``h2``: one connection per user, up to ``streams`` of its requests in flight (never more than the
+  server's SETTINGS_MAX_CONCURRENT_STREAMS; one until its SETTINGS arrive). After a GOAWAY the next
+  request opens another (``Sample.reopened``); a request the GOAWAY left unprocessed is sent once more.
+* ``h2_new``: a new connection (TCP + TLS handshake, ALPN h2) per request; ``h2c``: prior knowledge.
 
-A request is timed as on HTTP/1.1: on a kept connection from its first byte handed to the socket,
-and from its start when it opened a connection or waited for a stream slot (those waits in), to its
-answer's first and last bytes, never with the ``h2`` library's building of its frames (HPACK
-encoding, the HEADERS frame) inside: the HTTP/1.1 client has its request bytes ready, and the
-library's send-side CPU (~0.1 ms a request on a 2-core VM) would otherwise add to ``h2`` − ``tls``.
-Parsing the answer happens after the arrival time is taken, as on HTTP/1.1.
-
-TLS connections offer h2 alone over ALPN (``tlslib.run_context(..., http2=True)``): a server that
-selects nothing (or anything else) fails the request with ``ALPNRefused`` — the preflight turns that
-into a refused arm with the reason, never an arm silently measured over HTTP/1.1.
-
-Reading is leader/follower: the lane whose answer is awaited reads the socket when no other lane is
-reading, hands every frame's event to the stream it belongs to and wakes that stream's lane; when it
-has its own answer it wakes a lane still waiting, which reads next. With one stream per user this is
-one greenlet reading its own answer, as on HTTP/1.1: no extra switches. A frame's time is the time the
-``recv`` that carried it returned.
+Timing: on a kept connection from the first byte handed to the socket, else from the request's start
+(connect or stream-slot waits in); the library's frame building is never inside (the HTTP/1.1 client
+has its bytes ready too); parsing happens after the arrival time is taken. TLS offers h2 alone over
+ALPN: a server that selects nothing else fails with ``ALPNRefused``, a refused arm, never HTTP/1.1.
+Reading is leader/follower: the lane awaiting an answer reads when no other lane does, hands each
+frame to its stream and wakes that lane; a frame's time is that of the ``recv`` that carried it.
 """
 
 from __future__ import annotations
