@@ -47,9 +47,9 @@ lint: venv
 	$(VENV)/bin/ruff format --check .
 	DATABASE_URL=sqlite://:memory: $(PY) manage.py makemigrations --check --dry-run
 
-# Two parts: everything but the `serial` tests on six processes (pytest-xdist; each has its own
+# Two parts: everything but the `serial` tests on four processes (pytest-xdist; each has its own
 # PostgreSQL and Redis database), then the tests whose figures compare measured CPU or latency, alone.
-PYTEST_WORKERS ?= 6
+PYTEST_WORKERS ?= 4
 pytest: export TOLLGATE_FUZZ = short
 pytest: venv node
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile -m "not serial"

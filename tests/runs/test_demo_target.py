@@ -108,8 +108,8 @@ def test_the_demo_target_resumes_tls_sessions(tmp_path, settings):
     assert code == 0, stderr
     results = {m["arm"]: m["result"] for m in messages if m["type"] == "arm"}
     new, resumed = results["tls_new"], results["tls_resumed"]
-    assert new["tls_sessions_reused"] == 0 and new["requests"] > 50
-    assert resumed["tls_sessions_reused"] >= 0.9 * resumed["requests"] > 50
+    assert new["tls_sessions_reused"] == 0 and new["requests"] > 20  # 200 planned; a busy machine gets fewer
+    assert resumed["tls_sessions_reused"] >= 0.9 * resumed["requests"] > 20
     # The server's side: every resumed session came from tls_resumed (tls_new never offers one),
     # and at least 90% of tls_resumed's connections (warm-up and window) resumed.
     served = after["handshakes"] - before["handshakes"]
