@@ -93,7 +93,7 @@ class RunForm(TuningFields, SpecFields):
         label="Client certificate's private key",
         required=False,
         max_length=clientcerts.MAX_PEM_CHARS,
-        widget=SecretTextarea(attrs={"rows": 2, "placeholder": "-----BEGIN PRIVATE KEY-----"}),
+        widget=SecretTextarea(attrs={"rows": 2, "placeholder": "the private key, PEM (unencrypted)"}),
         help_text="Unencrypted PEM. Stored encrypted with the certificate; never shown again.",
     )
     probe_server = forms.BooleanField(

@@ -185,7 +185,7 @@ class ClientCertForm(forms.Form):
         widget=SecretTextarea(
             attrs={
                 "rows": 3,
-                "placeholder": "-----BEGIN PRIVATE KEY-----",
+                "placeholder": "the private key, PEM (unencrypted)",
                 "autocomplete": "off",
                 "spellcheck": "false",
             }
