@@ -113,3 +113,14 @@ def check(variant: dict, negotiated: dict, library: str = SYSTEM) -> None:
         wrong.append("session-ID resumption (TLS 1.3 resumes by ticket only)")
     if wrong:
         raise Refused(f"asked for {', '.join(wrong)}; {said(negotiated)}")
+
+
+def resumed_or_refused(variant: dict, negotiated: dict, resumes) -> None:
+    """With a resumption variant, offer the session again (``resumes()``: whether the server took it)
+    and record it; a server that does not resume refuses the variant, on either library."""
+    if policy(variant).resume_sessions:
+        negotiated["session_resumed"] = resumes()
+        if not negotiated["session_resumed"]:
+            raise Refused(
+                f"the server did not resume the session ({variant['resumption']}): {said(negotiated)}"
+            )

@@ -70,6 +70,7 @@ from workers.engine.variant_rules import (  # noqa: F401 (the matrix's names, re
     hint,
     openssl_group,
     policy,
+    resumed_or_refused,
     said,
 )
 from workers.engine.variants_bundled import SIGALGS, bundled_knows_group  # noqa: F401
@@ -195,12 +196,7 @@ def probe(endpoint, context: ssl.SSLContext | SSL.Context, variant: dict, timeou
     negotiated["client_cert_requested"] = check_client_cert(variant, log.messages)
     session = _finish(sock, endpoint)
     check(variant, negotiated)
-    if policy(variant).resume_sessions:
-        negotiated["session_resumed"] = _resumes(endpoint, context, session, timeout_s)
-        if not negotiated["session_resumed"]:
-            raise Refused(
-                f"the server did not resume the session ({variant['resumption']}): {said(negotiated)}"
-            )
+    resumed_or_refused(variant, negotiated, lambda: _resumes(endpoint, context, session, timeout_s))
     return negotiated
 
 

@@ -22,8 +22,7 @@ from workers.engine.variant_rules import (
     chosen_by,
     hint,
     openssl_group,
-    policy,
-    said,
+    resumed_or_refused,
 )
 
 # The signature algorithms per certificate type (SSL_CTX_set1_sigalgs_list): a server with several
@@ -218,12 +217,7 @@ def _probe(endpoint, context: SSL.Context, variant: dict, timeout_s: float, mess
     session = pumped.finish(endpoint)
     negotiated["client_cert_requested"] = check_client_cert(variant, list(messages.seen))
     check(variant, negotiated, BUNDLED)
-    if policy(variant).resume_sessions:
-        negotiated["session_resumed"] = _resumes_bundled(endpoint, context, session, timeout_s)
-        if not negotiated["session_resumed"]:
-            raise Refused(
-                f"the server did not resume the session ({variant['resumption']}): {said(negotiated)}"
-            )
+    resumed_or_refused(variant, negotiated, lambda: _resumes_bundled(endpoint, context, session, timeout_s))
     return negotiated
 
 
