@@ -296,7 +296,7 @@ class EngineProcess:
         elif kind == "tls_info":
             Run.objects.filter(pk=run.pk).update(tls_info=message["info"] | {"url": message.get("url")})
         elif kind == "matrix":
-            # One message per repeated arm (tls_new, and tls for the protocol): they add up.
+            # One message per repeated arm (tls_new, h2_new; tls, h2 for the protocol): they add up.
             self.variants += message["variants"]
             Run.objects.filter(pk=run.pk).update(variants=self.variants)
         elif kind == "refused":  # an arm the server cannot serve (HTTP/2 not offered): not measured

@@ -3,9 +3,10 @@
 Never advice for what was not measured: every item rests on two arms (or matrix sub-arms) of this
 run that differ in one thing only, with their numbers as evidence.
 
-* Matrix pairs: per repeated arm (``tls_new``; ``tls`` for the protocol), for each dimension and each
-  two of its values (e.g. cert ``rsa`` → ``ecdsa``), the first pair of measured sub-arms that differ
-  in that dimension only (variant order) is compared:
+* Matrix pairs: per repeated arm (``tls_new`` and ``h2_new``; ``tls`` and ``h2`` for the protocol;
+  the title says which, ``WHERE``, except for ``tls_new``), for each dimension and each two of its
+  values (e.g. cert ``rsa`` → ``ecdsa``), the first pair of measured sub-arms that differ in that
+  dimension only (variant order) is compared:
   saving = TTLB p50 of the costlier − TTLB p50 of the cheaper (µs, per new connection, with the
   95% CI of ``portal.lib.costs.compare``), plus the server CPU-ms per request when both were probed.
   ``consistent`` counts how many of all such pairs (other dimensions at any value) agree in sign.
@@ -19,7 +20,7 @@ A group pair with a post-quantum hybrid on one side (X25519MLKEM768 against X255
 advice to drop the hybrid but its price, kept whatever its sign: ``arms`` is [hybrid, classical],
 ``saving_us`` what dropping it would save (negative when the hybrid measured cheaper), and the item
 carries ``hybrid`` (``hybrid_cost``) — hybrid − classical per new connection (each a full handshake
-in ``tls_new``): time to last byte with its CI,
+in ``tls_new`` or ``h2_new``): time to last byte with its CI,
 server CPU-ms with its CI (the server probe's, else the sampled local process's; per request is per
 handshake there), and the handshake bytes each side sent more (from the variants' probes).
 ``hybrid_at_peak`` turns it into handshakes/s, extra cores (with the CPU's interval) and extra
@@ -31,8 +32,16 @@ from __future__ import annotations
 import itertools
 
 from portal.lib import costs
-from portal.lib.matrix import DIMENSIONS, MATRIX_ARM, REPORT_KEYS, base_arm
+from portal.lib.matrix import DIMENSIONS, NEW_CONNECTION_ARMS, REPORT_KEYS, base_arm
 from portal.lib.matrix import label as value_label
+
+# What an item's title adds for the arm its sub-arms repeat (``tls_new``, the matrix's first, adds
+# nothing): an item on one arm says nothing about another.
+WHERE = {
+    "tls": " (tls: on warm keep-alive connections)",
+    "h2_new": " (h2_new: HTTP/2, a new TLS connection per request)",
+    "h2": " (h2: HTTP/2 on warm keep-alive connections)",
+}
 
 
 def _cpu_saving(arms: dict[str, dict], costly: str, cheap: str) -> float | None:
@@ -106,9 +115,7 @@ def _pair_advice(
     agree = sum(1 for e in signs if e and (e["delta"] > 0) == (costly_value == a))
     label = value_label(dim, cheap_value)
     title = f"{label[0].upper()}{label[1:]} instead of {value_label(dim, costly_value)}"
-    base = base_arm(pairs[0][0])
-    if base != MATRIX_ARM:
-        title += f" ({base}: on warm keep-alive connections)"
+    title += WHERE.get(base_arm(pairs[0][0]), "")
     evidence = _evidence(first, arms) + f" The same sign in {agree} of {len(pairs)} matched pair(s)."
     return _item(title, first, arms, evidence, dimension=dim, consistent=[agree, len(pairs)])
 
@@ -128,7 +135,7 @@ def _round_trip_caveat(item: dict, variants: dict[str, dict]) -> None:
         item.get("dimension") != "protocol"
         or extra <= 0
         or resumed
-        or base_arm(item["arms"][1]) != MATRIX_ARM
+        or base_arm(item["arms"][1]) not in NEW_CONNECTION_ARMS
     ):
         return
     break_even_ms = round(item["saving_us"] / 1000.0 / extra, 3)
@@ -264,7 +271,7 @@ def _hybrid_price(item: dict, matrix: list[dict], inputs: dict, probes: dict | N
     item["hybrid"] = hybrid
     item["title"] = (
         f"What the post-quantum hybrid costs: {value_label('group', variants[hybrid_arm]['group'])} "
-        f"against {value_label('group', variants[classic_arm]['group'])}"
+        f"against {value_label('group', variants[classic_arm]['group'])}{WHERE.get(base_arm(hybrid_arm), '')}"
     )
     item["evidence"] += hybrid_words(hybrid)
 

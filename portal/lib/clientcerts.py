@@ -164,7 +164,8 @@ def method_text(config: dict) -> str:
     if "client_cert" in (config.get("tls_matrix") or []):
         kinds = ", ".join(_named(kind, held.get(kind)) for kind in KEY_TYPES if kind in held)
         said.append(
-            "The matrix's client_cert variants repeat tls_new presenting no client certificate, then "
+            "The matrix's client_cert variants repeat tls_new (and h2_new) presenting no client "
+            "certificate, then "
             f"{kinds or 'none the target held'} (a variant whose key type the target lacks, or whose "
             "server did not ask, is refused)."
         )

@@ -1,17 +1,24 @@
-"""The TLS configuration matrix: which client-side variants a run repeats ``tls_new`` under, their
-sub-arm names, and the report's ``matrix`` entries.
+"""The TLS configuration matrix: which client-side variants a run repeats ``tls_new`` (and
+``h2_new``) under, their sub-arm names, and the report's ``matrix`` entries.
 
 Shared by the portal (form, CLI, report) and the engine (``workers.engine.variants`` builds and
 probes each variant), so it imports neither Django nor Locust.
 
 A run option ``tls_matrix`` names the dimensions to vary (any of ``DIMENSIONS``); the variants are
 their cross product, the other dimensions left at the generator's default (``None``). Each variant
-is a sub-arm of ``tls_new`` (and, for the protocol, of ``tls``: ``MATRIX_ARMS``) named
-``<arm>@<values>`` (``variant_name``), e.g.
-``tls_new@1.2+x25519+ecdsa+full``: its own ArmResult rows, histograms, server CPU and costs,
-interleaved in rounds with the other arms. The engine probes every variant with one handshake before
-any window; a variant that the server or the generator refuses, or whose negotiated parameters are
-not what it asked for, is listed as ``refused`` with the reason and never measured.
+is a sub-arm of every repeated arm the run has (``MATRIX_ARMS``) named ``<arm>@<values>``
+(``variant_name``), e.g. ``tls_new@1.2+x25519+ecdsa+full`` or ``h2_new@1.3+x25519``: its own
+ArmResult rows, histograms, server CPU and costs, interleaved in rounds with the other arms. The
+engine probes every variant with one handshake before any window; a variant that the server or the
+generator refuses, or whose negotiated parameters are not what it asked for, is listed as
+``refused`` with the reason and never measured.
+
+The new-connection arms (``tls_new``, and ``h2_new``: a new TLS connection with ALPN h2 per request)
+are repeated over every dimension: each request pays the variant's whole handshake. The keep-alive
+arms (``tls``, ``h2``) are repeated for the protocol only. HTTP/2 needs TLS 1.2 or newer (RFC 9113
+§9.2), which both protocol values are, with an ephemeral key exchange and an AEAD cipher, which the
+engine's TLS 1.2 suites are; an HTTP/2 variant whose handshake does not select h2 over ALPN is
+refused with the reason, never measured as HTTP/1.1 (``HTTP2_ARMS``).
 
 The ``group`` dimension's values are ``x25519``, ``p256``, ``x25519mlkem768`` and the groups the user
 named in the run option ``tls_groups`` (``parse_groups``: OpenSSL's names). A variant's ``group`` is
@@ -26,10 +33,22 @@ import itertools
 MATRIX_ARM = "tls_new"
 SEPARATOR = "@"
 DIMENSIONS = ("protocol", "group", "cert", "resumption", "client_cert")
-# The arms the matrix repeats, and the dimensions that change what each measures. ``tls`` (keep-alive)
-# pays its one handshake per user in the warm-up: in its window only the protocol (record layer and
-# its cipher suites) differs, so it is repeated for the protocol only, and only when ``tls`` runs.
-MATRIX_ARMS: dict[str, tuple[str, ...]] = {"tls_new": DIMENSIONS, "tls": ("protocol",)}
+# The arms the matrix repeats, and the dimensions that change what each measures, each only when the
+# run has it. ``tls_new`` and ``h2_new`` open a new TLS connection per request (ALPN h2 for ``h2_new``):
+# every dimension changes the handshake each request pays. ``tls`` and ``h2`` (keep-alive) pay their
+# one handshake per user in the warm-up: in their window only the protocol (record layer and its
+# cipher suites) differs, so they are repeated for the protocol only.
+MATRIX_ARMS: dict[str, tuple[str, ...]] = {
+    "tls_new": DIMENSIONS,
+    "tls": ("protocol",),
+    "h2_new": DIMENSIONS,
+    "h2": ("protocol",),
+}
+# The arms repeated over every dimension: a run with ``tls_matrix`` names at least one of them.
+NEW_CONNECTION_ARMS = ("tls_new", "h2_new")
+# The HTTP/2 arms the matrix repeats, and their HTTP/1.1 twins (the same connection policy): a
+# variant of theirs must negotiate ALPN h2, and the report compares it with its twin's variant.
+HTTP2_ARMS = {"h2_new": "tls_new", "h2": "tls"}
 VALUES: dict[str, tuple[str, ...]] = {
     "protocol": ("tls1.2", "tls1.3"),
     "group": ("x25519", "p256", "x25519mlkem768"),
@@ -220,9 +239,31 @@ def is_variant(name: str) -> bool:
     return SEPARATOR in name
 
 
+def is_http2(name: str) -> bool:
+    """Whether a (sub-)arm is one of the matrix's HTTP/2 arms (``h2_new@1.3`` → True)."""
+    return base_arm(name) in HTTP2_ARMS
+
+
+def http1_twin(name: str) -> str | None:
+    """An HTTP/2 sub-arm's HTTP/1.1 twin, the same variant of the arm with the same connection policy
+    (``h2_new@1.3+x25519`` → ``tls_new@1.3+x25519``, ``h2@1.2`` → ``tls@1.2``); None otherwise."""
+    twin = HTTP2_ARMS.get(base_arm(name))
+    if twin is None or not is_variant(name):
+        return None
+    return twin + SEPARATOR + name.split(SEPARATOR, 1)[1]
+
+
+def needs_arm_error(arm_names: list[str]) -> str | None:
+    """Why a run with ``tls_matrix`` cannot repeat anything (None when it names ``tls_new`` or
+    ``h2_new``): the matrix needs an arm to repeat over every dimension."""
+    if any(name in NEW_CONNECTION_ARMS for name in arm_names):
+        return None
+    return f"tls_matrix needs the {' or the '.join(NEW_CONNECTION_ARMS)} arm"
+
+
 def variant_count(dimensions: list[str], arms: list | None = None, groups: list[str] | None = None) -> int:
     """How many sub-arms at most (before refusals) over ``arms`` (names or ``{"name"}`` dicts;
-    default ``tls_new`` alone): for time limits and quotas."""
+    default ``tls_new`` alone; ``tls``, ``h2`` and ``h2_new`` add theirs): for time limits and quotas."""
     names = [
         a.get("name") if isinstance(a, dict) else a for a in (arms if arms is not None else [MATRIX_ARM])
     ]
@@ -240,12 +281,18 @@ def _percentiles(summary: dict | None) -> dict | None:
     return {key: summary[key] for key in ("p50", "p90", "p95", "p99", "mean", "count") if key in summary}
 
 
-def matrix_section(probes: list[dict] | None, arms: dict[str, dict], costs_by_arm: dict[str, dict]) -> list:
+def matrix_section(
+    probes: list[dict] | None,
+    arms: dict[str, dict],
+    costs_by_arm: dict[str, dict],
+    twin_costs: dict[str, dict] | None = None,
+) -> list:
     """The report's ``matrix``: one entry per variant the engine probed (``Run.variants``), in order.
 
     ``probes``: the engine's ``matrix`` message variants (``name``, ``variant``, ``status``,
     ``detail``, ``negotiated``); ``arms``: the report's arm sections; ``costs_by_arm``: each sub-arm's
-    handshake cost entry (``portal.lib.costs.compare``) against ``plain_new`` (or ``plain``).
+    handshake cost entry (``portal.lib.costs.compare``) against ``plain_new`` (or ``plain``);
+    ``twin_costs``: each HTTP/2 sub-arm's against its HTTP/1.1 twin (``http1_twin``), when both ran.
     A variant probed as measured whose sub-arm has no rows (cancelled before it) says so.
     """
     out = []
@@ -267,6 +314,8 @@ def matrix_section(probes: list[dict] | None, arms: dict[str, dict], costs_by_ar
             "connections_opened": None,
             "tls_sessions_reused": None,
             "cost": costs_by_arm.get(name),
+            "http1_twin": http1_twin(name),
+            "http1_cost": (twin_costs or {}).get(name),
         }
         if probe.get("status") == "measured":
             if section is None:

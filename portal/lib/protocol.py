@@ -129,8 +129,8 @@ class _EngineConfig:
         for spec in self.paths:
             if not spec.path.startswith("/"):
                 raise ValueError(f"a path must start with /: {spec}")
-        if self.tls_matrix and not any(arm.name == matrix.MATRIX_ARM for arm in self.arms):
-            raise ValueError(f"tls_matrix needs the {matrix.MATRIX_ARM} arm")
+        if self.tls_matrix and (why := matrix.needs_arm_error([arm.name for arm in self.arms])):
+            raise ValueError(why)
         for kind, pair in self.client_certs.items():
             if (
                 kind not in clientcerts.KEY_TYPES

@@ -236,11 +236,20 @@ def tuning(
     # A new-connection sub-arm against a new plain connection when there is one; keep-alive against plain.
     new_control = "plain_new" if "plain_new" in sections else "plain"
     handshake_costs = {
-        name: costs.compare("variant_cost", name, new_control if "_new" in name else "plain", inputs)
+        name: costs.compare(
+            "variant_cost", name, new_control if "_new" in matrix.base_arm(name) else "plain", inputs
+        )
         for name in sections
         if matrix.is_variant(name)
     }
-    entries = matrix.matrix_section(variants, sections, handshake_costs)
+    # An HTTP/2 sub-arm against its HTTP/1.1 twin, the same variant (h2_new@1.3 − tls_new@1.3), named as
+    # the arms' own HTTP/2 cost (``h2_new_vs_tls_new``, ``h2_vs_tls``: either way).
+    twin_costs = {
+        name: costs.compare(f"{matrix.base_arm(name)}_vs_{matrix.base_arm(twin)}", name, twin, inputs)
+        for name in sections
+        if (twin := matrix.http1_twin(name)) in sections
+    }
+    entries = matrix.matrix_section(variants, sections, handshake_costs, twin_costs)
     local = (probes or {}).get("generator_cpu") or {}
     for entry in entries:
         # Each variant's CPU: the server probe's, else the sampled local process's (e.g. a test

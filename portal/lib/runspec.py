@@ -292,18 +292,20 @@ class RunSpec(BaseModel):
     tls_matrix: list[Literal[matrix.DIMENSIONS]] = _field(
         default_factory=list,
         label="TLS configuration matrix",
-        help="Repeats tls_new under every combination of the ticked dimensions (and the keep-alive tls "
-        "arm, when it runs, for the protocol), each a sub-arm with its own histograms, CPU and costs. "
-        "Each variant is probed with one handshake first: one the server or the generator refuses is "
-        "listed as refused, not measured. Each adds warm-up + duration per round (all five: up to 108 "
-        "sub-arms).",
-        description="TLS configuration matrix: repeat tls_new (which arms must name) under each variant "
-        'of these dimensions, e.g. ["protocol", "cert"] (or "protocol,cert"); docs/report-schema.md, '
-        "matrix.",
+        help="Repeats tls_new (and h2_new, when it runs) under every combination of the ticked "
+        "dimensions, and the keep-alive tls and h2 arms, when they run, for the protocol; each a sub-arm "
+        "with its own histograms, CPU and costs. Each variant is probed with one handshake first: one the "
+        "server or the generator refuses (an HTTP/2 one that does not get ALPN h2 too) is listed as "
+        "refused, not measured. Each adds warm-up + duration per round (all five: up to 162 sub-arms per "
+        "new-connection arm).",
+        description="TLS configuration matrix: repeat tls_new and h2_new (arms must name one of them) "
+        'under each variant of these dimensions, e.g. ["protocol", "cert"] (or "protocol,cert"); '
+        "docs/report-schema.md, matrix.",
         labels=DIMENSION_LABELS,
         item="dimension",
         cli="--tls-matrix",
-        cli_help="repeat tls_new under each client-side TLS variant of these dimensions, comma-separated: "
+        cli_help="repeat tls_new (and h2_new) under each client-side TLS variant of these dimensions, "
+        "comma-separated: "
         "protocol,group,cert,resumption,client_cert (refused variants are listed, not measured)",
         optional=True,
         overridable=True,

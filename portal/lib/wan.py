@@ -62,7 +62,9 @@ HANDSHAKE_OVERHEAD_BYTES = 1000
 # HTTP/2 (h2, h2_new, h2c) counts as its HTTP/1.1 twin: the client sends its preface, SETTINGS and the
 # request in one flight without waiting for the server's SETTINGS, so HTTP/2 adds no round trip; and
 # one request per user is projected, so multiplexing saves none (it saves head-of-line round trips
-# only when several requests are in flight, h2_streams > 1, which this model does not project).
+# only when several requests are in flight, h2_streams > 1, which this model does not project). The
+# TLS matrix's HTTP/2 sub-arms likewise: ``h2_new@1.2+rsa`` as ``tls_new@1.2+rsa`` (the TLS round trips
+# of the protocol its probe negotiated, its own flights), ``h2@1.3`` as ``tls@1.3`` (by ``base_arm``).
 NEW_CONNECTION_ARMS = ("plain_new", "tls_new", "tls_resumed", "tls_mtls", "h2_new")
 TLS_ARMS = ("tls", "tls_new", "tls_resumed", "tls_mtls", "h2", "h2_new")
 FULL_ROUND_TRIPS = {"TLSv1.3": 1, "TLSv1.2": 2, "TLSv1.1": 2, "TLSv1": 2}
@@ -252,8 +254,10 @@ def model_inputs(rtts_ms: list[float], tls_info: dict | None) -> dict:
             "its round trip; not counted: middleboxes that mishandle a ClientHello larger than one "
             "segment, and HelloRetryRequest (each variant offers one group, accepted in the probe).",
             "No packet loss; bandwidth is not the limit; the server's time does not change with distance.",
-            "HTTP/2 arms (h2, h2_new, h2c) count as tls, tls_new and plain: the preface and SETTINGS go out "
-            "with the request (no extra round trip), and one request is projected at a time, so the "
-            "head-of-line round trips multiplexing saves with several requests in flight are not projected.",
+            "HTTP/2 arms (h2, h2_new, h2c) count as tls, tls_new and plain, and the TLS matrix's HTTP/2 "
+            "sub-arms as their HTTP/1.1 twins (h2_new@1.2+rsa as tls_new@1.2+rsa, h2@1.3 as tls@1.3, with "
+            "the protocol and flights their own probe measured): the preface and SETTINGS go out with the "
+            "request (no extra round trip), and one request is projected at a time, so the head-of-line "
+            "round trips multiplexing saves with several requests in flight are not projected.",
         ],
     }

@@ -2,10 +2,11 @@
 search's fields, kept beside ``RunForm`` (``tls_matrix``, ``wan_rtt_ms`` and ``generators`` are fields
 of ``portal.lib.runspec.RunSpec``, made by ``portal.runs.specform``).
 
-``tls_matrix`` goes to the engine (``EngineConfig.tls_matrix``: which dimensions ``tls_new`` is
-repeated under, ``portal.lib.matrix``); ``wan_rtt_ms`` is portal-only (``portal.runs.configs``): the
-RTTs of the report's WAN projection (``portal.lib.wan``). The ``saturation_*`` fields make
-``EngineConfig.saturation`` (``portal.lib.saturation``; issue 15): the capacity search after the arms.
+``tls_matrix`` goes to the engine (``EngineConfig.tls_matrix``: which dimensions ``tls_new`` and
+``h2_new`` are repeated under, ``portal.lib.matrix``); ``wan_rtt_ms`` is portal-only
+(``portal.runs.configs``): the RTTs of the report's WAN projection (``portal.lib.wan``). The
+``saturation_*`` fields make ``EngineConfig.saturation`` (``portal.lib.saturation``; issue 15): the
+capacity search after the arms.
 """
 
 from __future__ import annotations
@@ -91,13 +92,14 @@ class TuningFields(forms.Form):
             raise forms.ValidationError(str(exc)) from None
 
     def clean_tuning(self, data: dict) -> None:
-        """The matrix repeats tls_new: without that arm there is nothing to repeat. The saturation
-        search's settings, checked (``portal.lib.saturation.normalise``), become ``data["saturation"]``."""
-        if data.get("tls_matrix") and matrix.MATRIX_ARM not in (data.get("arms") or []):
+        """The matrix repeats tls_new or h2_new: without either there is nothing to repeat. The
+        saturation search's settings, checked (``portal.lib.saturation.normalise``), become
+        ``data["saturation"]``."""
+        if data.get("tls_matrix") and matrix.needs_arm_error(data.get("arms") or []):
             self.add_error(
                 "tls_matrix",
-                f"The TLS matrix repeats the {matrix.MATRIX_ARM} arm: add {matrix.MATRIX_ARM} to the arms "
-                '(tick it, or list it in --arms / "arms").',
+                "The TLS matrix repeats the tls_new arm (and h2_new, for HTTP/2): add tls_new or h2_new to "
+                'the arms (tick it, or list it in --arms / "arms").',
             )
         if data.get("tls_matrix") and data.get("generators", 1) != 1:
             self.add_error("generators", "The TLS matrix runs with one generator process (1).")

@@ -106,3 +106,69 @@ def test_a_server_without_h2_refuses_the_h2_arms_with_the_reason_and_measures_th
     assert served == {"HTTP/1.1": served["HTTP/1.1"]} and served["HTTP/1.1"] > 0  # never silently h1
     report = reporting.run_report(run)
     assert "Arm h2 not measured: h2 refused: the server does not offer HTTP/2 over ALPN" in report["headline"]
+
+
+MATRIX_LOG = "$server_port $server_protocol $ssl_alpn_protocol $ssl_protocol $connection $request_method $uri"
+
+
+def test_the_tls_matrix_repeats_h2_new_per_variant_and_h2_for_the_protocol(owner, client):
+    """Issue 25, item 4: ``tls_matrix`` protocol with tls_new, h2_new and h2. Each HTTP/2 variant is
+    a sub-arm of its own that negotiated ALPN h2 and the protocol it asked for, counted by nginx."""
+    from bench.nginx import Nginx
+
+    with Nginx(http2=True, access_log_format=MATRIX_LOG) as nginx:
+        target = services.get_or_create_target(
+            personal_project(owner), "nginx", nginx.plain_url("/1k"), nginx.tls_url("/1k")
+        )
+        config = _config(nginx, ["tls_new", "h2_new", "h2"], users=1, arrival_rate=20, warmup_s=0.2)
+        config["tls_matrix"] = ["protocol"]
+        run = runner.execute_run(services.create_run(owner, target, config).pk)
+        served = [line.split() for line in nginx.access_log_lines() if line.startswith(f"{nginx.tls_port} ")]
+    assert run.status == Run.Status.SUCCEEDED, run.error
+    report = reporting.run_report(run)
+    matrix = {m["arm"]: m for m in report["matrix"]}
+    subs = [f"{arm}@{p}" for arm in ("tls_new", "h2_new", "h2") for p in ("1.2", "1.3")]
+    assert list(matrix) == subs and all(m["status"] == "measured" for m in matrix.values())
+    assert set(report["arms"]) == {"tls_new", "h2_new", "h2", *subs}
+    arms = report["arms"]
+    for name, entry in matrix.items():
+        # From the variant's probing handshake: the protocol asked for, and ALPN h2 on the HTTP/2 ones.
+        assert entry["negotiated"]["protocol"] == f"TLSv{name[-3:]}", name
+        assert entry["negotiated"]["alpn"] == ("http/1.1" if name.startswith("tls") else "h2"), name
+        assert arms[name]["failures"] == 0 and entry["requests"] > 0, name
+    # Under load, every connection of an HTTP/2 sub-arm negotiated h2 (the client's count, per arm).
+    for p in ("1.2", "1.3"):
+        h2_new = arms[f"h2_new@{p}"]
+        assert set(h2_new["http2"]["alpn"]) == {"h2"}  # connections of the warm-up and the window
+        assert h2_new["http2"]["alpn"]["h2"] >= h2_new["connections_opened"] == h2_new["requests"]
+        assert arms[f"h2@{p}"]["http2"]["alpn"] == {"h2": 1}  # the one user's kept connection
+        twin = matrix[f"h2_new@{p}"]["http1_cost"]
+        assert twin["name"] == "h2_new_vs_tls_new" and twin["base"] == f"tls_new@{p}"
+    assert {r["arm"] for r in report["wan"]} >= set(subs)
+    assert {v["check"]: v for v in report["validity"]}["http2"]["status"] == "pass"
+    client.force_login(owner)
+    page = client.get(reverse("runs-detail", args=[run.code])).content.decode()
+    table = page[page.index('id="tls-matrix"') : page.index('id="advice"')]
+    assert "<code>h2_new@1.2</code>" in table and "vs tls_new@1.2 (HTTP/1.1)" in table
+
+    # What nginx served on its TLS port: HTTP/2 always with ALPN h2, HTTP/1.1 with http/1.1.
+    assert {line[2] for line in served if line[1] == "HTTP/2.0"} == {"h2"}
+    assert {line[2] for line in served if line[1] == "HTTP/1.1"} <= {"http/1.1", "-"}
+
+    def lines(protocol: str, tls: str, method: str = "GET") -> list[list[str]]:
+        return [line for line in served if line[1:2] + line[3:4] + line[5:6] == [protocol, tls, method]]
+
+    # Each HTTP/2 variant's probe sent its request over HTTP/2, in its protocol: h2_new@… and h2@….
+    assert len(lines("HTTP/2.0", "TLSv1.2", "HEAD")) == len(lines("HTTP/2.0", "TLSv1.3", "HEAD")) == 2
+
+    def done(name: str) -> int:
+        return arms[name]["requests"] + run.arms.get(arm=name).warmup_requests
+
+    # TLS 1.2 is only the 1.2 sub-arms': their requests all reached nginx in that protocol, h2_new@1.2's
+    # each on a connection of its own (h2@1.2's on one), the HTTP/1.1 twin's over HTTP/1.1.
+    tls12_h2 = lines("HTTP/2.0", "TLSv1.2")
+    assert len(tls12_h2) >= done("h2_new@1.2") + done("h2@1.2")
+    assert len({line[4] for line in tls12_h2}) >= done("h2_new@1.2") + 1
+    assert len(lines("HTTP/1.1", "TLSv1.2")) >= done("tls_new@1.2")
+    tls13_h2 = lines("HTTP/2.0", "TLSv1.3")
+    assert len(tls13_h2) >= sum(done(name) for name in ("h2_new", "h2_new@1.3", "h2", "h2@1.3"))

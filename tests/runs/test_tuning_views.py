@@ -58,7 +58,7 @@ def test_form_refuses_a_matrix_without_tls_new_and_nonsense_rtts():
 def test_cli_refuses_bad_matrix_and_rtt_values_naming_the_option_and_the_fix(owner):
     base = ["tollgate", "run", "--owner", owner.username, "--plain-url", BASE["plain_url"]]
     base += ["--tls-url", BASE["tls_url"], "--arms", "plain,tls"]
-    with pytest.raises(CommandError, match=r"--tls-matrix: .*add tls_new to the arms .*--arms"):
+    with pytest.raises(CommandError, match=r"--tls-matrix: .*add tls_new or h2_new to the arms .*--arms"):
         call_command(*base, "--tls-matrix", "group")
     with pytest.raises(CommandError, match=r"--tls-matrix: .*bogus is not one of the available choices"):
         call_command(*base, "--tls-matrix", "protocol,bogus")

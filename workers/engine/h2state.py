@@ -8,6 +8,7 @@ import collections
 import h2.config
 import h2.connection
 import h2.errors
+import h2.events
 import h2.exceptions
 from h2.connection import ConnectionState
 
@@ -129,3 +130,45 @@ def fill_head(stream: Stream, headers) -> None:
         elif name in (b"content-type", b"content-encoding", b"location"):
             found[name.decode("ascii")] = value.decode("latin-1")
     stream.headers = found
+
+
+def finish_stream(stream: Stream | None, now: int) -> None:
+    """A stream's last frame arrived at ``now`` (its first too, when nothing came before): done."""
+    if stream is None or stream.done:
+        return
+    stream.t_last = now
+    if not stream.t_first:
+        stream.t_first = now
+    stream.done = True
+    if stream.wake is not None:
+        stream.wake.set()
+
+
+PROBE_ENDS = (h2.events.StreamEnded, h2.events.StreamReset, h2.events.ConnectionTerminated)
+
+
+def probe_request(send, recv, authority: str) -> None:
+    """The TLS matrix's probe of an HTTP/2 variant (``workers.engine.variants``), on a connection that
+    negotiated h2: the preface and one ``HEAD /`` on stream 1, read until that stream ends (the TLS 1.3
+    session tickets arrive after the handshake, before the answer). ``send(bytes)``, ``recv() -> bytes``
+    (b"" at the end). A protocol failure ends it quietly, as the HTTP/1.1 probe's request: the handshake
+    is what the probe checks."""
+    conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding=None))
+    conn.initiate_connection()
+    head = [
+        (b":method", b"HEAD"),
+        (b":scheme", b"https"),
+        (b":authority", authority.encode("latin-1")),
+        (b":path", b"/"),
+    ]
+    conn.send_headers(1, head, end_stream=True)
+    try:
+        send(conn.data_to_send())
+        while data := recv():
+            if any(isinstance(event, PROBE_ENDS) for event in conn.receive_data(data)):
+                return
+            out = conn.data_to_send()
+            if out:
+                send(out)
+    except h2.exceptions.H2Error:
+        return

@@ -8,6 +8,8 @@ connection's TCP connect and TLS handshake are timed apart, as on the HTTP/1.1 a
   server's SETTINGS_MAX_CONCURRENT_STREAMS; one until its SETTINGS arrive). After a GOAWAY the next
   request opens another (``Sample.reopened``); a request the GOAWAY left unprocessed is sent once more.
 * ``h2_new``: a new connection (TCP + TLS handshake, ALPN h2) per request; ``h2c``: prior knowledge.
+  The TLS matrix's sub-arms (``h2_new@…``, ``h2@…``) are these with the variant's context; a resuming
+  one (``h2_new@…+ticket``) offers the session of the user's previous connection, as ``tls_resumed``.
 
 Timing: on a kept connection from the first byte handed to the socket, else from the request's start
 (connect or stream-slot waits in); the library's frame building is never inside (the HTTP/1.1 client
@@ -47,6 +49,7 @@ from workers.engine.h2state import (
     classify_h2,
     code_name,
     fill_head,
+    finish_stream,
 )
 from workers.engine.http1 import ConnectionClosed, ProtocolError
 
@@ -278,6 +281,8 @@ class H2Client(TimedClient):
         finally:
             if conn.streams.pop(stream_id, None) is not None and self._shared:
                 self._wake_slot(conn)
+            if self.policy.resume_sessions:  # a matrix sub-arm h2_new@…+ticket: offered by the next one
+                self.session = conn.sock.session or self.session  # TLS 1.3 tickets came before the answer
             if not conn.usable() or self.policy.new_connection_per_request or conn is not self.conn:
                 self._retire(conn)
         if opened:
@@ -334,7 +339,7 @@ class H2Client(TimedClient):
                 for stream_id, stream in conn.streams.items():
                     if stream_id > last:
                         stream.error = GoAway(code, unprocessed=True)
-                        self._finish(stream, now)
+                        finish_stream(stream, now)
                 self._retire(conn)
                 self._end(conn, ConnectionClosed(f"connection closed after GOAWAY ({code})"))
                 return
@@ -365,12 +370,12 @@ class H2Client(TimedClient):
                 stream.t_first = now
                 fill_head(stream, event.headers)
         elif kind is h2.events.StreamEnded:
-            self._finish(streams.get(event.stream_id), now)
+            finish_stream(streams.get(event.stream_id), now)
         elif kind is h2.events.StreamReset:
             stream = streams.get(event.stream_id)
             if stream is not None:
                 stream.error = StreamReset(code_name(event.error_code))
-                self._finish(stream, now)
+                finish_stream(stream, now)
         elif kind is h2.events.RemoteSettingsChanged:
             changed = event.changed_settings.get(h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS)
             if changed is not None:
@@ -385,16 +390,5 @@ class H2Client(TimedClient):
             for stream_id, stream in streams.items():
                 if stream_id > last or event.error_code:
                     stream.error = GoAway(code, unprocessed=stream_id > last)
-                    self._finish(stream, now)
+                    finish_stream(stream, now)
             self._wake_slot(conn, everyone=True)
-
-    @staticmethod
-    def _finish(stream: Stream | None, now: int) -> None:
-        if stream is None or stream.done:
-            return
-        stream.t_last = now
-        if not stream.t_first:
-            stream.t_first = now
-        stream.done = True
-        if stream.wake is not None:
-            stream.wake.set()

@@ -119,7 +119,7 @@ class Swarm:
     def run(self) -> int:
         cfg = self.config
         prepared: dict[str, Prepared] = {}
-        order = list(cfg.arms)  # the TLS matrix's sub-arms join it after tls_new (``_prepare_all``)
+        order = list(cfg.arms)  # the TLS matrix's sub-arms join it after their arm (``_prepare_all``)
         self.arms_total = cfg.arm_count() * cfg.rounds + cfg.stage_count()
         try:
             with self.interruptible():

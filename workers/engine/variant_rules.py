@@ -4,6 +4,8 @@ certificate types, and the check of a probing handshake against the variant
 
 from __future__ import annotations
 
+import dataclasses
+
 from portal.lib import clientcerts, matrix
 from workers.engine import mtls
 from workers.engine.client import ARM_POLICIES, ConnectionPolicy
@@ -40,27 +42,50 @@ def add_client_cert(context, variant: dict, client_certs: dict | None) -> None:
     load_client_cert(context, pair)
 
 
-def check_client_cert(variant: dict, messages: list) -> bool | None:
+def check_client_cert(variant: dict, messages: list, arm: str = matrix.MATRIX_ARM) -> bool | None:
     """Whether the server asked for a client certificate (a CertificateRequest among the handshake's
-    ``messages``, ``HandshakeLog.messages``); a variant presenting one is refused when it did not ask,
-    or when none was sent."""
+    ``messages``, ``HandshakeLog.messages``); a variant presenting one (a sub-arm of ``arm``) is
+    refused when it did not ask, or when none was sent."""
     log = mtls.Messages()
     log.seen = messages
     if variant.get("client_cert") in (None, "none"):
         return log.asked() if variant.get("client_cert") else None
     if not log.asked():
-        raise Refused(mtls.NOT_ASKED.format(arm=matrix.variant_name(variant)))
+        raise Refused(mtls.NOT_ASKED.format(arm=matrix.variant_name(variant, arm)))
     if not log.sent():
         raise Refused("the server asked for a client certificate but the generator sent none")
     return True
 
 
 def policy(variant: dict, arm: str = matrix.MATRIX_ARM) -> ConnectionPolicy:
-    """The sub-arm's connection policy: its arm's (keep-alive for ``tls``), resuming as the variant says."""
-    return ConnectionPolicy(
-        new_connection_per_request=ARM_POLICIES[arm][1].new_connection_per_request,
-        resume_sessions=variant.get("resumption") in ("ticket", "session_id"),
-    )
+    """The sub-arm's connection policy: its arm's (keep-alive for ``tls`` and ``h2``, HTTP/2 for ``h2``
+    and ``h2_new``), resuming as the variant says."""
+    resume = variant.get("resumption") in ("ticket", "session_id")
+    return dataclasses.replace(ARM_POLICIES[arm][1], resume_sessions=resume)
+
+
+def handshake_refused(exc: BaseException, variant: dict, arm: str = matrix.MATRIX_ARM) -> Refused:
+    """A probe's failed handshake (either library) as the variant's refusal: the server's (an alert),
+    saying so for an HTTP/2 variant whose server ends it for want of h2 (``no_application_protocol``),
+    or the handshake's failure on the way."""
+    text = str(exc)
+    if ARM_POLICIES[arm][1].http2 and "NO_APPLICATION_PROTOCOL" in text.upper().replace(" ", "_"):
+        return Refused(
+            f"the server does not offer HTTP/2 over ALPN with this variant (its handshake alert: "
+            f"{type(exc).__name__}: {text}; h2 offered alone)"
+        )
+    who = "the server refused the handshake" if "alert" in text.lower() else "the handshake failed"
+    return Refused(f"{who}: {type(exc).__name__}: {text}{hint(variant)}")
+
+
+def check_alpn(arm: str, selected: str | None) -> None:
+    """An HTTP/2 arm's variant (its context offers h2 alone) must have negotiated h2 over ALPN: else it
+    is refused with what the server selected, never measured as HTTP/1.1."""
+    if ARM_POLICIES[arm][1].http2 and selected != "h2":
+        said = f"it selected {selected}" if selected else "it selected no protocol"
+        raise Refused(
+            f"the server does not offer HTTP/2 over ALPN with this variant ({said}; h2 offered alone)"
+        )
 
 
 def chosen_by(variant: dict, protocol: str | None, library: str) -> str | None:

@@ -42,6 +42,11 @@ cannot is refused saying so and that it ``needs the bundled TLS library``:
 The negotiated group, the certificate chain and the size of the server's handshake flight are read
 from the handshake messages through CPython's ``SSLContext._msg_callback`` hook (set only for the
 probe, never under load).
+
+On either library a variant of an HTTP/2 arm (``h2_new``, ``h2``: ``matrix.HTTP2_ARMS``) offers h2
+alone over ALPN, as the arm's own context does; its probe records the protocol ALPN selected
+(``negotiated.alpn``, on every variant) and refuses the variant when it is not h2
+(``variant_rules.check_alpn``), then sends its request over HTTP/2 (``h2state.probe_request``).
 """
 
 from __future__ import annotations
@@ -54,10 +59,11 @@ import time
 from portal.lib import matrix
 from portal.lib.protocol import ArmSpec
 from workers.engine import variants_bundled
-from workers.engine.client import ConnectionPolicy, make_ssl_context
+from workers.engine.client import ARM_POLICIES, ConnectionPolicy, make_ssl_context
+from workers.engine.h2state import probe_request
 from workers.engine.handshake_log import HandshakeLog
 from workers.engine.tlsinfo import certificate_facts
-from workers.engine.tlslib import BUNDLED, SSL, SYSTEM
+from workers.engine.tlslib import BUNDLED, H2, HTTP1, SSL, SYSTEM
 from workers.engine.variant_rules import (  # noqa: F401 (the matrix's names, read here by the engine and tests)
     CERT_KEY_TYPES,
     OPENSSL_GROUPS,
@@ -65,8 +71,10 @@ from workers.engine.variant_rules import (  # noqa: F401 (the matrix's names, re
     Refused,
     add_client_cert,
     check,
+    check_alpn,
     check_client_cert,
     chosen_by,
+    handshake_refused,
     hint,
     openssl_group,
     policy,
@@ -96,13 +104,18 @@ def group_refusal(name: str, openssl_version: tuple, setter: str) -> str:
 
 
 def build_context(
-    variant: dict, verify: bool, library: str = SYSTEM, client_certs: dict | None = None
+    variant: dict,
+    verify: bool,
+    library: str = SYSTEM,
+    client_certs: dict | None = None,
+    alpn: tuple[str, ...] = HTTP1,
 ) -> ssl.SSLContext | SSL.Context:
     """The variant's client context (shared by every connection of its sub-arm), on ``library``;
-    ``client_certs``: the run's (``EngineConfig.client_certs``), for the ``client_cert`` dimension."""
+    ``client_certs``: the run's (``EngineConfig.client_certs``), for the ``client_cert`` dimension;
+    ``alpn``: what it offers (h2 alone for an HTTP/2 arm's variants, ``tlslib.H2``)."""
     if library == BUNDLED:
-        return variants_bundled.build_context(variant, verify, client_certs)
-    context = make_ssl_context(verify)
+        return variants_bundled.build_context(variant, verify, client_certs, alpn)
+    context = make_ssl_context(verify, alpn=alpn)
     add_client_cert(context, variant, client_certs)
     protocol = variant.get("protocol")
     if protocol:
@@ -149,12 +162,18 @@ def _connect(endpoint, context: ssl.SSLContext, timeout_s: float, session=None) 
     return sock, (time.perf_counter_ns() - t0) // 1000
 
 
-def _finish(sock: ssl.SSLSocket, endpoint) -> ssl.SSLSession | None:
-    """A HEAD request read to the end: TLS 1.3 tickets arrive after the handshake."""
+def _finish(sock: ssl.SSLSocket, endpoint, http2: bool = False) -> ssl.SSLSession | None:
+    """A HEAD request read to the end (over HTTP/2 on an HTTP/2 arm's variant): TLS 1.3 tickets arrive
+    after the handshake."""
     try:
-        sock.sendall(f"HEAD / HTTP/1.1\r\nHost: {endpoint.host_header}\r\nConnection: close\r\n\r\n".encode())
-        while sock.recv(65536):
-            pass
+        if http2:
+            probe_request(sock.sendall, lambda: sock.recv(65536), endpoint.host_header)
+        else:
+            sock.sendall(
+                f"HEAD / HTTP/1.1\r\nHost: {endpoint.host_header}\r\nConnection: close\r\n\r\n".encode()
+            )
+            while sock.recv(65536):
+                pass
     except (OSError, ssl.SSLError):
         pass
     session = sock.session
@@ -162,19 +181,24 @@ def _finish(sock: ssl.SSLSocket, endpoint) -> ssl.SSLSession | None:
     return session
 
 
-def probe(endpoint, context: ssl.SSLContext | SSL.Context, variant: dict, timeout_s: float) -> dict:
-    """One handshake with the variant (and, for resumption, a second one offering its session):
-    the negotiated parameters. Raises Refused when it cannot be measured as asked."""
+def probe(
+    endpoint,
+    context: ssl.SSLContext | SSL.Context,
+    variant: dict,
+    timeout_s: float,
+    arm: str = matrix.MATRIX_ARM,
+) -> dict:
+    """One handshake with the variant of ``arm`` (and, for resumption, a second one offering its
+    session): the negotiated parameters. Raises Refused when it cannot be measured as asked."""
     if isinstance(context, SSL.Context):
-        return variants_bundled.probe(endpoint, context, variant, timeout_s)
+        return variants_bundled.probe(endpoint, context, variant, timeout_s, arm)
     log = HandshakeLog()
     context._msg_callback = log
     try:
         sock, handshake_us = _connect(endpoint, context, timeout_s)
     except (OSError, ssl.SSLError) as exc:
         # An alert is the server's refusal; anything else failed on the way (and is said as such).
-        who = "the server refused the handshake" if "ALERT" in str(exc) else "the handshake failed"
-        raise Refused(f"{who}: {type(exc).__name__}: {exc}{hint(variant)}") from None
+        raise handshake_refused(exc, variant, arm) from None
     finally:
         context._msg_callback = None
     chain = log.chain() or [sock.getpeercert(binary_form=True) or b""]
@@ -192,15 +216,22 @@ def probe(endpoint, context: ssl.SSLContext | SSL.Context, variant: dict, timeou
         "cert_chosen_by": chosen_by(variant, sock.version(), SYSTEM),
         "probe_handshake_us": handshake_us,
         "session_resumed": None,
+        "alpn": sock.selected_alpn_protocol(),
     }
-    negotiated["client_cert_requested"] = check_client_cert(variant, log.messages)
-    session = _finish(sock, endpoint)
+    http2 = ARM_POLICIES[arm][1].http2
+    try:
+        negotiated["client_cert_requested"] = check_client_cert(variant, log.messages, arm)
+        check_alpn(arm, negotiated["alpn"])
+    except Refused:
+        sock.close()
+        raise
+    session = _finish(sock, endpoint, http2)
     check(variant, negotiated)
-    resumed_or_refused(variant, negotiated, lambda: _resumes(endpoint, context, session, timeout_s))
+    resumed_or_refused(variant, negotiated, lambda: _resumes(endpoint, context, session, timeout_s, http2))
     return negotiated
 
 
-def _resumes(endpoint, context: ssl.SSLContext, session, timeout_s: float) -> bool:
+def _resumes(endpoint, context: ssl.SSLContext, session, timeout_s: float, http2: bool) -> bool:
     if session is None:
         return False
     try:
@@ -208,7 +239,7 @@ def _resumes(endpoint, context: ssl.SSLContext, session, timeout_s: float) -> bo
     except (OSError, ssl.SSLError):
         return False
     reused = sock.session_reused
-    _finish(sock, endpoint)
+    _finish(sock, endpoint, http2)
     return bool(reused)
 
 
@@ -236,12 +267,13 @@ def expand(
     groups the user named besides the built-in ones (``tls_groups``)."""
     sub_arms: list[SubArm] = []
     entries: list[dict] = []
+    alpn = H2 if ARM_POLICIES[arm.name][1].http2 else HTTP1
     for variant in matrix.variants(dimensions, arm.name, groups):
         name = matrix.variant_name(variant, arm.name)
         entry = {"name": name, "variant": variant, "status": "measured", "detail": "", "negotiated": {}}
         try:
-            context = build_context(variant, verify, library, client_certs)
-            entry["negotiated"] = probe(endpoint, context, variant, timeout_s)
+            context = build_context(variant, verify, library, client_certs, alpn)
+            entry["negotiated"] = probe(endpoint, context, variant, timeout_s, arm.name)
         except Refused as exc:
             entry.update(status="refused", detail=str(exc))
         else:

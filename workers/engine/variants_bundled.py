@@ -11,16 +11,20 @@ import time
 
 from cryptography.hazmat.primitives import serialization
 
+from portal.lib import matrix
 from workers.engine import mtls, tlslib
+from workers.engine.client import ARM_POLICIES
+from workers.engine.h2state import probe_request
 from workers.engine.tlsinfo import certificate_facts
-from workers.engine.tlslib import BUNDLED, SSL, _ffi, _lib
+from workers.engine.tlslib import BUNDLED, HTTP1, SSL, _ffi, _lib
 from workers.engine.variant_rules import (
     Refused,
     add_client_cert,
     check,
+    check_alpn,
     check_client_cert,
     chosen_by,
-    hint,
+    handshake_refused,
     openssl_group,
     resumed_or_refused,
 )
@@ -44,10 +48,13 @@ def bundled_knows_group(name: str) -> bool:
     return known
 
 
-def build_context(variant: dict, verify: bool, client_certs: dict | None = None) -> SSL.Context:
+def build_context(
+    variant: dict, verify: bool, client_certs: dict | None = None, alpn: tuple[str, ...] = HTTP1
+) -> SSL.Context:
     """The variant's client context on the bundled library: one group, the signature algorithms of
-    one certificate type (under TLS 1.2 and 1.3 alike), the ``client_cert`` variant's certificate."""
-    context = tlslib.bundled_context(verify)
+    one certificate type (under TLS 1.2 and 1.3 alike), the ``client_cert`` variant's certificate,
+    ``alpn`` offered (h2 alone for an HTTP/2 arm's variants)."""
+    context = tlslib.bundled_context(verify, alpn=alpn)
     add_client_cert(context, variant, client_certs)
     protocol = variant.get("protocol")
     if protocol:
@@ -140,19 +147,31 @@ class _Pumped:
             "server_flight_bytes": first_server,
         }
 
-    def finish(self, endpoint):
-        """A HEAD request read to the end (TLS 1.3 tickets arrive after the handshake); the session."""
+    def _send(self, data: bytes) -> None:
+        self.conn.send(data)
+        self._flush()
+
+    def _recv(self) -> bytes:
+        """The next decrypted bytes, b"" at the end."""
+        while True:
+            try:
+                return self.conn.recv(65536)
+            except SSL.WantReadError:
+                if not self._feed():
+                    return b""
+
+    def finish(self, endpoint, http2: bool = False):
+        """A HEAD request read to the end (over HTTP/2 on an HTTP/2 arm's variant: TLS 1.3 tickets
+        arrive after the handshake); the session."""
         try:
-            self.conn.send(
-                f"HEAD / HTTP/1.1\r\nHost: {endpoint.host_header}\r\nConnection: close\r\n\r\n".encode()
-            )
-            self._flush()
-            while True:
-                try:
-                    self.conn.recv(65536)
-                except SSL.WantReadError:
-                    if not self._feed():
-                        break
+            if http2:
+                probe_request(self._send, self._recv, endpoint.host_header)
+            else:
+                self._send(
+                    f"HEAD / HTTP/1.1\r\nHost: {endpoint.host_header}\r\nConnection: close\r\n\r\n".encode()
+                )
+                while self._recv():
+                    pass
         except (SSL.Error, OSError):
             pass
         session = self.conn.get_session()
@@ -169,7 +188,9 @@ def _peer_chain(conn: SSL.Connection) -> list[bytes]:
     return [cert.public_bytes(serialization.Encoding.DER) for cert in chain]
 
 
-def probe(endpoint, context: SSL.Context, variant: dict, timeout_s: float) -> dict:
+def probe(
+    endpoint, context: SSL.Context, variant: dict, timeout_s: float, arm: str = matrix.MATRIX_ARM
+) -> dict:
     """``probe`` on the bundled library: the group from ``SSL_get0_group_name``, the certificate
     from the chain the server sent, the bytes each side sent from the connection's own pump, and the
     handshake messages (``SSL_CTX_set_msg_callback``, set for the probe only) for the client
@@ -178,12 +199,12 @@ def probe(endpoint, context: SSL.Context, variant: dict, timeout_s: float) -> di
     keep = _ffi.callback("void(int, int, int, const void *, size_t, SSL *, void *)", messages.bundled)
     _lib.SSL_CTX_set_msg_callback(context._context, keep)
     try:
-        return _probe(endpoint, context, variant, timeout_s, messages)
+        return _probe(endpoint, context, variant, timeout_s, messages, arm)
     finally:
         _lib.SSL_CTX_set_msg_callback(context._context, _ffi.NULL)
 
 
-def _probe(endpoint, context: SSL.Context, variant: dict, timeout_s: float, messages) -> dict:
+def _probe(endpoint, context: SSL.Context, variant: dict, timeout_s: float, messages, arm: str) -> dict:
     t0 = time.perf_counter_ns()
     try:
         pumped = _Pumped(endpoint, context, timeout_s)
@@ -193,9 +214,7 @@ def _probe(endpoint, context: SSL.Context, variant: dict, timeout_s: float, mess
         pumped.handshake()
     except (OSError, ssl.SSLError, SSL.Error) as exc:
         pumped.close()
-        text = str(exc)
-        who = "the server refused the handshake" if "alert" in text.lower() else "the handshake failed"
-        raise Refused(f"{who}: {type(exc).__name__}: {text}{hint(variant)}") from None
+        raise handshake_refused(exc, variant, arm) from None
     handshake_us = (time.perf_counter_ns() - t0) // 1000
     conn = pumped.conn
     name = _lib.SSL_get0_group_name(conn._ssl)
@@ -213,15 +232,23 @@ def _probe(endpoint, context: SSL.Context, variant: dict, timeout_s: float, mess
         "cert_chosen_by": chosen_by(variant, protocol, BUNDLED),
         "probe_handshake_us": handshake_us,
         "session_resumed": None,
+        "alpn": pumped.tls.selected_alpn_protocol(),
     }
-    session = pumped.finish(endpoint)
-    negotiated["client_cert_requested"] = check_client_cert(variant, list(messages.seen))
+    http2 = ARM_POLICIES[arm][1].http2
+    try:
+        check_alpn(arm, negotiated["alpn"])
+    except Refused:
+        pumped.close()
+        raise
+    session = pumped.finish(endpoint, http2)
+    negotiated["client_cert_requested"] = check_client_cert(variant, list(messages.seen), arm)
     check(variant, negotiated, BUNDLED)
-    resumed_or_refused(variant, negotiated, lambda: _resumes_bundled(endpoint, context, session, timeout_s))
+    resumes = (endpoint, context, session, timeout_s, http2)
+    resumed_or_refused(variant, negotiated, lambda: _resumes_bundled(*resumes))
     return negotiated
 
 
-def _resumes_bundled(endpoint, context: SSL.Context, session, timeout_s: float) -> bool:
+def _resumes_bundled(endpoint, context: SSL.Context, session, timeout_s: float, http2: bool) -> bool:
     if session is None:
         return False
     try:
@@ -230,5 +257,5 @@ def _resumes_bundled(endpoint, context: SSL.Context, session, timeout_s: float) 
     except (OSError, ssl.SSLError, SSL.Error):
         return False
     reused = pumped.tls.session_reused
-    pumped.finish(endpoint)
+    pumped.finish(endpoint, http2)
     return bool(reused)
