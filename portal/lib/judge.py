@@ -18,8 +18,9 @@ cost regressed, else ``improvement`` when any improved, else ``unchanged`` when 
 judged, else ``unknown``.
 
 What changed (``what_changed``) is compare's setup differences between the baseline and the run —
-certificate, chain, protocol, cipher, group, resumption, TLS library, generator host and versions,
-scenario version, load — each with its value before and after, named in words.
+certificate, chain, protocol, cipher, group, resumption, server software (the target's ``Server``
+header), TLS library, generator host and versions, scenario version, load — each with its value
+before and after, named in words.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ CHANGE_LABELS = {
     "tls_cipher": "cipher",
     "tls_group": "key exchange group",
     "tls_resumption": "session resumption",
+    "server_software": "server software",
     "tls_library": "generator TLS library",
     "openssl": "generator OpenSSL",
     "generator_host": "generator host",
