@@ -31,6 +31,9 @@ METRIC = "ttlb_p50_us"
 # Costs whose natural direction is a saving: larger is better.
 SAVINGS = {"resumption_saving"}
 DEFAULT_TOLERANCE_PCT = 10.0
+# A scenario's tolerance, as every surface checks it (the scenario page, the CLI, the API).
+MAX_TOLERANCE_PCT = 1000.0
+TOLERANCE_ERROR = "Expected a number of percent from 0 to 1000."
 MIN_TOLERANCE_US = 1.0
 ORDER = ("regression", "improvement", "unchanged", "unknown")
 # Setup keys of compare, in words; keys not listed here are not among the explanations.
