@@ -20,12 +20,14 @@ PAGE = b"x" * 1024
 
 
 class GoAwayServer:
-    def __init__(self, directory: Path, goaway_after: int = 3) -> None:
+    def __init__(self, directory: Path, goaway_after: int = 3, server: str | None = None) -> None:
+        """``server``: the ``server`` header of every answer (None: none sent)."""
         cert, key = make_self_signed(directory, name="h2")
         self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self.context.load_cert_chain(cert, key)
         self.context.set_alpn_protocols(["h2"])
         self.goaway_after = goaway_after
+        self.server = server
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.listener.settimeout(0.05)  # accept() wakes up to see the stop
         self._stop = threading.Event()
@@ -79,6 +81,8 @@ class GoAwayServer:
                             ("content-type", "text/plain"),
                             ("content-length", "1024"),
                         ]
+                        if self.server is not None:
+                            headers.append(("server", self.server))
                         conn.send_headers(event.stream_id, headers)
                         conn.send_data(event.stream_id, PAGE, end_stream=True)
                         last = event.stream_id

@@ -233,6 +233,19 @@ class AuthPages:
         return pages_handler(request)
 
 
+class ServerSoftware:
+    """Pages answered with a ``Server`` header of the test's choosing (``name``, sent as is, with the
+    trailing blank http.server adds after it): set another ``name`` between two runs to upgrade the
+    server."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __call__(self, request: BaseHTTPRequestHandler) -> tuple[int, dict[str, str], bytes]:
+        request.server_version, request.sys_version = self.name, ""  # version_string(): "name "
+        return pages_handler(request)
+
+
 class HeaderLog:
     """Pages that remember the request headers of every request, as the server received them."""
 

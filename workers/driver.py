@@ -293,6 +293,9 @@ class EngineProcess:
         run = self.run
         if kind == "hello":
             Run.objects.filter(pk=run.pk).update(engine=message["engine"])
+        elif kind == "server_software":  # the Server headers of the preflights' answers
+            software = {key: message.get(key) for key in ("tls", "plain")}
+            Run.objects.filter(pk=run.pk).update(server_software=software)
         elif kind == "tls_info":
             Run.objects.filter(pk=run.pk).update(tls_info=message["info"] | {"url": message.get("url")})
         elif kind == "matrix":

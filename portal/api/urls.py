@@ -1,7 +1,7 @@
 from django.urls import path, re_path
 from drf_spectacular.views import SpectacularJSONAPIView
 
-from portal.api import errors, schedules, views
+from portal.api import errors, scenarios, schedules, views
 from portal.api.docs import api_docs
 
 urlpatterns = [
@@ -12,7 +12,8 @@ urlpatterns = [
     path("runs/<uuid:id>/shares", views.RunShares.as_view(), name="api-run-shares"),
     path("runs/<uuid:id>/baseline", views.RunBaseline.as_view(), name="api-run-baseline"),
     path("targets", views.Targets.as_view(), name="api-targets"),
-    path("scenarios", views.Scenarios.as_view(), name="api-scenarios"),
+    path("scenarios", scenarios.Scenarios.as_view(), name="api-scenarios"),
+    path("scenarios/<uuid:id>", scenarios.ScenarioDetail.as_view(), name="api-scenario"),
     path("scenarios/<uuid:id>/schedule", schedules.ScenarioSchedule.as_view(), name="api-scenario-schedule"),
     path("schema", SpectacularJSONAPIView.as_view(), name="api-schema"),
     path("docs", api_docs, name="api-docs"),

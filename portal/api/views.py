@@ -250,21 +250,3 @@ class Targets(ListAPIView):
     @extend_schema(operation_id="targets_list", responses={200: s.TargetOut(many=True), **errors(403, 404)})
     def get(self, request, *args, **kwargs):
         return super().get(request, *args, **kwargs)
-
-
-class Scenarios(ListAPIView):
-    serializer_class = s.ScenarioOut
-    pagination_class = Page
-
-    def get_queryset(self) -> QuerySet[Scenario]:
-        return (
-            Scenario.objects.filter(project_id=self.request.auth.project_id)
-            .select_related("target")
-            .order_by("name", "pk")
-        )
-
-    @extend_schema(
-        operation_id="scenarios_list", responses={200: s.ScenarioOut(many=True), **errors(403, 404)}
-    )
-    def get(self, request, *args, **kwargs):
-        return super().get(request, *args, **kwargs)

@@ -59,6 +59,7 @@ def setup_keys(options: dict[str, runspec.Option] = runspec.OPTIONS) -> tuple:
         ("cert_chain_length", lambda r: (r.get("tls_info") or {}).get("chain_length")),
         ("cert_chain_bytes", lambda r: (r.get("tls_info") or {}).get("chain_bytes")),
         ("tls_resumption", lambda r: _resumption(r)),
+        ("server_software", lambda r: server_software(r)),
         ("generator_host", lambda r: (r["run"].get("engine") or {}).get("host")),
         ("generator_cpu", lambda r: (r["run"].get("engine") or {}).get("cpu_model")),
         ("locust", lambda r: (r["run"].get("engine") or {}).get("locust")),
@@ -84,6 +85,17 @@ def _resumption(report: dict) -> str | None:
     None when nothing is known."""
     resumed = (report.get("tls_info") or {}).get("session_resumed")
     return None if resumed is None else ("resumed" if resumed else "not resumed")
+
+
+def server_software(report: dict) -> str | None:
+    """What the target's ``Server`` headers said (``run.target.server_software``): one text when the
+    TLS and the plain URL agree (or only one said anything), else both, named; None when nothing is
+    known (no header, or a run from before it was recorded)."""
+    software = (report["run"].get("target") or {}).get("server_software") or {}
+    tls, plain = software.get("tls"), software.get("plain")
+    if tls is None or plain is None or tls == plain:
+        return tls or plain
+    return f"{tls} (TLS URL), {plain} (plain URL)"
 
 
 def _tls_library(report: dict) -> str | None:

@@ -18,8 +18,9 @@ cost regressed, else ``improvement`` when any improved, else ``unchanged`` when 
 judged, else ``unknown``.
 
 What changed (``what_changed``) is compare's setup differences between the baseline and the run —
-certificate, chain, protocol, cipher, group, resumption, TLS library, generator host and versions,
-scenario version, load — each with its value before and after, named in words.
+certificate, chain, protocol, cipher, group, resumption, server software (the target's ``Server``
+header), TLS library, generator host and versions, scenario version, load — each with its value
+before and after, named in words.
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ METRIC = "ttlb_p50_us"
 # Costs whose natural direction is a saving: larger is better.
 SAVINGS = {"resumption_saving"}
 DEFAULT_TOLERANCE_PCT = 10.0
+# A scenario's tolerance, as every surface checks it (the scenario page, the CLI, the API).
+MAX_TOLERANCE_PCT = 1000.0
+TOLERANCE_ERROR = "Expected a number of percent from 0 to 1000."
 MIN_TOLERANCE_US = 1.0
 ORDER = ("regression", "improvement", "unchanged", "unknown")
 # Setup keys of compare, in words; keys not listed here are not among the explanations.
@@ -41,6 +45,7 @@ CHANGE_LABELS = {
     "tls_cipher": "cipher",
     "tls_group": "key exchange group",
     "tls_resumption": "session resumption",
+    "server_software": "server software",
     "tls_library": "generator TLS library",
     "openssl": "generator OpenSSL",
     "generator_host": "generator host",

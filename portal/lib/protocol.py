@@ -8,6 +8,8 @@ stdout messages, one JSON object per line, each with a "type":
   progress  {"arm", "arm_index", "arms_total", "phase": "warmup"|"measure", "elapsed_s", "rps", "users",
              "second": {"t_s", "requests", "p50_us", "p95_us"} | null}   second: the measured second just
                                                                           closed (null in the warm-up)
+  server_software {"tls", "plain"}                      after every arm's preflight: the Server header
+                                                        each URL answered with (null: none, or no arm)
   tls_info  {"arm", "info": {...}}                     TLS facts from one handshake (first TLS arm)
   matrix    {"arm", "variants": [{"name", "variant", "status", "detail", "negotiated"}]}
                                                         TLS matrix: each variant probed (tls_matrix)

@@ -43,6 +43,9 @@ class Run(models.Model):
     engine = models.JSONField(default=dict, blank=True)
     # TLS facts from one real handshake with the TLS URL (workers.engine.tlsinfo).
     tls_info = models.JSONField(default=dict, blank=True)
+    # The Server header each URL answered the preflight with: {"tls": "nginx/1.26.0", "plain": …}
+    # (None: no arm went there, or no header). Empty for runs from before it was recorded.
+    server_software = models.JSONField(default=dict, blank=True)
     # The TLS configuration matrix's variants as the engine probed them (portal.lib.matrix): name,
     # variant, status measured|refused, detail, negotiated parameters. Empty without a matrix.
     variants = models.JSONField(default=list, blank=True)

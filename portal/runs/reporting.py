@@ -85,7 +85,13 @@ def run_data(run: Run, request=None) -> dict:
         "status": run.status,
         "error": run.error or None,
         "report_url": report_url(run, request),
-        "target": {"name": run.target.name, "plain_url": run.target.plain_url, "tls_url": run.target.tls_url},
+        "target": {
+            "name": run.target.name,
+            "plain_url": run.target.plain_url,
+            "tls_url": run.target.tls_url,
+            # The Server header each URL answered with (null: a run from before it was recorded).
+            "server_software": run.server_software or None,
+        },
         "config": public_config(run.config),
         "config_hash": report.config_hash(public_config(run.config)),
         "tollgate": portal.__version__,
@@ -141,8 +147,9 @@ def with_budgets(run: Run, data: dict) -> dict:
 
 
 # Bump when the report's computation changes, so cached reports of finished runs are rebuilt.
-# 12: attempts, 13: direction, 14: no credential names, 15: the post-quantum hybrid's price
-REPORT_CACHE_VERSION = f"{portal.__version__}:{report.SCHEMA}:15"
+# 12: attempts, 13: direction, 14: no credential names, 15: the post-quantum hybrid's price,
+# 16: the server software
+REPORT_CACHE_VERSION = f"{portal.__version__}:{report.SCHEMA}:16"
 REPORT_CACHE_TTL_S = 7 * 24 * 3600
 
 

@@ -16,7 +16,7 @@ from django.db import transaction
 from django.db.models import F
 
 from portal.lib import budgets as budgetlib
-from portal.lib import runspec
+from portal.lib import judge, runspec
 from portal.runs import dispatch, services
 from portal.runs.forms import CUSTOM_FIELDS, RunForm
 from portal.runs.models import Run
@@ -240,13 +240,18 @@ def start_run(owner, project, data: dict, *, scenario: Scenario | None = None, s
 
 def tolerance_of(data: dict) -> tuple[dict, float | None]:
     """``data`` without ``tolerance_pct``, and that tolerance checked (None: absent, keep the
-    scenario's): a number of percent from 0 to 1,000 (``portal.lib.judge``)."""
+    scenario's): a number of percent from 0 to 1,000, in the scenario page's words
+    (``portal.lib.judge.TOLERANCE_ERROR``)."""
     if "tolerance_pct" not in data:
         return data, None
     rest = {key: value for key, value in data.items() if key != "tolerance_pct"}
     value = data["tolerance_pct"]
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1000:
-        raise RunRefused({"tolerance_pct": ["Expected a number of percent from 0 to 1000."]})
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not 0 <= value <= judge.MAX_TOLERANCE_PCT
+    ):
+        raise RunRefused({"tolerance_pct": [judge.TOLERANCE_ERROR]})
     return rest, float(value)
 
 

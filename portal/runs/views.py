@@ -255,7 +255,7 @@ LIST_COSTS = ("keepalive_tls", "new_connection_tls", "handshake")
 
 
 # Fields of a run its page does not read: its report section is stored (portal.runs.fragments).
-SECTION_FIELDS = ("engine", "tls_info", "variants", "capacity", "probes")
+SECTION_FIELDS = ("engine", "tls_info", "server_software", "variants", "capacity", "probes")
 
 
 @login_required

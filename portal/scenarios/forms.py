@@ -5,7 +5,7 @@ from __future__ import annotations
 from django import forms
 from django.core.exceptions import ValidationError
 
-from portal.lib import budgets
+from portal.lib import budgets, judge
 from portal.scenarios.models import Scenario
 from portal.validators import check_callback_url, validate_text
 
@@ -25,8 +25,10 @@ class ScenarioForm(forms.Form):
     tolerance_pct = forms.FloatField(
         label="Regression tolerance (%)",
         min_value=0,
-        max_value=1000,
+        max_value=judge.MAX_TOLERANCE_PCT,
         required=False,
+        # One wording wherever a tolerance is set: this page, the CLI and the API (runs.starting).
+        error_messages={key: judge.TOLERANCE_ERROR for key in ("invalid", "min_value", "max_value")},
         help_text="Empty: unchanged (10 for a new scenario). A run is a regression (an improvement) "
         "when a cost's 95% interval lies further than this share of the baseline's cost above "
         "(below) the pinned baseline's interval.",

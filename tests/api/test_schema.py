@@ -50,6 +50,9 @@ OPERATIONS = {
     ("DELETE", "/api/v1/runs/{id}/baseline"),
     ("GET", "/api/v1/targets"),
     ("GET", "/api/v1/scenarios"),
+    ("POST", "/api/v1/scenarios"),
+    ("GET", "/api/v1/scenarios/{id}"),
+    ("PATCH", "/api/v1/scenarios/{id}"),
     ("GET", "/api/v1/scenarios/{id}/schedule"),
     ("PUT", "/api/v1/scenarios/{id}/schedule"),
     ("DELETE", "/api/v1/scenarios/{id}/schedule"),
@@ -122,8 +125,9 @@ def test_every_operation_answers_as_its_schema_says(schema, world, bearer):
         seen.add((operation.method.upper(), operation.path))
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
             _fuzz(operation, headers, mode)
-            if "{id}" in operation.path:  # and on a real run of the project, not only random ids
-                _fuzz(operation, headers, mode, path_parameters={"id": str(a.runs[0].code)})
+            if "{id}" in operation.path:  # and on a real object of the project, not only random ids
+                real = a.scenario if operation.path.startswith("/api/v1/scenarios/") else a.runs[0]
+                _fuzz(operation, headers, mode, path_parameters={"id": str(real.code)})
     assert seen == OPERATIONS
     assert Run.objects.filter(project=a.project).count() == 2  # a read token changed nothing
 
@@ -155,6 +159,19 @@ def test_what_a_run_token_does_matches_the_schema_too(schema, world, bearer):
     pinned = call("POST", "/api/v1/runs/{id}/baseline", 200, path_parameters={"id": str(a.runs[0].code)})
     assert pinned["baseline"] is True
     call("DELETE", "/api/v1/runs/{id}/baseline", 200, path_parameters={"id": str(a.runs[0].code)})
+    # Scenarios: saved, changed (its tolerance), refused.
+    saved = call("POST", "/api/v1/scenarios", 201, body={"name": "schema", **inline(), "tolerance_pct": 20})
+    changed = call(
+        "PATCH", "/api/v1/scenarios/{id}", 200, path_parameters={"id": saved["id"]}, body={"tolerance_pct": 5}
+    )
+    assert (changed["version"], changed["tolerance_pct"]) == (2, 5.0)
+    call(
+        "PATCH",
+        "/api/v1/scenarios/{id}",
+        400,
+        path_parameters={"id": saved["id"]},
+        body={"tolerance_pct": -1},
+    )
     # And generated bodies through the whole creation path (form, quotas, policy): never a 500.
     for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
         _fuzz(schema["/api/v1/runs"]["POST"], headers, mode)
@@ -164,3 +181,5 @@ def test_what_a_run_token_does_matches_the_schema_too(schema, world, bearer):
             mode,
             path_parameters={"id": created["id"]},
         )
+        _fuzz(schema["/api/v1/scenarios"]["POST"], headers, mode)
+        _fuzz(schema["/api/v1/scenarios/{id}"]["PATCH"], headers, mode, path_parameters={"id": saved["id"]})

@@ -7,11 +7,24 @@ import pytest
 from portal.lib import alerts, judge
 
 
-def report(run_id: str, costs: dict, tls: dict | None = None, users: int = 2, version: int = 1) -> dict:
+def report(
+    run_id: str,
+    costs: dict,
+    tls: dict | None = None,
+    users: int = 2,
+    version: int = 1,
+    server: dict | None = None,
+) -> dict:
+    software = server if server is not None else {"tls": "nginx/1.22.1", "plain": "nginx/1.22.1"}
     return {
         "run": {
             "id": run_id,
-            "target": {"name": "t", "plain_url": "http://h/", "tls_url": "https://h/"},
+            "target": {
+                "name": "t",
+                "plain_url": "http://h/",
+                "tls_url": "https://h/",
+                "server_software": software,
+            },
             "config": {"arms": [{"name": "plain_new"}, {"name": "tls_new"}], "users": users},
             "engine": {"host": "gen1", "locust": "2.47.0", "openssl": "OpenSSL 3.0"},
             "tollgate": "1.0",
@@ -104,3 +117,31 @@ def test_the_alert_names_the_cost_change_with_intervals_what_changed_and_the_lin
     body = alerts.callback(result, {"id": "s"}, "r", links, text)
     assert body["event"] == "regression" and [c["name"] for c in body["costs"]] == ["handshake"]
     assert alerts.incoming_webhook(text) == {"text": text}
+
+
+def test_a_server_upgrade_is_among_what_changed_and_in_the_alert():
+    upgraded = {"tls": "nginx/1.26.0", "plain": "nginx/1.26.0"}
+    run = report("run", {"handshake": (4000, [3900, 4100])}, server=upgraded)
+    result = judge.judge(run, BASE)
+    [change] = [c for c in result["changes"] if c["key"] == "server_software"]
+    assert change == {
+        "key": "server_software",
+        "label": "server software",
+        "before": "nginx/1.22.1",
+        "after": "nginx/1.26.0",
+    }
+    text = alerts.text(result, "nightly", "t", {"run": "r", "baseline": "b", "compare": "c"})
+    assert "- server software: nginx/1.22.1 → nginx/1.26.0" in text
+    # Only the TLS URL's server changed: both are named, by URL.
+    split = report("run", {}, server={"tls": "nginx/1.26.0", "plain": "nginx/1.22.1"})
+    [change] = [c for c in judge.what_changed(split, BASE) if c["key"] == "server_software"]
+    assert change["after"] == "nginx/1.26.0 (TLS URL), nginx/1.22.1 (plain URL)"
+    # One URL that sent nothing (or had no arm) is no change; a report from before it was kept says
+    # nothing, and the change reads "—".
+    tls_only = report("run", {}, server={"tls": "nginx/1.22.1", "plain": None})
+    assert "server_software" not in {c["key"] for c in judge.what_changed(tls_only, BASE)}
+    older = report("run", {}, server={})
+    older["run"]["target"]["server_software"] = None
+    [change] = [c for c in judge.what_changed(run, older) if c["key"] == "server_software"]
+    assert (change["before"], change["after"]) == (None, "nginx/1.26.0")
+    assert judge.describe_change(change) == "server software: — → nginx/1.26.0"

@@ -58,6 +58,8 @@ def test_five_arms_against_nginx_give_split_costs_tls_facts_and_validity(owner):
         assert cost["ci_method"] == "rounds" and cost["ci95"][0] <= cost["delta"] <= cost["ci95"][1]
         assert cost["verdict"] in ("negligible", "noticeable", "significant")
     assert costs["handshake"]["delta"] > 0 and costs["resumption_saving"]["delta"] > 0
+    # What nginx says it is, on both URLs (bench/nginx.py turns server_tokens off: no version).
+    assert report["run"]["target"]["server_software"] == {"tls": "nginx", "plain": "nginx"}
     # TLS facts from a real handshake with nginx.
     facts = report["tls_info"]
     assert facts["protocol"] in ("TLSv1.2", "TLSv1.3") and facts["cert_key_type"] == "RSA"

@@ -11,8 +11,17 @@ import time
 import pytest
 
 from portal.lib.protocol import ArmSpec, EngineConfig, PathSpec
-from tests.servers import AuthPages, LocalServer, closed_port, redirecting_pages
-from workers.engine.preflight import BODY_SHOWN_BYTES, INSECURE_HINT, PreflightFailed, preflight
+from tests.h2_servers import GoAwayServer
+from tests.servers import AuthPages, LocalServer, ServerSoftware, closed_port, redirecting_pages
+from workers.engine.preflight import (
+    BODY_SHOWN_BYTES,
+    INSECURE_HINT,
+    SERVER_SOFTWARE_CHARS,
+    PreflightFailed,
+    preflight,
+    server_software,
+    servers_seen,
+)
 
 LONG_WINDOW_S = 30.0
 # Engine start-up (Locust's import) and one request per arm, on a loaded machine: far below a window.
@@ -179,3 +188,30 @@ def test_a_distributed_run_stops_in_the_preflight_before_its_workers_start(engin
     error, _ = _stopped(engine, _config(("plain", plain_server.url()), ("tls", dead), generators=2))
     assert error["arm"] == "tls" and "connection_refused" in error["error"]
     assert plain_server.counters.snapshot()["requests"] == 1
+
+
+def test_the_preflight_keeps_the_server_header_trimmed_capped_and_printable(tls_cert, tmp_path):
+    """``preflight`` itself on this thread (no engine), over HTTP/1.1 (plain and TLS) and HTTP/2: the
+    ``Server`` header of each arm's answer, as ``server_software`` reports it."""
+    named = ServerSoftware("  nginx/1.26.0")  # http.server adds a blank after it: both trimmed
+    plain = LocalServer(app=named).start()
+    tls = LocalServer(tls=tls_cert, app=ServerSoftware("Apache/2.4 (Unix)\x1b[31m " + "x" * 300)).start()
+    arms = [ArmSpec("plain", plain.url()), ArmSpec("tls", tls.url())]
+    config = EngineConfig(arms=arms, verify_tls=False, timeout_s=5)
+    try:
+        ready = {arm.name: preflight(config, arm, {}) for arm in arms}
+    finally:
+        plain.stop()
+        tls.stop()
+    assert ready["plain"].server == "nginx/1.26.0"
+    assert ready["tls"].server == "Apache/2.4 (Unix)?[31m " + "x" * (SERVER_SOFTWARE_CHARS - 23)
+    assert len(ready["tls"].server) == SERVER_SOFTWARE_CHARS
+    assert servers_seen(ready, arms) == {"tls": ready["tls"].server, "plain": "nginx/1.26.0"}
+    assert servers_seen({"plain": ready["plain"]}, arms[:1]) == {"tls": None, "plain": "nginx/1.26.0"}
+    # HTTP/2 (its headers come as HPACK fields): sent, and not sent at all.
+    for header, expected in (("h2test/0.1", "h2test/0.1"), (None, None)):
+        with GoAwayServer(tmp_path, server=header) as server:
+            h2 = ArmSpec("h2", server.url())
+            h2_config = EngineConfig(arms=[h2], verify_tls=False, timeout_s=5)
+            assert preflight(h2_config, h2, {}).server == expected
+    assert server_software("   ") is None and server_software(None) is None

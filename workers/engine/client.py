@@ -113,6 +113,7 @@ class Sample:
     location: str | None = None  # Location header of a redirect
     content_type: str = ""  # Content-Type header as sent ("" when absent)
     content_encoding: str = ""  # Content-Encoding header as sent ("" when absent: identity)
+    server: str | None = None  # Server header as sent (None when absent): the preflight records it
     schedule_lag_us: int = 0  # open loop: how late the request started against its schedule
     # HTTP/2 (workers.engine.http2): ALPN and server stream limit (opening request), streams in flight
     # at send (itself included), a GOAWAY's error code name (the request that saw it).
@@ -321,8 +322,7 @@ class TimedClient:
                 size += len(chunk)
             keep_alive = False
         t_last = time.perf_counter_ns()
-        sample.status = status
-        sample.body_bytes = size
+        sample.status, sample.body_bytes = status, size
         _note_headers(sample, headers)
         sample.ttfb_us = _us(sample.start_ns, t_first)
         sample.ttlb_us = _us(sample.start_ns, t_last)
@@ -378,8 +378,8 @@ class TimedClient:
 
 
 def _note_headers(sample: Sample, headers: dict[str, str]) -> None:
-    """The response headers a report needs: where a redirect points, and what the body was."""
-    sample.location = headers.get("location")
+    """The response headers a report needs: where a redirect points, what the body was, who served it."""
+    sample.location, sample.server = headers.get("location"), headers.get("server")
     sample.content_type = headers.get("content-type", "")
     sample.content_encoding = headers.get("content-encoding", "")
 

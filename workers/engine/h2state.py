@@ -127,7 +127,7 @@ def fill_head(stream: Stream, headers) -> None:
     for name, value in headers:
         if name == b":status":
             stream.status = int(value)
-        elif name in (b"content-type", b"content-encoding", b"location"):
+        elif name in (b"content-type", b"content-encoding", b"location", b"server"):
             found[name.decode("ascii")] = value.decode("latin-1")
     stream.headers = found
 

@@ -43,6 +43,7 @@ INSECURE_HINT = (
     "untick Verify TLS / `--insecure` / `verify_tls: false` if the certificate is self-signed on purpose"
 )
 UNREACHABLE = ("connection_refused", "connection_reset", "timeout", "os_error")
+SERVER_SOFTWARE_CHARS = 200  # of a Server header kept for the report (``server_software``)
 AUTH_HEADERS = {401: "authorization", 407: "proxy-authorization"}  # the header each status asks for
 
 
@@ -69,6 +70,7 @@ class Prepared:
     targets: list[dict]  # {"path", "weight", "requested"}: final path after redirects
     redirects: list[dict]  # {"from", "to", "status"}
     origin: str
+    server: str | None = None  # the Server header of the first target's answer (``server_software``)
 
 
 class _Keeping:
@@ -136,21 +138,19 @@ def dechunked(raw: bytes) -> bytes:
 
 
 def preflight(config: EngineConfig, arm: ArmSpec, headers: dict[str, str]) -> Prepared:
-    """Resolve the host, resolve redirects and make one request per target, before measuring.
-
-    An unreachable arm, a certificate that does not verify and an answer outside the expected set
-    fail loudly here (``PreflightFailed``) instead of becoming noise. A redirect is followed once
-    (when allowed) and the final URL is measured; one that leaves the arm's origin fails the arm,
-    because the arm would then measure another scheme, host or port.
-    """
+    """Resolve the host, resolve redirects and make one request per target, before measuring; keep
+    the first target's Server header. An unreachable arm, a certificate that does not verify and an
+    answer outside the expected set fail loudly here (``PreflightFailed``) instead of becoming noise.
+    A redirect is followed once (when allowed) and the final URL is measured; one that leaves the
+    arm's origin fails the arm, because the arm would then measure another scheme, host or port."""
     endpoint = Endpoint.resolve(arm.url, config.pinned)
     _, policy = ARM_POLICIES[arm.name]
     context = run_context(config, arm.name, http2=policy.http2) if endpoint.tls else None
-    specs = config.paths or []
-    wanted = [(spec.path, spec.weight) for spec in specs] or [(split_target(arm.url), 1.0)]
+    wanted = [(spec.path, spec.weight) for spec in config.paths or []] or [(split_target(arm.url), 1.0)]
     origin = origin_of(arm.url)
     targets: list[dict] = []
     redirects: list[dict] = []
+    server = None
     if arm.name == clientcerts.MTLS_ARM:
         # Asked for, sent and accepted, or the arm fails here with the server's alert.
         try:
@@ -191,10 +191,31 @@ def preflight(config: EngineConfig, arm: ArmSpec, headers: dict[str, str]) -> Pr
                 if arm.name == clientcerts.MTLS_ARM and sample.status in (400, 403, 495, 496):
                     answer += " (with the client certificate presented: did the server reject it?)"
                 raise PreflightFailed(origin + current, answer)
+            if not targets:
+                server = server_software(sample.server)
             targets.append({"path": current, "weight": weight, "requested": path})
     finally:
         client.close()
-    return Prepared(endpoint, context, targets, redirects, origin)
+    return Prepared(endpoint, context, targets, redirects, origin, server)
+
+
+def server_software(header: str | None) -> str | None:
+    """A ``Server`` header as the report keeps it: its text trimmed, at most
+    ``SERVER_SOFTWARE_CHARS`` characters, a control character shown as "?" (none reaches a page or a
+    log); None when the server sent none (or an empty one)."""
+    text = (header or "").strip()[:SERVER_SOFTWARE_CHARS]
+    return "".join(c if c.isprintable() else "?" for c in text) or None
+
+
+def servers_seen(prepared: dict[str, Prepared], order: list[ArmSpec]) -> dict[str, str | None]:
+    """The ``server_software`` message's payload: the Server header of the first arm's preflight
+    answer on the TLS URL (``tls``) and on the plain URL (``plain``); None where no arm went, or the
+    server sent none."""
+    seen: dict[str, str | None] = {}
+    for arm in order:
+        ready = prepared[arm.name]
+        seen.setdefault("tls" if ready.endpoint.tls else "plain", ready.server)
+    return {"tls": seen.get("tls"), "plain": seen.get("plain")}
 
 
 def h2_refusal(arm: str, tls: bool, sample: Sample) -> str:

@@ -25,7 +25,7 @@ from workers.engine.client import ARM_POLICIES
 from workers.engine.clients import client_factory
 from workers.engine.distributed_arm import DistributedArm, Fleet
 from workers.engine.facts import engine_facts
-from workers.engine.preflight import ArmRefused, PreflightFailed, Prepared, preflight, tls_facts
+from workers.engine.preflight import ArmRefused, PreflightFailed, Prepared, preflight, servers_seen, tls_facts
 from workers.engine.recorder import ArmRecorder, CpuMeter
 from workers.engine.unreachable import TargetUnreachable, Watch
 from workers.engine.users import arm_user_class
@@ -170,8 +170,8 @@ class Swarm:
     def _prepare_all(self, prepared: dict[str, Prepared], order: list[ArmSpec]) -> tuple[ArmSpec, str] | None:
         """Every arm's preflight before any arm is measured (a certificate that does not verify, a
         404 or a closed port on the last arm stops the run before the first spends its window), then
-        the TLS facts of the first TLS arm and the matrix's sub-arms (inserted in ``order`` after
-        their arm). The arm that failed and why, or None."""
+        the Server headers seen, the TLS facts of the first TLS arm and the matrix's sub-arms
+        (inserted in ``order`` after their arm). The arm that failed and why, or None."""
         for arm in list(order):
             if self.cancelled:
                 return None
@@ -188,6 +188,7 @@ class Swarm:
                 return arm, f"preflight of {exc.url} failed: {exc}"
             except Exception as exc:  # noqa: BLE001 - reported to the task, which fails the run
                 return arm, f"preflight of {arm.url} failed: {exc}"
+        emit(self.out, "server_software", **servers_seen(prepared, order))
         for arm in list(order):
             if self.cancelled:
                 return None
