@@ -60,6 +60,9 @@ NOT_OURS = {
     "tests/api/test_schema.py",
     "api-docs": "the API docs page (Swagger UI on the schema), public like it; tests/e2e/test_api_docs.py",
     "api-not-found": "JSON 404 for any other path under /api/v1/; tests/api/test_runs.py",
+    "api-scenario": "JSON API with bearer tokens only (a session is refused: 401), like the other "
+    "/api/v1/ endpoints: tests/api/test_scenarios.py checks another project's scenario (404) and a read "
+    "token's or a viewer's PATCH (403)",
     "api-scenario-schedule": "JSON API with bearer tokens only (a session is refused: 401), like the "
     "other /api/v1/ endpoints: tests/schedules/test_interfaces.py checks another project's scenario "
     "(404) and a read token's PUT and DELETE (403)",
