@@ -20,6 +20,7 @@ SUMMED = (
     "connections_reopened",
     "tls_sessions_reused",
     "late_requests",
+    "unwindowed_requests",
 )
 MAX_ERROR_SAMPLES = 3
 

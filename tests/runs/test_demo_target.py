@@ -116,9 +116,9 @@ def test_the_demo_target_resumes_tls_sessions(tmp_path, settings):
     server_resumed = after["resumed"] - before["resumed"]
     resumed_connections = resumed["warmup_requests"] + resumed["requests"]
     assert served >= new["warmup_requests"] + new["requests"] + resumed_connections
-    # Uncounted on the client, resumed on the server: a request of each user straddling the start of
-    # the window (neither warm-up nor measured) or in flight when it closed, and the preflight's.
-    uncounted = 2 * 2 + 2
+    # Sent but not measured, resumed on the server: the requests that straddled the start of the window
+    # or ended after it closed (a loaded machine stops its users late), and the preflight's.
+    uncounted = resumed["unwindowed_requests"] + 2
     assert 0.9 * resumed_connections <= server_resumed <= resumed_connections + uncounted
     facts = next(m["info"] for m in messages if m["type"] == "tls_info")
     assert facts["session_ticket"] is True and facts["session_resumed"] is True

@@ -4,6 +4,7 @@ and the per-second percentiles must equal what one ``record_value`` per request 
 from __future__ import annotations
 
 import random
+import time
 
 from workers.engine.client import Sample
 from workers.engine.recorder import ArmRecorder, new_histogram, percentiles
@@ -67,3 +68,18 @@ def test_recorder_histograms_and_series_equal_one_record_per_request():
     ):
         assert result["hist"][key] == direct[name].encode().decode("ascii"), key
     assert result["sizes_by_url"] == {"/": [0]}
+
+
+def test_answers_outside_the_warm_up_and_the_window_are_counted_apart_and_never_measured():
+    recorder = ArmRecorder("tls_resumed")
+    recorder.record(Sample("/", start_ns=0, status=200, ttfb_us=5, ttlb_us=9), True)  # warm-up
+    started_before = time.perf_counter_ns()
+    recorder.start_window()
+    recorder.record(Sample("/", start_ns=started_before, status=200, ttfb_us=5, ttlb_us=9), True)  # straddles
+    recorder.record(
+        Sample("/", start_ns=recorder.window_start_ns + 1, status=200, ttfb_us=5, ttlb_us=9), True
+    )
+    recorder.close_window()
+    recorder.record(Sample("/", start_ns=recorder.window_end_ns - 1, status=200, ttfb_us=5, ttlb_us=9), True)
+    result = recorder.result()
+    assert (recorder.warmup_requests, result["requests"], result["unwindowed_requests"]) == (1, 1, 2)

@@ -116,8 +116,10 @@ class ArmRecorder:
         # Per-second bucket, rolled by tick().
         self._sec_requests = 0
         self._sec_failures = 0
-        # Warm-up totals, for progress only.
+        # Warm-up totals, for progress only; requests that ended neither in the warm-up nor in the window
+        # (started before it opened, or ended after it closed): sent, never measured.
         self.warmup_requests = 0
+        self.unwindowed_requests = 0
         # Connection-level failures (refused, reset, timeout) by kind, warm-up and window alike: the
         # unreachable-target rule (workers.engine.unreachable.Watch) reads them with the attempts.
         self.connection_failures: dict[str, int] = {}
@@ -171,6 +173,8 @@ class ArmRecorder:
         if start is None or sample.start_ns < start or self.window_end_ns is not None:
             if start is None:
                 self.warmup_requests += 1
+            else:
+                self.unwindowed_requests += 1
             return
         self.requests += 1
         self._sec_requests += 1
@@ -307,6 +311,7 @@ class ArmRecorder:
             "connections_reopened": self.connections_reopened,
             "tls_sessions_reused": self.sessions_reused,
             "late_requests": self.late_requests,
+            "unwindowed_requests": self.unwindowed_requests,
             "max_schedule_lag_us": self.max_schedule_lag_us,
             "http2": self.http2,
         }
