@@ -24,7 +24,9 @@ import ssl
 import tempfile
 
 import OpenSSL
-from OpenSSL import SSL, crypto
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from OpenSSL import SSL
 from OpenSSL._util import ffi as _ffi
 from OpenSSL._util import lib as _lib
 
@@ -124,11 +126,11 @@ def load_client_cert(context: ssl.SSLContext | SSL.Context, pair: dict) -> None:
     once loaded."""
     if isinstance(context, SSL.Context):
         blocks = clientcerts.CERT_BLOCK.findall(pair["cert"])
-        certs = [crypto.load_certificate(crypto.FILETYPE_PEM, block.encode("ascii")) for block in blocks]
+        certs = [x509.load_pem_x509_certificate(block.encode("ascii")) for block in blocks]
         context.use_certificate(certs[0])
         for extra in certs[1:]:
             context.add_extra_chain_cert(extra)
-        context.use_privatekey(crypto.load_privatekey(crypto.FILETYPE_PEM, pair["key"].encode("utf-8")))
+        context.use_privatekey(serialization.load_pem_private_key(pair["key"].encode("utf-8"), password=None))
         context.check_privatekey()
         return
     with tempfile.TemporaryDirectory(prefix="tollgate-mtls-") as directory:
