@@ -45,7 +45,9 @@ def _check_scaled_report(report: dict) -> None:
     assert {"max_rps", "knee", "limited_by", "points"} <= set(searched)
     assert searched["mode"] == "users" and searched["limited_by"] in LIMITS, searched
     coarse = [p["load"] for p in searched["points"] if p["phase"] == "coarse"]
-    assert coarse == [1, 2, 4], searched["points"]  # × 2 up to the maximum (then zoom stages, if any)
+    # × 2 up to the maximum (then zoom stages, if any); a machine too busy to let 2 users gain on 1 ends
+    # the search at 2 (its knee), which the report says through limited_by.
+    assert coarse in ([1, 2], [1, 2, 4]), searched["points"]
     assert all(p["requests"] > 0 for p in searched["points"])
     knee = searched["knee"]
     assert knee is not None and knee["rps"] == searched["max_rps"] > 0 and knee["users"] in (1, 2, 3, 4)
