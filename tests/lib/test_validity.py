@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from portal.lib import evidence, hdr
-from portal.lib.validity import answers, check_all, content, measurement
+from portal.lib.validity import answers, check_all, content, measurement, sessions
 
 
 def arm(requests: int = 2000, **extra) -> dict:
@@ -107,7 +107,7 @@ def test_content_length_warns_about_a_size_that_varies_within_an_arm():
 
 
 def test_tls_sessions_fail_when_tls_new_resumes():
-    found = answers.check_tls_sessions({"tls_new": arm(connections_opened=10, tls_sessions_reused=2)})
+    found = sessions.check_tls_sessions({"tls_new": arm(connections_opened=10, tls_sessions_reused=2)})
     assert found["status"] == "fail" and "must do full handshakes" in found["detail"]
     assert found["arms"] == ["tls_new"]
 
@@ -117,12 +117,12 @@ def test_tls_sessions_judge_the_mtls_arm_as_full_handshakes_too():
         "tls_new": arm(connections_opened=300, tls_handshake_us={"count": 300}),
         "tls_mtls": arm(connections_opened=280, tls_handshake_us={"count": 280}),
     }
-    held = answers.check_tls_sessions(both)
+    held = sessions.check_tls_sessions(both)
     assert held["status"] == "pass" and held["evidence"]["tls_mtls"] == {"reused": 0, "connections": 280}
     assert "tls_mtls did a full handshake on each of its 280 connections" in held["detail"]
     # A resumed mTLS session presented no certificate: the arm fails, and with it the client_certificate
     # cost (its finding names tls_mtls only, so the tls_new costs keep their verdicts).
-    resumed = answers.check_tls_sessions(
+    resumed = sessions.check_tls_sessions(
         {**both, "tls_mtls": arm(connections_opened=280, tls_sessions_reused=7)}
     )
     assert resumed["status"] == "fail" and resumed["arms"] == ["tls_mtls"]
@@ -140,14 +140,14 @@ def test_tls_sessions_judge_the_mtls_arm_as_full_handshakes_too():
         and "tls_mtls resumed 7" in (judged["client_certificate"]["not_judged"])
     )
     assert judged["handshake"]["verdict"] == "noticeable"
-    alone = answers.check_tls_sessions(
+    alone = sessions.check_tls_sessions(
         {"tls_mtls": arm(connections_opened=50, tls_handshake_us={"count": 50})}
     )
     assert alone["status"] == "pass" and list(alone["evidence"]) == ["tls_mtls"]
 
 
 def test_tls_sessions_fail_the_resumed_arm_that_did_not_resume():
-    found = answers.check_tls_sessions(
+    found = sessions.check_tls_sessions(
         {
             "tls_new": arm(connections_opened=4210),
             "tls_resumed": arm(connections_opened=4210, tls_handshake_us={"count": 4210}),
@@ -156,9 +156,9 @@ def test_tls_sessions_fail_the_resumed_arm_that_did_not_resume():
     assert found["status"] == "fail" and found["arms"] == ["tls_resumed"]
     assert found["findings"][0]["reason"] == "tls_resumed did not resume — 0 of 4,210 handshakes resumed"
     # 89% is not enough, 90% is.
-    few = answers.check_tls_sessions({"tls_resumed": arm(connections_opened=100, tls_sessions_reused=89)})
+    few = sessions.check_tls_sessions({"tls_resumed": arm(connections_opened=100, tls_sessions_reused=89)})
     assert few["status"] == "fail" and "resumed only 89%" in few["detail"]
-    enough = answers.check_tls_sessions({"tls_resumed": arm(connections_opened=100, tls_sessions_reused=90)})
+    enough = sessions.check_tls_sessions({"tls_resumed": arm(connections_opened=100, tls_sessions_reused=90)})
     assert enough["status"] == "pass"
 
 
@@ -371,3 +371,40 @@ def test_an_arm_the_engine_stopped_as_unreachable_is_invalid_and_fails_the_error
         f"Transport errors: plain: stopped early, {reason}."
     )
     assert answers.check_errors({"plain": arm(stopped="")})["status"] == "pass"
+
+
+def test_tls_sessions_judge_h2_new_and_the_matrix_sub_arms_by_their_names():
+    assert [sessions.must_resume(n) for n in ("tls", "plain_new", "h2", "tls@1.3", "h2@1.2")] == [None] * 5
+    assert [
+        sessions.must_resume(n) for n in ("tls_new", "h2_new", "tls_new@1.3+x25519", "h2_new@1.2+full")
+    ] == [False] * 4
+    assert [sessions.must_resume(n) for n in ("tls_resumed", "tls_new@1.3+ticket", "h2_new@1.2+sessid")] == [
+        True
+    ] * 3
+    held = sessions.check_tls_sessions(
+        {
+            "tls_new": arm(connections_opened=100, tls_handshake_us={"count": 100}),
+            "tls_new@1.3+full": arm(connections_opened=90, tls_handshake_us={"count": 90}),
+            "tls_new@1.3+ticket": arm(connections_opened=80, tls_sessions_reused=79),
+            "tls@1.3": arm(connections_opened=2, tls_sessions_reused=1),  # keep-alive: not judged
+        }
+    )
+    assert held["status"] == "pass" and list(held["evidence"]) == [
+        "tls_new",
+        "tls_new@1.3+full",
+        "tls_new@1.3+ticket",
+    ]
+    assert held["detail"] == (
+        "tls_new did a full handshake on each of its 100 connections; 2 matrix sub-arms opened sessions as "
+        "their names say (1 resumed at least 90% of their handshakes, 1 never resumed)."
+    )
+    # h2_new offers no session: a resumption there is a failure; a ticket sub-arm that did not resume too.
+    found = sessions.check_tls_sessions(
+        {
+            "h2_new": arm(connections_opened=50, tls_sessions_reused=3),
+            "h2_new@1.3+ticket": arm(connections_opened=40, tls_handshake_us={"count": 40}),
+        }
+    )
+    assert found["status"] == "fail" and found["arms"] == ["h2_new", "h2_new@1.3+ticket"]
+    assert found["findings"][1]["reason"] == "h2_new@1.3+ticket did not resume — 0 of 40 handshakes resumed"
+    assert "so h2_new@1.3+ticket measured full handshakes" in found["detail"]

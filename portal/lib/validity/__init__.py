@@ -28,7 +28,6 @@ from portal.lib.validity.answers import (
     check_keepalive,
     check_redirect,
     check_status_codes,
-    check_tls_sessions,
     expected_label,
     invalid_arm,
     measured_nothing,
@@ -42,6 +41,7 @@ from portal.lib.validity.measurement import (
     check_schedule,
     check_syn_retransmit,
 )
+from portal.lib.validity.sessions import check_tls_sessions
 
 # ``expected_label`` is re-exported for the run page (``portal.runs.views``).
 __all__ = ["check_all", "expected_label", "invalid_arm", "measured_nothing"]

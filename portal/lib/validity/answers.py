@@ -1,7 +1,7 @@
 """Validity checks on what the server answered: were the answers the page that was meant to be
-measured (status codes, transport errors, redirects, authentication), did the TLS arms open sessions
-the way their names say, did the keep-alive arms keep their connections, and is an arm valid at all
-(``invalid_arm``)? Body sizes and content are in ``portal.lib.validity.content``."""
+measured (status codes, transport errors, redirects, authentication), did the keep-alive arms keep
+their connections, and is an arm valid at all (``invalid_arm``)? Body sizes and content are in
+``portal.lib.validity.content``, TLS sessions in ``portal.lib.validity.sessions``."""
 
 from __future__ import annotations
 
@@ -10,11 +10,6 @@ from portal.lib.validity.verdict import FAIL, PASS, SKIP, WARN, finding, result,
 
 # errors: transport errors (timeouts, resets) as a share of requests.
 ERRORS_FAIL_SHARE = 0.01
-# tls_sessions: share of tls_resumed handshakes that must really resume.
-RESUMPTION_MIN_SHARE = 0.9
-# tls_sessions: arms that must never resume (a full handshake per connection), in report order.
-FULL_HANDSHAKE_ARMS = ("tls_new", "tls_mtls")
-FULL_HANDSHAKE_WHY = {"tls_mtls": ": a resumed session skips the client certificate and its check"}
 # keepalive: a keep-alive arm whose server closed connections warns; it fails from this share of its
 # requests paying a new connection, where the arm's p95 (a cost metric) may be a connection's time.
 KEEPALIVE_FAIL_SHARE = 0.05
@@ -263,66 +258,6 @@ def check_auth(config: dict, arms: dict[str, dict]) -> dict:
             {"configured": auth["type"]},
         )
     return result("auth", PASS, "No authentication configured, and the server asked for none.")
-
-
-def _handshakes(arm: dict) -> int:
-    """TLS handshakes in the window (the handshake histogram's count; connections for old data)."""
-    return int((arm.get("tls_handshake_us") or {}).get("count") or arm.get("connections_opened") or 0)
-
-
-def check_tls_sessions(arms: dict[str, dict]) -> dict:
-    """Did ``FULL_HANDSHAKE_ARMS`` never resume (``tls_mtls`` too: a resumed session would skip the
-    client certificate) and ``tls_resumed`` resume?"""
-    evidence = {}
-    findings = []
-    for name in FULL_HANDSHAKE_ARMS:
-        full = arms.get(name)
-        if not (full and _handshakes(full)):
-            continue
-        reused, total = full["tls_sessions_reused"], _handshakes(full)
-        evidence[name] = {"reused": reused, "connections": total}
-        if reused:
-            why = f"it must do full handshakes{FULL_HANDSHAKE_WHY.get(name, '')}"
-            findings.append(
-                finding([name], FAIL, f"{name} resumed {reused:,} of {total:,} handshakes ({why})")
-            )
-    resumed = arms.get("tls_resumed")
-    if resumed and _handshakes(resumed):
-        total, reused = _handshakes(resumed), resumed["tls_sessions_reused"]
-        evidence["tls_resumed"] = {"reused": reused, "connections": total}
-        if reused / total < RESUMPTION_MIN_SHARE:
-            did = "did not resume" if not reused else f"resumed only {100 * reused / total:.0f}%"
-            findings.append(
-                finding(
-                    ["tls_resumed"], FAIL, f"tls_resumed {did} — {reused:,} of {total:,} handshakes resumed"
-                )
-            )
-    if findings:
-        why = ""
-        if "tls_resumed" in {arm for f in findings for arm in f["arms"]}:
-            why = (
-                ": the server does not keep sessions (no ticket key or session cache), so tls_resumed "
-                "measured full handshakes and says nothing about resumption"
-            )
-        return result(
-            "tls_sessions", FAIL, "; ".join(f["reason"] for f in findings) + why + ".", evidence, findings
-        )
-    if not evidence:
-        return result(
-            "tls_sessions",
-            SKIP,
-            "Not judged: no arm opened TLS connections per request (tls_new, tls_resumed, tls_mtls) in its "
-            "window.",
-        )
-    said = [
-        f"{name} did a full handshake on each of its {evidence[name]['connections']:,} connections"
-        for name in FULL_HANDSHAKE_ARMS
-        if name in evidence
-    ]
-    if "tls_resumed" in evidence:
-        e = evidence["tls_resumed"]
-        said.append(f"tls_resumed resumed {e['reused']:,} of {e['connections']:,}")
-    return result("tls_sessions", PASS, "; ".join(said) + ".", evidence)
 
 
 def _reopened(name: str, arm: dict) -> dict:
