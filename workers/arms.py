@@ -49,6 +49,7 @@ def _create_arm(attempt: RunAttempt, position: int, message: dict) -> ArmResult:
         users=result["users"],
         warmup_s=result["warmup_s"],
         warmup_requests=result["warmup_requests"],
+        unwindowed_requests=result.get("unwindowed_requests", 0),
         duration_s=result["measured_s"],
         requests=result["requests"],
         failures=result["failures"],

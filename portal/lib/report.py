@@ -40,6 +40,7 @@ def arm_section(arm: dict) -> dict:
         "users": arm.get("users"),
         "warmup_s": arm.get("warmup_s"),
         "warmup_requests_excluded": arm.get("warmup_requests", 0),
+        "unwindowed_requests_excluded": arm.get("unwindowed_requests", 0),
         "requests": arm["requests"],
         "failures": arm["failures"],
         "duration_s": round(arm["duration_s"], 3),

@@ -17,6 +17,7 @@ SUMMED_COUNTS = (
     "requests",
     "failures",
     "warmup_requests",
+    "unwindowed_requests",
     "connections_opened",
     "tls_sessions_reused",
     "late_requests",

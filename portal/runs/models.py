@@ -213,6 +213,9 @@ class ArmResult(models.Model):
     users = models.PositiveIntegerField()
     warmup_s = models.FloatField()
     warmup_requests = models.PositiveIntegerField(default=0)
+    # Answers that ended neither in the warm-up nor in the window (started before it, or ended after
+    # it closed): sent to the server, never measured.
+    unwindowed_requests = models.PositiveIntegerField(default=0)
     duration_s = models.FloatField()  # measured window, warm-up excluded
     requests = models.PositiveBigIntegerField()
     failures = models.PositiveBigIntegerField()

@@ -34,6 +34,7 @@ def arm_data(arm: ArmResult) -> dict:
         "users": arm.users,
         "warmup_s": arm.warmup_s,
         "warmup_requests": arm.warmup_requests,
+        "unwindowed_requests": arm.unwindowed_requests,
         "requests": arm.requests,
         "failures": arm.failures,
         "duration_s": arm.duration_s,
@@ -149,7 +150,7 @@ def with_budgets(run: Run, data: dict) -> dict:
 # Bump when the report's computation changes, so cached reports of finished runs are rebuilt.
 # 12: attempts, 13: direction, 14: no credential names, 15: the post-quantum hybrid's price,
 # 16: the server software
-REPORT_CACHE_VERSION = f"{portal.__version__}:{report.SCHEMA}:16"
+REPORT_CACHE_VERSION = f"{portal.__version__}:{report.SCHEMA}:17"
 REPORT_CACHE_TTL_S = 7 * 24 * 3600
 
 

@@ -300,3 +300,12 @@ def test_headline_of_a_negative_cost_reads_as_a_change():
         "TLS on warm (keep-alive) connections changes the median time to last byte by -0.01 ms "
         "(negligible, -2%, no interval). No interval: run longer or use rounds."
     )
+
+
+def test_answers_outside_the_windows_add_up_over_rounds_beside_the_warm_up():
+    one = arm("tls", [100, 200], rps=2.0) | {"round": 0, "warmup_requests": 9, "unwindowed_requests": 2}
+    two = arm("tls", [300, 400], rps=2.0) | {"round": 1, "warmup_requests": 8, "unwindowed_requests": 3}
+    (merged,) = rounds.merge_rounds([one, two])
+    section = report.arm_section(merged)
+    assert (section["warmup_requests_excluded"], section["unwindowed_requests_excluded"]) == (17, 5)
+    assert section["requests"] == 4
