@@ -23,10 +23,9 @@ from portal.api import serializers as s
 from portal.api.errors import Refused
 from portal.api.schedules import SCENARIO_ID, scenario_of
 from portal.api.views import Page, errors
-from portal.audit import log as audit
-from portal.audit.models import AuditEvent
 from portal.lib import judge
 from portal.runs.starting import RunRefused, save_scenario
+from portal.scenarios.auditing import scenario_saved
 from portal.scenarios.forms import ScenarioForm
 from portal.scenarios.models import Scenario
 
@@ -84,19 +83,7 @@ def saved(request: Request, data: dict, name: str, scenario: Scenario | None = N
     except IntegrityError:  # the name was taken meanwhile: say so as the check does
         checked_name(project, name, scenario)
         raise
-    audit.record(
-        request,
-        AuditEvent.Kind.SCENARIO_CHANGED,
-        scenario=str(scenario.code),
-        name=scenario.name,
-        version=scenario.version,
-        previous_version=before,
-        budgets=scenario.budgets,
-        callback_url=scenario.callback_url,
-        tolerance_pct=scenario.tolerance_pct,
-        via="api",
-        project_id=scenario.project_id,
-    )
+    scenario_saved(request, scenario, before, via="api")
     return scenario
 
 

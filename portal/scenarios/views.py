@@ -11,8 +11,6 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
-from portal.audit import log as audit
-from portal.audit.models import AuditEvent
 from portal.lib import budgets
 from portal.projects.access import can, current_project, require_role
 from portal.projects.deleting import confirm_then_delete
@@ -22,6 +20,7 @@ from portal.runs.forms import RunForm
 from portal.runs.models import Run
 from portal.scenarios import queries
 from portal.scenarios.access import get_scenario_for_user, scenarios_for
+from portal.scenarios.auditing import scenario_saved
 from portal.scenarios.forms import ScenarioForm
 from portal.scenarios.secrets import SavedSecrets, secret_origins
 
@@ -107,19 +106,8 @@ def scenarios_edit(request: HttpRequest, code) -> HttpResponse:
                 callback_url=meta.cleaned_data["callback_url"],
                 tolerance_pct=meta.cleaned_data.get("tolerance_pct"),
             )
-            audit.record(
-                request,
-                AuditEvent.Kind.SCENARIO_CHANGED,
-                scenario=str(saved.code),
-                name=saved.name,
-                version=saved.version,
-                previous_version=before,
-                budgets=saved.budgets,
-                callback_url=saved.callback_url,
-                tolerance_pct=saved.tolerance_pct,
-                secrets_typed=sorted(k for k in ("headers", "auth_secret") if form.cleaned_data.get(k)),
-                project_id=saved.project_id,
-            )
+            typed = sorted(k for k in ("headers", "auth_secret") if form.cleaned_data.get(k))
+            scenario_saved(request, saved, before, secrets_typed=typed)
             messages.info(request, f"Scenario {saved.name} saved as version {saved.version}.")
             return redirect("scenarios-detail", code=saved.code)
     else:
