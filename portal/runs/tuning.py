@@ -63,23 +63,21 @@ class TuningFields(forms.Form):
         f"blank: {saturation.DEFAULTS['stage_s']:g}.",
     )
 
-    def clean_wan_rtt_ms(self) -> list[float]:
-        value = self.cleaned_data.get("wan_rtt_ms") or ""
+    def _listed(self, field: str, parse) -> list:
+        """A list field given as a list (API) or as comma-separated text (form, CLI), parsed."""
+        value = self.cleaned_data.get(field) or ""
         if not isinstance(value, str | list):
             raise forms.ValidationError("Expected a list or a string.")
         try:
-            return wan.parse_rtts(value)
+            return parse(value)
         except ValueError as exc:
             raise forms.ValidationError(str(exc)) from None
 
+    def clean_wan_rtt_ms(self) -> list[float]:
+        return self._listed("wan_rtt_ms", wan.parse_rtts)
+
     def clean_tls_groups(self) -> list[str]:
-        value = self.cleaned_data.get("tls_groups") or ""
-        if not isinstance(value, str | list):
-            raise forms.ValidationError("Expected a list or a string.")
-        try:
-            return matrix.parse_groups(value)
-        except ValueError as exc:
-            raise forms.ValidationError(str(exc)) from None
+        return self._listed("tls_groups", matrix.parse_groups)
 
     def clean_generators(self) -> int:
         """A number of processes, or "auto" (stored as 0: one per core of each generator host)."""

@@ -122,15 +122,30 @@ def test_rotate_secrets_re_encrypts_runs_scenarios_and_ssh_keys(owner, settings)
     access = SshAccess.objects.create(
         target=target, host="h", username="u", private_key_enc=vault.encrypt("PEM"), public_key=""
     )
+    from django.utils import timezone
+
+    from portal.targets.models import ClientCertificate
+
+    pair = ClientCertificate.objects.create(
+        target=target,
+        key_type="ecdsa",
+        pair_enc=vault.encrypt("PAIR"),
+        subject="CN=c",
+        issuer="CN=ca",
+        not_after=timezone.now(),
+        fingerprint_sha256="00",
+    )
     settings.TOLLGATE_SECRET_KEYS = [new, old]
     out = io.StringIO()
     call_command("tollgate", "rotate-secrets", stdout=out)
-    assert "1 run(s) and 1 scenario(s) and 1 SSH key(s)" in out.getvalue()
+    # The client certificate is counted with the SSH keys ("SSH key(s) and client certificate(s)").
+    assert "1 run(s) and 1 scenario(s) and 2 SSH key(s)" in out.getvalue()
     settings.TOLLGATE_SECRET_KEYS = [new]
     run.refresh_from_db()
     scenario.refresh_from_db()
     access.refresh_from_db()
-    assert vault.decrypt(access.private_key_enc) == "PEM"
+    pair.refresh_from_db()
+    assert vault.decrypt(access.private_key_enc) == "PEM" and vault.decrypt(pair.pair_enc) == "PAIR"
     assert vault.unseal(run.config["secrets"])["headers"] == {"X-Key": "k1"}
     assert vault.unseal(scenario.config["secrets"]) == {"a": 1}
     assert run.config["header_names"] == ["X-Key"]

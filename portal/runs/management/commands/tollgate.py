@@ -319,25 +319,9 @@ class Command(BaseCommand):
                         raise CommandError(f"{label[:-1]} {obj.pk}: {exc}; nothing was changed") from None
                     model.objects.filter(pk=obj.pk).update(config=obj.config)
                     counts[label] += 1
-            counts["ssh_keys"] = 0
-            for access in SshAccess.objects.select_for_update().only("pk", "private_key_enc"):
-                try:
-                    rotated = vault.rotate(access.private_key_enc)
-                except vault.SecretError as exc:
-                    raise CommandError(
-                        f"SSH key of target access {access.pk}: {exc}; nothing was changed"
-                    ) from None
-                SshAccess.objects.filter(pk=access.pk).update(private_key_enc=rotated)
-                counts["ssh_keys"] += 1
-            for stored in ClientCertificate.objects.select_for_update().only("pk", "pair_enc"):
-                try:
-                    rotated = vault.rotate(stored.pair_enc)
-                except vault.SecretError as exc:
-                    raise CommandError(
-                        f"client certificate {stored.pk}: {exc}; nothing was changed"
-                    ) from None
-                ClientCertificate.objects.filter(pk=stored.pk).update(pair_enc=rotated)
-                counts["ssh_keys"] += 1  # said with the SSH keys: "SSH key(s) and client certificate(s)"
+            # Said together: "SSH key(s) and client certificate(s)".
+            counts["ssh_keys"] = _rotate_field(SshAccess, "private_key_enc", "SSH key of target access")
+            counts["ssh_keys"] += _rotate_field(ClientCertificate, "pair_enc", "client certificate")
             try:
                 counts["signing_keys"] = signing_services.reseal_keys()
                 counts["webhooks"] = hooks_services.rotate_stored_secrets()
@@ -369,3 +353,17 @@ class Command(BaseCommand):
             pass
         finally:
             stop_processes(procs)
+
+
+def _rotate_field(model, field: str, what: str) -> int:
+    """Seal each row's ``field`` again with the newest Fernet key (inside the caller's transaction):
+    how many; a token no key opens stops everything (``CommandError`` naming the row)."""
+    rotated = 0
+    for row in model.objects.select_for_update().only("pk", field):
+        try:
+            token = vault.rotate(getattr(row, field))
+        except vault.SecretError as exc:
+            raise CommandError(f"{what} {row.pk}: {exc}; nothing was changed") from None
+        model.objects.filter(pk=row.pk).update(**{field: token})
+        rotated += 1
+    return rotated
