@@ -244,9 +244,10 @@ if ACCOUNT_EMAIL_VERIFICATION not in ("mandatory", "optional", "none"):
         f"TOLLGATE_EMAIL_VERIFICATION must be mandatory, optional or none, got {ACCOUNT_EMAIL_VERIFICATION!r}"
     )
 # Sign-up must not tell whether an address is registered. With mandatory verification allauth mails
-# the address's owner instead (the answer is the same); without it a sign-up logs in at once, so the
-# only same answer is a new account whose address stays unverified ("strict"; a verified address is
-# never taken twice). Password resets answer the same either way.
+# the address's owner instead (the answer is the same, no account is made); without it a sign-up logs
+# in at once, so the only same answer is a new account whose address stays unverified ("strict"; a
+# verified address is never taken twice). Two accounts may then share an address: the lock-out
+# counts a login at it against each (portal/accounts.py). Password resets answer the same either way.
 ACCOUNT_PREVENT_ENUMERATION = "strict"
 ACCOUNT_LOGIN_ON_EMAIL_CONFIRMATION = True
 ACCOUNT_LOGOUT_ON_PASSWORD_CHANGE = False
@@ -254,9 +255,10 @@ ACCOUNT_PASSWORD_INPUT_RENDER_VALUE = False
 ACCOUNT_SESSION_REMEMBER = None
 ACCOUNT_EMAIL_SUBJECT_PREFIX = "[Tollgate] "
 # Rate limits, counted in the cache (Redis in production, shared by every web process): after 5
-# failed logins for one account (portal/accounts.py: by username or e-mail alike) in 5 minutes even
-# the right password is refused until the window passes; 10 failures a minute from one address;
-# resets are limited per address and mailbox.
+# failed logins for one account (portal/accounts.py: by username or any of its e-mail addresses, in
+# any case; a login at an address several accounts share counts against each) in 5 minutes even the
+# right password is refused until the window passes; 10 failures a minute from one address; resets
+# are limited per address and mailbox. The admin's login is this one (portal/urls.py).
 ACCOUNT_RATE_LIMITS = {
     "login": "30/m/ip",
     "login_failed": "10/m/ip,5/5m/key",

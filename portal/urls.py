@@ -1,6 +1,13 @@
+from allauth.account.decorators import secure_admin_login
 from django.contrib import admin
 from django.urls import include, path
 from django.views.generic.base import RedirectView
+
+# One way in: the admin's own login form would check a password without the lock-out, the
+# per-address limit or the second factor. allauth's guard sends whoever is not signed in to the
+# portal's login (allauth: all of those, and the audit log) with ?next=, and refuses a signed-in
+# non-staff user (403).
+admin.site.login = secure_admin_login(admin.site.login)
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="runs-list", permanent=False)),

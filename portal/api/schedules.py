@@ -7,12 +7,14 @@ from __future__ import annotations
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
-from rest_framework.exceptions import NotFound
+from rest_framework.exceptions import NotFound, PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from portal.api.authentication import TokenScope
 from portal.api.errors import Refused
+from portal.api.models import ApiToken
 from portal.api.views import errors
 from portal.scenarios.models import Scenario
 from portal.schedules import services
@@ -55,7 +57,20 @@ def _answer(scenario) -> Response:
     return Response(services.describe(Schedule.objects.filter(scenario=scenario).first(), scenario))
 
 
+class ScheduleScope(TokenScope):
+    """``TokenScope``, except that saving a schedule with a ``run`` token leaves the role to the
+    check the page and the CLI make (``services.refusal``), so the answer says why."""
+
+    def has_permission(self, request, view) -> bool:
+        token = request.auth
+        if request.method == "PUT" and isinstance(token, ApiToken) and token.scope == ApiToken.Scope.RUN:
+            return True
+        return super().has_permission(request, view)
+
+
 class ScenarioSchedule(APIView):
+    permission_classes = [ScheduleScope]
+
     @extend_schema(
         operation_id="scenarios_schedule_retrieve",
         summary="The scenario's schedule and its next run",
@@ -74,6 +89,9 @@ class ScenarioSchedule(APIView):
     )
     def put(self, request: Request, id) -> Response:
         scenario = scenario_of(request, id)
+        why = services.refusal(scenario, request.user)  # before anything is read or saved
+        if why:
+            raise PermissionDenied(why)
         form = ScheduleIn(data=request.data if isinstance(request.data, dict) else {})
         form.is_valid(raise_exception=True)
         data = form.validated_data
@@ -81,6 +99,8 @@ class ScenarioSchedule(APIView):
             services.set_schedule(
                 scenario, request.user, data["cron"], data.get("time_zone"), enabled=data["enabled"]
             )
+        except services.ScheduleRefused as exc:  # the role changed since the check above
+            raise PermissionDenied(str(exc)) from None
         except services.ScheduleError as exc:
             raise Refused({"cron": [str(exc)]}) from None
         return _answer(scenario)

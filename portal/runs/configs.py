@@ -8,7 +8,9 @@ plus three portal-only keys:
   presents one: ``portal.lib.clientcerts.needs_client_cert``);
 * ``client_certs``: ``{key type: facts}`` of those certificates (subject, issuer, expiry,
   fingerprint: public; the engine's ``client_certs`` are the sealed pairs);
-* ``auth``: ``{"type": "basic"|"bearer", "user": ...}``, for the form (the report shows the type only);
+* ``auth``: ``{"type": "basic"|"bearer"}``: which credentials were sealed (the Basic user name is
+  half a credential: it stays in ``secrets`` only; runs stored before carried it here, migration
+  runs 0026 took it out);
 * ``header_names``: the names of the sealed headers, for the report;
 * ``probes``: which server-side probes to run (``workers.probes.session``);
 * ``budgets``: ``{budget name: limit}`` (``portal.lib.budgets``), judged in the report, not the engine's;
@@ -38,7 +40,7 @@ def seal_into(config: dict, sealed: dict) -> dict:
         config["secrets"] = vault.seal({"headers": headers, "auth": auth, "client_certs": pairs})
         config["header_names"] = sorted(headers)
         if auth:
-            config["auth"] = {"type": auth["type"], "user": auth.get("user", "")}
+            config["auth"] = {"type": auth["type"]}
     if pairs:
         config["client_certs"] = sealed.get("client_cert_facts") or {kind: {} for kind in pairs}
     return config

@@ -47,6 +47,8 @@ def _user(username: str):
 
 
 def _scenario(code: str, user, needed: str) -> Scenario:
+    """The scenario; to anyone but a superuser, another project's is a made-up id. Saving a
+    schedule is then judged by ``services.set_schedule`` (the page's and the API's check)."""
     try:
         scenario = Scenario.objects.select_related("project").get(code=code)
     except (Scenario.DoesNotExist, ValidationError):
@@ -54,7 +56,7 @@ def _scenario(code: str, user, needed: str) -> Scenario:
     role = role_in(user, scenario.project)
     if not user.is_superuser and not can(role, needed):
         raise CommandError(
-            f"{user.get_username()} may not schedule scenarios in {scenario.project.name} (needs member)"
+            f"{user.get_username()} may not change schedules in {scenario.project.name} (needs member)"
             if role
             else f"no scenario with id {code!r}"
         )
@@ -63,9 +65,9 @@ def _scenario(code: str, user, needed: str) -> Scenario:
 
 def handle_scenario(command: BaseCommand, options: dict) -> None:
     user = _user(options["user"])
-    changes = options["off"] or bool(options["cron"])
-    # Showing the schedule is reading (viewers too); changing it needs the member role.
-    scenario = _scenario(options["scenario"], user, Role.MEMBER if changes else Role.VIEWER)
+    # Showing the schedule is reading (viewers too); removing it needs the member role; saving one
+    # needs a user who may start runs in the project (its runs are theirs): set_schedule decides.
+    scenario = _scenario(options["scenario"], user, Role.MEMBER if options["off"] else Role.VIEWER)
     if options["off"]:
         services.clear_schedule(scenario)
     elif options["cron"]:
@@ -73,6 +75,9 @@ def handle_scenario(command: BaseCommand, options: dict) -> None:
             services.set_schedule(
                 scenario, user, options["cron"], options["tz"] or None, enabled=not options["disabled"]
             )
+        except services.ScheduleRefused as exc:
+            default = f"; {user.get_username()} is the default (the first superuser): pass --user"
+            raise CommandError(f"{exc}{'' if options['user'] else default}") from None
         except services.ScheduleError as exc:
             raise CommandError(f"--cron/--tz: {exc}") from None
     elif options["tz"] or options["disabled"]:

@@ -16,10 +16,9 @@ from uuid import uuid4
 from django.db import transaction
 from django.utils import timezone
 
-from portal.projects.access import can, role_in
-from portal.projects.models import Role
 from portal.runs import starting
 from portal.runs.models import Run
+from portal.schedules import services
 from portal.schedules.models import Firing, Schedule
 
 log = logging.getLogger(__name__)
@@ -66,14 +65,10 @@ def _decide(schedule: Schedule) -> tuple[str, str, Run | None]:
             f"the previous run {busy.code} (started by {busy.source}) is still {busy.status}",
             None,
         )
+    why = services.refusal(scenario, schedule.created_by)
+    if why:
+        return Outcome.REFUSED, f"{why}; a member saves the schedule again", None
     user = schedule.created_by
-    if not (user.is_active and can(role_in(user, scenario.project_id), Role.MEMBER)):
-        return (
-            Outcome.REFUSED,
-            f"{user.get_username()}, whom the schedule's runs belong to, may no longer start runs in "
-            f"{scenario.project.name}: a member saves the schedule again",
-            None,
-        )
     try:
         run = starting.start_run(user, scenario.project, {}, scenario=scenario, source=SOURCE)
     except starting.RunRefused as exc:

@@ -20,6 +20,8 @@ from django_celery_beat.models import CrontabSchedule, PeriodicTask
 from django_celery_beat.tzcrontab import TzAwareCrontab
 
 from portal.lib import cronspec
+from portal.projects.access import can, role_in
+from portal.projects.models import Role
 from portal.schedules.models import Schedule
 
 TASK = "workers.tasks.fire_schedule"
@@ -29,6 +31,26 @@ QUEUE = "maintenance"
 
 class ScheduleError(ValueError):
     """The schedule asked for is not one; the message says why."""
+
+
+class ScheduleRefused(PermissionError):
+    """Whoever the schedule's runs would belong to may not start runs in the scenario's project."""
+
+
+def refusal(scenario, user) -> str | None:
+    """Why ``user`` may not own ``scenario``'s schedule, or None when they may. The runs a schedule
+    starts belong to the user who saved it, so that user must be able to start runs in the
+    scenario's project: an active member or owner (a superuser is no exception, a firing checks
+    the membership). The one check of the page, the API, ``tollgate scenario schedule`` (all through
+    ``set_schedule``) and every firing (``portal.schedules.firing``)."""
+    role = role_in(user, scenario.project_id)
+    if user.is_active and can(role, Role.MEMBER):
+        return None
+    standing = "the account is inactive" if not user.is_active else (role or "not a member")
+    return (
+        f"{user.get_username()} may not start runs in {scenario.project.name} ({standing}): a "
+        "schedule's runs belong to whoever saves it, a member or owner of the scenario's project"
+    )
 
 
 def clean(when: str, time_zone: str) -> tuple[dict[str, str], str]:
@@ -53,7 +75,12 @@ def task_name(scenario) -> str:
 
 def set_schedule(scenario, user, when: str, time_zone: str | None = None, enabled: bool = True) -> Schedule:
     """Schedule ``scenario`` (runs belong to ``user``) at ``when`` in ``time_zone`` (None: the
-    schedule's current zone, else UTC); an existing schedule is changed. Raises ``ScheduleError``."""
+    schedule's current zone, else UTC); an existing schedule is changed. Raises ``ScheduleRefused``
+    (before anything is saved) when ``user`` may not start runs in the scenario's project, and
+    ``ScheduleError`` for a schedule that is not one."""
+    why = refusal(scenario, user)
+    if why:
+        raise ScheduleRefused(why)
     current = Schedule.objects.filter(scenario=scenario).first()
     zone = time_zone or (current.time_zone if current else "UTC")
     fields, zone = clean(when, zone)

@@ -177,6 +177,23 @@ def test_password_reset_by_e_mail(client, django_user_model):
     assert log_in(client, "fay", new).status_code == 302 and logged_in(client)
 
 
+def test_a_password_reset_by_mail_lifts_the_accounts_lock(client, django_user_model):
+    """Five failures lock the account under every spelling; a reset through its mailbox lifts the
+    lock (as allauth does for the address typed), and the new password logs in."""
+    django_user_model.objects.create_user("gus", email="gus@example.org", password="gus-old-pass-1")
+    for i in range(5):
+        log_in(client, "GUS", f"wrong-{i}")
+    assert _refused(log_in(client, "gus@example.org", "gus-old-pass-1"))
+    client.post("/accounts/password/reset/", {"email": "gus@example.org"})
+    link = re.search(r"https?://[^/\s]+(/accounts/password/reset/key/\S+/)", mail.outbox[-1].body).group(1)
+    response = client.get(link, follow=True)
+    form_url = response.redirect_chain[-1][0] if response.redirect_chain else link
+    new = "gus-new-pass-22"
+    assert client.post(form_url, {"password1": new, "password2": new}).status_code == 302
+    client.logout()
+    assert log_in(client, "gus", new).status_code == 302 and logged_in(client)
+
+
 def test_totp_second_factor_can_be_enabled_and_is_asked_at_login(
     client, owner, django_capture_on_commit_callbacks
 ):

@@ -7,6 +7,7 @@ import os
 import pytest
 import redis
 
+from tests.gunicorn_portal import gunicorn_portal  # noqa: F401 - a fixture
 from tests.servers import LocalServer
 
 

@@ -12,6 +12,7 @@ import redis
 from portal.projects.models import personal_project
 from portal.runs import starting
 from tests.api.conftest import bearer  # noqa: F401 - a fixture: tokens of the API tests
+from tests.gunicorn_portal import gunicorn_portal  # noqa: F401 - a fixture
 
 LOAD = {"users": 2, "spawn_rate": 50, "warmup_s": 0.3, "duration_s": 1.0, "arrival_rate": 80}
 

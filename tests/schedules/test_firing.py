@@ -112,7 +112,9 @@ def test_a_schedule_whose_owner_left_the_project_refuses(local_scenario, owner, 
     schedule = services.set_schedule(local_scenario, leaver, "daily at 02:00")
     Membership.objects.filter(user=leaver).delete()
     refused = firing.fire(schedule.pk, "tick-1")
-    assert refused.outcome == "refused" and "may no longer start runs" in refused.reason
+    assert (
+        refused.outcome == "refused" and "leaver may not start runs in owner (not a member)" in refused.reason
+    )
     # Disabled: the tick does nothing at all.
     off = services.set_schedule(local_scenario, owner, "daily at 02:00", enabled=False)
     assert firing.fire(schedule.pk, "tick-2") is None and services.next_run_at(off) is None
