@@ -77,15 +77,21 @@ class Command(BaseCommand):
         sub.add_parser(
             "rotate-secrets", help="re-encrypt every stored secret with the first key of TOLLGATE_SECRET_KEYS"
         )
-        target = sub.add_parser("demo-target", help="serve the demo site over HTTP and HTTPS (Gunicorn)")
-        target.add_argument("--host", default="127.0.0.1")
-        target.add_argument("--plain-port", type=int, default=8081)
-        target.add_argument("--tls-port", type=int, default=8443)
+        target = sub.add_parser(
+            "demo-target", help="serve the demo site with Caddy over HTTP, HTTPS (h2, h3) and mTLS"
+        )
         demo = sub.add_parser("demo", help="migrate, create the demo login, start web + worker + demo target")
-        demo.add_argument("--host", default="127.0.0.1")
         demo.add_argument("--port", type=int, default=8000)
-        demo.add_argument("--plain-port", type=int, default=8081)
-        demo.add_argument("--tls-port", type=int, default=8443)
+        for parser in (target, demo):
+            parser.add_argument("--host", default="127.0.0.1")
+            parser.add_argument("--plain-port", type=int, default=8081)
+            parser.add_argument("--tls-port", type=int, default=8443, help="TCP, and UDP for HTTP/3")
+            parser.add_argument(
+                "--mtls-port",
+                type=int,
+                default=None,
+                help="asks for client certificates (default: TLS port + 1)",
+            )
 
     def handle(self, *args, **options) -> None:
         action = options["action"]
@@ -113,6 +119,7 @@ class Command(BaseCommand):
                     web_port=options["port"],
                     plain_port=options["plain_port"],
                     tls_port=options["tls_port"],
+                    mtls_port=options["mtls_port"],
                     host=options["host"],
                 )
             except DemoError as exc:
@@ -336,16 +343,19 @@ class Command(BaseCommand):
         )
 
     def handle_demo_target(self, options: dict) -> None:
-        procs = start_demo_target(
+        target = start_demo_target(
             settings.VAR_DIR / "demo-target",
             host=options["host"],
             plain_port=options["plain_port"],
             tls_port=options["tls_port"],
+            mtls_port=options["mtls_port"],
         )
+        procs = target.procs
         self.stdout.write(
-            f"demo target: http://{options['host']}:{options['plain_port']}/1k and "
-            f"https://{options['host']}:{options['tls_port']}/1k (self-signed)"
+            f"demo target (Caddy): {target.plain_url} and {target.tls_url} (self-signed; HTTP/3 on UDP), "
+            f"client certificates at {target.mtls_url} (var/demo-target/tls/client.crt, client.key)"
         )
+        self.stdout.flush()
         try:
             while all(proc.poll() is None for proc in procs):
                 time.sleep(0.5)
