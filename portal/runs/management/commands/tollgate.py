@@ -35,7 +35,7 @@ from portal.schedules import cli as schedules_cli
 from portal.sharing import cli as sharing_cli
 from portal.signing import cli as signing_cli
 from portal.signing import services as signing_services
-from portal.targets.forms import SshAccessForm
+from portal.targets.forms import MtlsUrlForm, SshAccessForm
 from portal.targets.models import ClientCertificate, SshAccess
 from portal.targets.sshaccess import save_ssh_access
 from portal.validators import validate_text
@@ -220,6 +220,9 @@ class Command(BaseCommand):
             )
             if ssh is not None:
                 self._store_ssh(target, ssh, options.get("server_process") or "")
+            if options.get("mtls_url") is not None and options["mtls_url"] != target.mtls_url:
+                target.mtls_url = options["mtls_url"]
+                target.save(update_fields=["mtls_url"])
             return services.create_run(
                 owner,
                 target,
@@ -273,6 +276,11 @@ class Command(BaseCommand):
             raise CommandError(f"--budget: {exc}") from None
         form = self._run_form(options, project)
         ssh = self._ssh_form(options)
+        if options.get("mtls_url") is not None:
+            url_form = MtlsUrlForm({"mtls_url": options["mtls_url"]})
+            if not url_form.is_valid():
+                raise CommandError(f"invalid options: --mtls-url: {' '.join(url_form.errors['mtls_url'])}")
+            options["mtls_url"] = url_form.cleaned_data["mtls_url"]
         run = self._create_run(owner, project, form, ssh, options, budgets)
         per_arm_s = form.cleaned_data["warmup_s"] + form.cleaned_data["duration_s"]
         self.stderr.write(f"run {run.code}: {', '.join(run.arm_names)}, about {per_arm_s:.0f} s per arm")
