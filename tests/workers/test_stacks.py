@@ -147,3 +147,39 @@ def test_http2_arms_as_the_server_served_them(engine, stack):
     assert len({line.connection for line in warm}) <= QUICK["users"] + 1
     assert len({line.connection for line in fresh}) == len(fresh)
     assert results["h2"]["http2"]["alpn"] == {"h2": QUICK["users"]}
+
+
+# The resumption variants each server honours, tickets on: Go keeps no session cache (no TLS 1.2
+# session IDs), and TLS 1.3 resumes by ticket only (a session-ID variant there is never offered).
+RESUMING = {
+    "nginx": {"tls_new@1.2+ticket", "tls_new@1.2+sessid", "tls_new@1.3+ticket"},
+    "caddy": {"tls_new@1.2+ticket", "tls_new@1.3+ticket"},
+}
+
+
+@pytest.mark.parametrize("library", ["system", "bundled"])
+@pytest.mark.parametrize("tickets", [True, False], ids=["tickets", "no-resumption"])
+@pytest.mark.parametrize("stack", stacks.STACKS)
+def test_the_resumption_matrix_follows_what_the_server_resumes(stack, tickets, library):
+    """The matrix's ``resumption`` variants, probed as the engine does before any window: a variant is
+    measured only when the server resumed its session, as the server logged it; against a server with
+    no resumption every resuming variant is refused with the reason, the full handshakes measured."""
+    from portal.lib.protocol import ArmSpec
+    from workers.engine import variants
+    from workers.engine.client import Endpoint
+
+    with stacks.start(stack, tickets=tickets) as server:
+        url = server.tls_url("/2k")
+        subs, entries = variants.expand(
+            ArmSpec("tls_new", url), Endpoint.resolve(url), ["protocol", "resumption"], False, 5, library
+        )
+        served = [line for line in server.served() if line.tls and line.method == "HEAD"]
+    measured = {sub.spec.name for sub in subs}
+    full = {"tls_new@1.2+full", "tls_new@1.3+full"}
+    assert measured == full | (RESUMING[stack] if tickets else set()), entries
+    for entry in entries:
+        if entry["name"] not in measured and entry["name"] != "tls_new@1.3+sessid":
+            assert "the server did not resume the session" in entry["detail"], entry
+    # The server's account of the probes: exactly the measured resuming variants' second handshakes
+    # resumed (each probe sends its HEAD on the connection that resumed, or on its one connection).
+    assert sum(line.resumed for line in served) == len(measured - full)
