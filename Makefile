@@ -33,13 +33,15 @@ static/vendor/.installed: package.json package-lock.json $(VENV)/.installed
 	touch $@
 
 # The demo runs on embedded defaults: SQLite, kombu's filesystem broker, a file cache. Its ports:
-# `make demo PORT=8001 PLAIN_PORT=8082 TLS_PORT=8444` when another demo holds these.
+# `make demo PORT=8001 PLAIN_PORT=8082 TLS_PORT=8544` when another demo holds these. The demo target
+# (Caddy) asks for client certificates on MTLS_PORT (default: TLS_PORT + 1); HTTP/3 is UDP on TLS_PORT.
 PORT ?= 8000
 PLAIN_PORT ?= 8081
 TLS_PORT ?= 8443
+MTLS_PORT ?=
 demo: venv node
 	env -u DATABASE_URL -u CELERY_BROKER_URL $(PY) manage.py tollgate demo \
-		--port $(PORT) --plain-port $(PLAIN_PORT) --tls-port $(TLS_PORT)
+		--port $(PORT) --plain-port $(PLAIN_PORT) --tls-port $(TLS_PORT) $(if $(MTLS_PORT),--mtls-port $(MTLS_PORT))
 
 # makemigrations runs on an in-memory SQLite database: it needs none, and a fresh machine has no `tollgate`.
 lint: venv

@@ -132,6 +132,7 @@ class Nginx:
         verify_client: str = "on",
         http2: bool = False,
         http2_max_concurrent_streams: int | None = None,
+        session_resumption: bool = True,
     ) -> None:
         if worker_processes < 1:
             raise ValueError("worker_processes must be at least 1")
@@ -167,6 +168,8 @@ class Nginx:
         # prior knowledge on a third port (``h2c_url``); nginx's default limit is 128 streams.
         self.http2 = http2
         self.http2_max_concurrent_streams = http2_max_concurrent_streams
+        # False: no session tickets and no session cache, so no session ever resumes.
+        self.session_resumption = session_resumption
         self.h2c_port = 0
         self.plain_port = 0
         self.tls_port = 0
@@ -331,6 +334,13 @@ class Nginx:
 """
         if self.http2_max_concurrent_streams is not None:
             extra += f"    http2_max_concurrent_streams {self.http2_max_concurrent_streams};\n"
+        resumption = (
+            "    ssl_session_cache shared:TOLLGATE:10m;\n"
+            "    ssl_session_timeout 10m;\n"
+            "    ssl_session_tickets on;"
+            if self.session_resumption
+            else "    ssl_session_cache off;\n    ssl_session_tickets off;"
+        )
         access_log = "access_log off;"
         if self.access_log_format:
             access_log = (
@@ -366,9 +376,7 @@ http {{
     ssl_certificate {self.cert_path};
     ssl_certificate_key {self.key_path};
 {extra}    ssl_protocols {self.tls_protocols};
-    ssl_session_cache shared:TOLLGATE:10m;
-    ssl_session_timeout 10m;
-    ssl_session_tickets on;
+{resumption}
 
     server {{
         listen 127.0.0.1:{self.plain_port};

@@ -10,9 +10,10 @@ block (``RUN=$(… | jq -r .run.id)``) is there for the next, and ``set -euo pip
 failing command fail the block.
 
 The demo is ``make demo``'s command (``manage.py tollgate demo``), started once for this module on
-free ports with its own ``TOLLGATE_VAR_DIR`` — never 8000/8081/8443, which other demos on this
+free ports with its own ``TOLLGATE_VAR_DIR`` — never 8000/8081/8443/8444, which other demos on this
 machine use. What the test changes in a block, and nothing else: the documented demo addresses
-``127.0.0.1:8000``, ``:8081`` and ``:8443`` become the test demo's ports. Each session starts from a
+``127.0.0.1:8000``, ``:8081``, ``:8443`` and ``:8444`` (the target's mTLS port) become the test
+demo's ports. Each session starts from a
 bare environment (``PATH`` with the virtualenv first, as ``. .venv/bin/activate`` gives, ``HOME``,
 ``LANG``) plus the line the demo's banner prints for the CLI, pasted as the README says. The blocks
 run in a scratch directory that holds the checkout's files (symlinks), so the files they write
@@ -37,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SHELL_LANGUAGES = {"sh", "bash", "shell"}
 NOT_RUN = "# not run by the doc tests:"
-DEMO_PORTS = {"web": 8000, "plain": 8081, "tls": 8443}
+DEMO_PORTS = {"web": 8000, "plain": 8081, "tls": 8443, "mtls": 8444}
 BANNER_ENV = "first paste:"
 BLOCK_TIMEOUT_S = 240
 
@@ -116,7 +117,8 @@ def demo(tmp_path_factory):
     with open(out, "wb") as sink:
         proc = subprocess.Popen(  # noqa: S603 - this interpreter, our own command
             [sys.executable, "manage.py", "tollgate", "demo", "--port", str(ports["web"])]
-            + ["--plain-port", str(ports["plain"]), "--tls-port", str(ports["tls"])],
+            + ["--plain-port", str(ports["plain"]), "--tls-port", str(ports["tls"])]
+            + ["--mtls-port", str(ports["mtls"])],
             cwd=ROOT,
             stdout=sink,
             stderr=subprocess.STDOUT,

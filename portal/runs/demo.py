@@ -1,8 +1,8 @@
-"""The demo stack: demo target (Gunicorn, plain + TLS), Celery worker and the portal on Gunicorn."""
+"""The demo stack: the demo target (Caddy: plain, TLS with HTTP/2 and HTTP/3, and a port asking for
+client certificates), Celery workers, beat and the portal on Gunicorn."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shlex
 import signal
@@ -20,19 +20,35 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
-from portal.lib.certs import make_self_signed
-from portal.lib.demo_target import PROCESS_NAME
+from portal.lib.clientcerts import load_pair
 from portal.projects.models import personal_project
+from portal.runs.demo_target import (  # noqa: F401 - start_python_target: the tests' door to it
+    PROCESS_NAME,
+    DemoTarget,
+    gunicorn_command,
+    start_demo_target,
+    start_logged,
+    start_python_target,
+    stop_processes,
+    url_host,
+    wait_for_port,
+)
+from portal.runs.services import get_or_create_target
+from portal.targets.clientcerts import save_client_cert
+from portal.targets.models import Target
 
-GUNICORN_TLS_CONFIG = "python:portal.lib.demo_gunicorn"
 DEMO_USER = "demo"
 DEMO_PASSWORD = "tollgate-demo"  # noqa: S105 - the demo's published login, printed on start
+DEMO_TARGET_NAME = "demo"
 # What each port serves, the option of `manage.py tollgate demo` and the variable of `make demo`.
 PORT_ROLES = {
     "web": ("the portal", "--port", "PORT"),
     "plain": ("the demo target (http)", "--plain-port", "PLAIN_PORT"),
     "tls": ("the demo target (https)", "--tls-port", "TLS_PORT"),
+    "mtls": ("the demo target (https, client certificates)", "--mtls-port", "MTLS_PORT"),
 }
+# Ports whose UDP side is taken too: HTTP/3 on the demo's TLS port.
+UDP_ROLES = ("tls",)
 # The environment the CLI needs next to the demo (README, docs/): printed by the banner.
 CLI_ENVIRONMENT = ("TOLLGATE_DEMO", "TOLLGATE_ALLOW_NETWORKS", "TOLLGATE_LOCAL_PROBE", "TOLLGATE_BASE_URL")
 # Set for a real database or broker; the demo runs without them on its embedded ones (var/).
@@ -43,11 +59,13 @@ class DemoError(Exception):
     """The demo cannot start (a port taken) or did not come up (a process died at start-up)."""
 
 
-def port_taken(host: str, port: int) -> str | None:
+def port_taken(host: str, port: int, *, udp: bool = False) -> str | None:
     """Why ``host:port`` cannot be listened on (another process listens there), or None. Binds as
-    Gunicorn does (SO_REUSEADDR, so connections in TIME_WAIT do not count) and lets go at once."""
+    Gunicorn and Caddy do (SO_REUSEADDR, so connections in TIME_WAIT do not count) and lets go at
+    once. ``udp``: the UDP port (HTTP/3 on the demo's TLS port)."""
+    kind = socket.SOCK_DGRAM if udp else socket.SOCK_STREAM
     try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        infos = socket.getaddrinfo(host, port, type=kind, flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:
         return f"{host} does not resolve: {exc.strerror}"
     family, kind, proto, _, address = infos[0]
@@ -63,7 +81,8 @@ def port_taken(host: str, port: int) -> str | None:
 def _free_near(host: str, port: int, avoid: list[int]) -> int:
     """``port`` when it is free and not in ``avoid``, else the next such port (for the suggestion)."""
     for candidate in range(port, min(port + 200, 65535)):
-        if candidate not in avoid and not port_taken(host, candidate):
+        taken = port_taken(host, candidate) or port_taken(host, candidate, udp=True)
+        if candidate not in avoid and not taken:
             return candidate
     return port
 
@@ -82,6 +101,8 @@ def check_ports(host: str, ports: dict[str, int]) -> None:
         why = port_taken(host, port)
         if why:
             problems.append(f"port {port} on {host} for {what} ({option}, {variable}) is taken: {why}")
+        elif role in UDP_ROLES and (why := port_taken(host, port, udp=True)):
+            problems.append(f"UDP port {port} on {host} for {what} ({option}, {variable}) is taken: {why}")
     if problems:
         chosen: list[int] = []
         for port in ports.values():
@@ -93,49 +114,20 @@ def check_ports(host: str, ports: dict[str, int]) -> None:
             + "\n  ".join(problems)
             + "\nAnother demo may be running. Choose free ports: make demo "
             + suggestion
-            + " (or manage.py tollgate demo --port … --plain-port … --tls-port …)"
+            + " (or manage.py tollgate demo --port … --plain-port … --tls-port … --mtls-port …)"
         )
 
 
-def _gunicorn(app: str, bind: str, *extra: str) -> list[str]:
-    # gthread, not sync: Gunicorn's sync worker closes every connection, which would turn the
-    # keep-alive arms into new-connection arms. No control socket: its default path is one per user
-    # (~/.gunicorn/gunicorn.ctl), so a second demo (or a test's) would take over the first one's.
-    return [
-        sys.executable,
-        "-m",
-        "gunicorn",
-        app,
-        "--bind",
-        bind,
-        "--worker-class",
-        "gthread",
-        "--keep-alive",
-        "30",
-        "--no-control-socket",
-        *extra,
-    ]
-
-
-def _wait_for_port(host: str, port: int, proc: subprocess.Popen, log: Path, timeout_s: float = 20) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{' '.join(proc.args[:4])} exited with {proc.returncode}:\n{_tail(log)}")
-        try:
-            with socket.create_connection((host, port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.2)
-    raise RuntimeError(f"nothing listens on {host}:{port} after {timeout_s:.0f} s:\n{_tail(log)}")
-
-
-def _answers(url: str, timeout_s: float = 30) -> int:
-    """The HTTP status ``url`` answers (the demo target's certificate is self-signed). A worker's first
-    request loads Django: on a busy machine that takes seconds, hence the generous timeout."""
+def _answers(url: str, timeout_s: float = 30, client_cert: Path | None = None) -> int:
+    """The HTTP status ``url`` answers (the demo target's certificate is self-signed), presenting the
+    client certificate in ``client_cert`` (``client.crt``, ``client.key``) when the server asks. A
+    worker's first request loads Django: on a busy machine that takes seconds, hence the generous
+    timeout."""
     context = ssl.create_default_context()
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
+    if client_cert is not None:
+        context.load_cert_chain(client_cert / "client.crt", client_cert / "client.key")
     try:
         with urllib.request.urlopen(url, timeout=timeout_s, context=context) as response:  # noqa: S310 - our own
             return response.status
@@ -143,12 +135,14 @@ def _answers(url: str, timeout_s: float = 30) -> int:
         return exc.code
 
 
-def check_up(named: dict[str, subprocess.Popen], urls: dict[str, str], logs: Path) -> None:
+def check_up(
+    named: dict[str, subprocess.Popen], urls: dict[str, str], logs: Path, client_cert: Path | None = None
+) -> None:
     """Raise DemoError unless each URL answers 200 and every process still runs: a child that died
-    at start-up is reported, never a false "is up"."""
+    at start-up is reported, never a false "is up". ``client_cert``: see ``_answers``."""
     for name, url in urls.items():
         try:
-            status = _answers(url)
+            status = _answers(url, client_cert=client_cert)
         except (OSError, ValueError) as exc:
             raise DemoError(f"{name} at {url} does not answer: {exc} (logs in {logs}/)") from None
         if status != 200:
@@ -166,75 +160,6 @@ def cli_environment() -> str:
     values = {**os.environ, "TOLLGATE_DEMO": "1"}
     exports = " ".join(f"{name}={shlex.quote(values[name])}" for name in names if name in values)
     return (f"unset {' '.join(unset)}; " if unset else "") + f"export {exports}"
-
-
-def _tail(path: Path, chars: int = 2000) -> str:
-    try:
-        return path.read_text(errors="replace")[-chars:]
-    except OSError:
-        return ""
-
-
-def _start(cmd: list[str], log: Path, env: dict | None = None) -> subprocess.Popen:
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "ab") as out:
-        return subprocess.Popen(
-            cmd,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            cwd=settings.BASE_DIR,
-            start_new_session=True,
-            env={**os.environ, **(env or {})},
-        )
-
-
-def start_demo_target(
-    workdir: Path, host: str = "127.0.0.1", plain_port: int = 8081, tls_port: int = 8443
-) -> list[subprocess.Popen]:
-    """Serve portal.lib.demo_target over HTTP and HTTPS (self-signed); return the processes."""
-    cert, key = workdir / "demo.crt", workdir / "demo.key"
-    if not cert.exists() or not key.exists():
-        make_self_signed(workdir, name="demo")
-    logs = settings.VAR_DIR / "logs"
-    app = "portal.lib.demo_target:app"
-    procs: list[subprocess.Popen] = []
-    try:
-        for port, extra, name in (
-            (plain_port, (), "demo-target-plain"),
-            # One TLS context per worker, so sessions resume (Gunicorn's default makes one per
-            # connection); it also counts resumed sessions server-side (portal/lib/demo_gunicorn.py).
-            (
-                tls_port,
-                ("--config", GUNICORN_TLS_CONFIG, "--certfile", str(cert), "--keyfile", str(key)),
-                "demo-target-tls",
-            ),
-        ):
-            log = logs / f"{name}.log"
-            proc = _start(
-                _gunicorn(app, f"{host}:{port}", "--workers", "1", "--threads", "8", *extra),
-                log,
-                {"TOLLGATE_DEMO_TARGET_NAME": PROCESS_NAME},
-            )
-            procs.append(proc)
-            _wait_for_port(host, port, proc, log)
-    except BaseException:
-        stop_processes(procs)
-        raise
-    return procs
-
-
-def stop_processes(procs: list[subprocess.Popen]) -> None:
-    for proc in procs:
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-    deadline = time.monotonic() + 5
-    for proc in procs:
-        try:
-            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
 
 
 def ensure_demo_user() -> None:
@@ -257,21 +182,23 @@ def _start_services(host: str, web_port: int) -> dict[str, subprocess.Popen]:
     logs = settings.VAR_DIR / "logs"
     named: dict[str, subprocess.Popen] = {}
     try:
-        named["celery worker"] = _start(
+        named["celery worker"] = start_logged(
             _celery("worker", "-Q", "runs", "--concurrency", "1"), logs / "worker.log"
         )
-        named["maintenance worker"] = _start(
+        named["maintenance worker"] = start_logged(
             _celery("worker", "-Q", "maintenance,celery", "--concurrency", "1", "-n", "maintenance@%h"),
             logs / "maintenance.log",
         )
         # The DatabaseScheduler (workers/celery_app.py): scenario schedules are rows of the database.
-        named["celery beat"] = _start(_celery("beat"), logs / "beat.log")
+        named["celery beat"] = start_logged(_celery("beat"), logs / "beat.log")
         web_log = logs / "web.log"
-        named["web"] = _start(
-            _gunicorn("portal.wsgi:application", f"{host}:{web_port}", "--workers", "2", "--threads", "4"),
+        named["web"] = start_logged(
+            gunicorn_command(
+                "portal.wsgi:application", f"{host}:{web_port}", "--workers", "2", "--threads", "4"
+            ),
             web_log,
         )
-        _wait_for_port(host, web_port, named["web"], web_log)
+        wait_for_port(host, web_port, named["web"], web_log)
     except BaseException:
         stop_processes(list(named.values()))
         raise
@@ -302,15 +229,17 @@ def run_demo(
     web_port: int = 8000,
     plain_port: int = 8081,
     tls_port: int = 8443,
+    mtls_port: int | None = None,
     host: str = "127.0.0.1",
 ) -> None:
     """Check the ports, migrate, create the demo login, start everything, check that it answers,
     wait for Ctrl-C, stop everything. DemoError when a port is taken (nothing started) or a process
-    does not come up (everything stopped)."""
-    check_ports(host, {"web": web_port, "plain": plain_port, "tls": tls_port})
+    does not come up (everything stopped). ``mtls_port``: the TLS port + 1 unless given."""
+    ports = {"web": web_port, "plain": plain_port, "tls": tls_port, "mtls": mtls_port or tls_port + 1}
+    check_ports(host, ports)
     demo_environment(host, web_port, plain_port, tls_port)
     call_command("migrate", "--noinput", verbosity=0)
-    _run_services(stdout, host, web_port, plain_port, tls_port)
+    _run_services(stdout, host, ports)
 
 
 def demo_environment(host: str, web_port: int, plain_port: int, tls_port: int) -> None:
@@ -327,35 +256,55 @@ def demo_environment(host: str, web_port: int, plain_port: int, tls_port: int) -
     os.environ.setdefault("TOLLGATE_ALLOW_NETWORKS", "127.0.0.0/8,::1/128")
 
 
-def _run_services(stdout: IO[str], host: str, web_port: int, plain_port: int, tls_port: int) -> None:
+def store_demo_target(demo: DemoTarget) -> Target:
+    """The demo user's target for the form's default URLs, holding the client certificate the demo
+    made (replacing the last start's) and the mTLS URL: the ``tls_mtls`` arm works from the form and
+    the CLI with no option of its own."""
+    user = get_user_model().objects.get(username=DEMO_USER)
+    target = get_or_create_target(personal_project(user), DEMO_TARGET_NAME, demo.plain_url, demo.tls_url)
+    if target.mtls_url != demo.mtls_url:
+        target.mtls_url = demo.mtls_url
+        target.save(update_fields=["mtls_url"])
+    save_client_cert(target, load_pair(*demo.client_cert))
+    return target
+
+
+def _run_services(stdout: IO[str], host: str, ports: dict[str, int]) -> None:
     ensure_demo_user()
     logs = settings.VAR_DIR / "logs"
     try:
-        procs = start_demo_target(settings.VAR_DIR / "demo-target", host, plain_port, tls_port)
+        target = start_demo_target(
+            settings.VAR_DIR / "demo-target", host, ports["plain"], ports["tls"], ports["mtls"]
+        )
     except RuntimeError as exc:
         raise DemoError(f"the demo target did not start: {exc}") from None
-    named = {"demo target (http)": procs[0], "demo target (https)": procs[1]}
+    named = {"demo target (Caddy)": target.procs[0]}
     try:
+        store_demo_target(target)
         try:
-            named.update(_start_services(host, web_port))
+            named.update(_start_services(host, ports["web"]))
         except RuntimeError as exc:
             raise DemoError(f"the portal did not start: {exc}") from None
-        web = f"http://{_url_host(host)}:{web_port}"
+        web = f"http://{url_host(host)}:{ports['web']}"
         check_up(
             named,
             {
                 "the portal": f"{web}/accounts/login/",
-                "the demo target (http)": f"http://{_url_host(host)}:{plain_port}/1k",
-                "the demo target (https)": f"https://{_url_host(host)}:{tls_port}/1k",
+                "the demo target (http)": target.plain_url,
+                "the demo target (https)": target.tls_url,
+                "the demo target (https, client certificate)": target.mtls_url,
             },
             logs,
+            client_cert=settings.VAR_DIR / "demo-target" / "tls",
         )
         stdout.write(
             "\nTollgate demo is up.\n"
             f"  portal:       {web}/   login: {DEMO_USER} / {DEMO_PASSWORD}\n"
-            f"  demo target:  http://{_url_host(host)}:{plain_port}/1k  and  https://{_url_host(host)}:{tls_port}/1k"
-            "  (self-signed: untick 'Verify TLS certificate', --insecure in the CLI)\n"
-            f"  logs:         {logs}/\n"
+            f"  demo target:  Caddy at {target.plain_url}  and  {target.tls_url}\n"
+            "                (HTTP/1.1, HTTP/2, HTTP/3; self-signed: untick 'Verify TLS certificate',\n"
+            "                --insecure in the CLI)\n"
+            f"                client certificates asked for at {target.mtls_url} (the tls_mtls arm)\n"
+            f"  logs:         {logs}/  (the target's JSON access log: demo-target-access.log)\n"
             "  CLI (manage.py tollgate …, README and docs/) in another terminal, first paste:\n"
             f"    {cli_environment()}\n"
             "Ctrl-C stops everything.\n"
@@ -364,7 +313,3 @@ def _run_services(stdout: IO[str], host: str, web_port: int, plain_port: int, tl
         _wait_for_stop(named, stdout)
     finally:
         stop_processes(list(named.values()))
-
-
-def _url_host(host: str) -> str:
-    return f"[{host}]" if ":" in host else host

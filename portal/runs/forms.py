@@ -112,7 +112,7 @@ class RunForm(TuningFields, SpecFields):
         validators=[validate_process_name],
         widget=forms.TextInput(attrs={"maxlength": PROCESS_NAME_MAX}),
         help_text="Optional: a process on the generator's own host to sample like the server (no SSH), "
-        "e.g. tollgate-demo, the demo target's workers (15 characters at most, as pgrep -x sees them).",
+        "e.g. tollgate-caddy, the demo target's Caddy (15 characters at most, as pgrep -x sees them).",
     )
     save_as = forms.CharField(
         label="Save as scenario",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from portal.lib.clientcerts import ClientCert, needs_client_cert
+from portal.lib.clientcerts import MTLS_ARM, ClientCert, needs_client_cert
 from portal.lib.protocol import EngineConfig
 from portal.runs.configs import engine_dict, seal_into
 from portal.runs.models import Run
@@ -35,6 +35,7 @@ def create_run(
     client certificate gets the target's sealed into its secrets (what it presents stays the same
     whatever the target holds later)."""
     secrets = dict(secrets or {})
+    config = mtls_arm_to_target(config, target)
     if client_cert is not None:
         save_client_cert(target, client_cert)
     if needs_client_cert(config):
@@ -54,6 +55,16 @@ def create_run(
         config=config,
         source=source,
     )
+
+
+def mtls_arm_to_target(config: dict, target: Target) -> dict:
+    """``config`` with its ``tls_mtls`` arm sent to the target's mTLS URL, when it has one (a server
+    that asks for client certificates on another port or name than its TLS URL's, like the demo's
+    Caddy): the form, the CLI, the API and webhooks give one TLS URL for every TLS arm."""
+    if not target.mtls_url or not any(arm["name"] == MTLS_ARM for arm in config.get("arms", [])):
+        return config
+    arms = [{**arm, "url": target.mtls_url} if arm["name"] == MTLS_ARM else arm for arm in config["arms"]]
+    return {**config, "arms": arms}
 
 
 CANCELLED, STOPPING = "cancelled", "stopping"

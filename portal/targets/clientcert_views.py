@@ -17,13 +17,15 @@ from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_http_methods
 
+from portal.audit import log as audit
+from portal.audit.models import AuditEvent
 from portal.lib.clientcerts import KEY_TYPES, LABELS, MAX_PEM_CHARS, MTLS_ARM
 from portal.projects.access import can, require_role
 from portal.projects.deleting import confirm_then_delete
 from portal.projects.models import Role
 from portal.targets.access import get_target_for_user
 from portal.targets.clientcerts import forget, save_client_cert
-from portal.targets.forms import ClientCertForm
+from portal.targets.forms import ClientCertForm, MtlsUrlForm
 from portal.targets.models import ClientCertificate
 
 # Two PEM files and two pasted texts of at most MAX_PEM_CHARS each, with the form's framing.
@@ -46,8 +48,14 @@ def client_certs(request: HttpRequest, code) -> HttpResponse:
 def _page(request: HttpRequest, code) -> HttpResponse:
     target, role = get_target_for_user(request, code)
     held = sorted(ClientCertificate.objects.filter(target=target), key=lambda c: KEY_TYPES.index(c.key_type))
-    form = ClientCertForm()
-    if request.method == "POST":
+    form, url_form = ClientCertForm(), MtlsUrlForm(initial={"mtls_url": target.mtls_url})
+    if request.method == "POST" and request.POST.get("action") == "mtls_url":
+        require_role(role, Role.MEMBER)
+        url_form = MtlsUrlForm(request.POST)
+        if url_form.is_valid():
+            _save_mtls_url(request, target, url_form.cleaned_data["mtls_url"])
+            return redirect("target-client-certs", code=target.code)
+    elif request.method == "POST":
         require_role(role, Role.MEMBER)
         form = ClientCertForm(request.POST, request.FILES)
         if form.is_valid():
@@ -64,12 +72,33 @@ def _page(request: HttpRequest, code) -> HttpResponse:
         "held": held,
         "now": timezone.now(),
         "form": form,
+        "url_form": url_form,
         "can_write": can(role, Role.MEMBER),
         "can_forget": can(role, Role.OWNER),
         "arm": MTLS_ARM,
         "arm_kind": LABELS[held[0].key_type] if held else None,  # KEY_TYPES' order: the arm's choice
     }
     return render(request, "targets/client_certs.html", ctx)
+
+
+def _save_mtls_url(request: HttpRequest, target, url: str) -> None:
+    """Store the target's mTLS URL (audited as a target change, before and after)."""
+    if url == target.mtls_url:
+        messages.info(request, "Nothing changed.")
+        return
+    before = target.mtls_url
+    target.mtls_url = url
+    target.save(update_fields=["mtls_url"])
+    audit.record(
+        request,
+        AuditEvent.Kind.TARGET_CHANGED,
+        target=str(target.code),
+        before={"mtls_url": before},
+        after={"mtls_url": url},
+        project_id=target.project_id,
+    )
+    where = url or "the TLS URL"
+    messages.info(request, f"The {MTLS_ARM} arm of this target's runs now goes to {where}.")
 
 
 @login_required

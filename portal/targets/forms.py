@@ -159,6 +159,23 @@ class SecretTextarea(forms.Textarea):
         return None
 
 
+class MtlsUrlForm(forms.Form):
+    """Where the target's server asks for a client certificate, when not at its TLS URL: the
+    ``tls_mtls`` arm goes there (``portal.runs.services.mtls_arm_to_target``). Blank: the TLS URL."""
+
+    mtls_url = forms.CharField(
+        label="mTLS URL",
+        required=False,
+        max_length=500,
+        help_text="An https:// URL where the server asks for a client certificate (another port or name "
+        "than the TLS URL's, so the other arms' handshakes stay without its request). Empty: the TLS URL.",
+    )
+
+    def clean_mtls_url(self) -> str:
+        value = self.cleaned_data["mtls_url"].strip()
+        return check_url(value, "https") if value else ""
+
+
 class ClientCertForm(forms.Form):
     """A client certificate and its key for a target (mutual TLS), each as a PEM file or pasted; the
     pair is checked by ``portal.lib.clientcerts.load_pair`` (``self.pair`` when valid). Nothing given

@@ -21,6 +21,10 @@ class Target(models.Model):
     name = models.CharField(max_length=200)
     plain_url = models.URLField(max_length=500, blank=True)
     tls_url = models.URLField(max_length=500, blank=True)
+    # Where the server asks for a client certificate, when not at the TLS URL: the tls_mtls arm goes
+    # there (``portal.runs.services.create_run``), so the other arms' handshakes stay those of a server
+    # that asks for none. The demo's Caddy asks on a port of its own (``portal.runs.demo``).
+    mtls_url = models.URLField(max_length=500, blank=True)
     created = models.DateTimeField(auto_now_add=True)
     # The run others are compared against by default (pinned on the run page).
     baseline = models.ForeignKey(

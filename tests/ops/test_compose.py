@@ -34,3 +34,50 @@ def test_the_web_healthcheck_follows_readyz(live_server):
     seen("celery@gen1", "gen1", ["runs"])
     ready = subprocess.run(command, capture_output=True, text=True, timeout=30)
     assert ready.returncode == 0, ready.stderr[-1000:]
+
+
+def test_the_demo_target_service_runs_caddy_and_its_healthcheck_passes(tmp_path):
+    """The demo-target container's command, as written but on loopback and free ports (the compose
+    file binds every address of its container): Caddy answers its healthcheck, speaks HTTP/2 on the
+    TLS port and asks for a client certificate on the mTLS port."""
+    import os
+    import shlex
+    import signal
+    import ssl
+    import time
+    import urllib.request
+
+    from tests.servers import closed_port
+
+    service = COMPOSE["services"]["demo-target"]
+    command = shlex.split(service["command"])
+    ports = {"8081": str(closed_port()), "8443": str(closed_port()), "8444": str(closed_port())}
+    command = [ports.get(part, "127.0.0.1" if part == "0.0.0.0" else part) for part in command]  # noqa: S104
+    assert command[:4] == ["python", "manage.py", "tollgate", "demo-target"]
+    check = [part.replace(":8081/", f":{ports['8081']}/") for part in _test_of("demo-target")]
+    env = {**os.environ, "TOLLGATE_DEMO": "1", "TOLLGATE_VAR_DIR": str(tmp_path)}
+    proc = subprocess.Popen(  # noqa: S603 - this interpreter, the compose file's own command
+        [sys.executable, *command[1:]],
+        cwd=ROOT,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        banner = proc.stdout.readline()
+        assert "demo target (Caddy)" in banner and f"127.0.0.1:{ports['8444']}" in banner, banner
+        deadline = time.monotonic() + 30
+        while subprocess.run(check, capture_output=True, timeout=30).returncode != 0:  # noqa: S603
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.2)
+        context = ssl.create_default_context()
+        context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+        url = f"https://127.0.0.1:{ports['8443']}/1k"
+        with urllib.request.urlopen(url, context=context, timeout=5) as answer:  # noqa: S310 - loopback
+            assert answer.status == 200 and answer.headers["Alt-Svc"].startswith(f'h3=":{ports["8443"]}"')
+        with pytest.raises(OSError):  # no client certificate: the mTLS port ends the handshake
+            urllib.request.urlopen(f"https://127.0.0.1:{ports['8444']}/1k", context=context, timeout=5)  # noqa: S310
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)

@@ -27,8 +27,8 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.serial]
 DURATION_S = 3.0
 
 
-# The README demo's five HTTP/1.1 arms (tls_mtls needs a client certificate, the HTTP/2 arms a server
-# that speaks it: the demo target is neither).
+# The README demo's five HTTP/1.1 arms (the HTTP/2 and mTLS arms against the demo:
+# tests/runs/test_demo_caddy.py).
 ARMS = ("plain", "tls", "plain_new", "tls_new", "tls_resumed")
 
 
@@ -54,14 +54,12 @@ def test_the_default_against_the_demo_target_measures_the_server(owner, tmp_path
     """All five arms (the README's demo): no saturated generator, and tls_resumed resumes."""
     settings.VAR_DIR = tmp_path
     (tmp_path / "logs").mkdir()
-    plain_port, tls_port = closed_port(), closed_port()
-    procs = start_demo_target(tmp_path, plain_port=plain_port, tls_port=tls_port)
+    ports = {"plain_port": closed_port(), "tls_port": closed_port(), "mtls_port": closed_port()}
+    demo = start_demo_target(tmp_path / "demo-target", **ports)
     try:
-        report = default_run(
-            owner, f"http://127.0.0.1:{plain_port}/1k", f"https://127.0.0.1:{tls_port}/1k", list(ARMS)
-        )
+        report = default_run(owner, demo.plain_url, demo.tls_url, list(ARMS))
     finally:
-        stop_processes(procs)
+        stop_processes(demo.procs)
     saturation = check(report, "generator_saturation")
     assert saturation["status"] == "pass", saturation
     assert check(report, "arrival_rate")["status"] == "pass"

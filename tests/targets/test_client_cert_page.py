@@ -259,3 +259,37 @@ def test_the_reports_method_names_the_mtls_arm_and_its_certificate(client, team,
     # A run without the arm says nothing of client certificates.
     plain = client.get(reverse("runs-detail", args=[team["run"].code])).content.decode()
     assert 'id="method-mtls"' not in plain and 'id="method"' in plain
+
+
+def test_the_mtls_url_sends_the_mtls_arm_there_and_only_that_arm(client, team):
+    """Members set where the server asks for a client certificate (audited, before and after);
+    viewers read it; a non-https URL is refused with the field's error. A run then sends its tls_mtls
+    arm there, every other arm to the TLS URL."""
+    from portal.runs import services
+
+    target = team["target"]
+    client.force_login(team["users"]["viewer"])
+    assert 'id="mtls-url-form"' not in client.get(page_url(target)).content.decode()
+    assert client.post(page_url(target), {"action": "mtls_url", "mtls_url": "https://x/"}).status_code == 403
+    client.force_login(team["users"]["member"])
+    refused = client.post(page_url(target), {"action": "mtls_url", "mtls_url": "http://127.0.0.1:8444/1k"})
+    assert "Needs an https:// URL" in refused.content.decode()
+    url = "https://127.0.0.1:8444/1k"
+    saved = client.post(page_url(target), {"action": "mtls_url", "mtls_url": url}, follow=True)
+    assert f"The tls_mtls arm of this target&#x27;s runs now goes to {url}" in saved.content.decode()
+    target.refresh_from_db()
+    assert target.mtls_url == url
+    event = AuditEvent.objects.get(kind=AuditEvent.Kind.TARGET_CHANGED)
+    assert event.detail["before"] == {"mtls_url": ""} and event.detail["after"] == {"mtls_url": url}
+    tls = "https://127.0.0.1:8443/1k"
+    config = {
+        "arms": [{"name": arm, "url": tls} for arm in ("tls", "tls_new", "tls_mtls")],
+        "users": 1,
+        "duration_s": 1,
+        "client_certs": {},
+    }
+    moved = services.mtls_arm_to_target(config, target)
+    assert [arm["url"] for arm in moved["arms"]] == [tls, tls, url]
+    assert config["arms"][2]["url"] == tls  # the caller's config is left as it was
+    target.mtls_url = ""
+    assert services.mtls_arm_to_target(config, target) is config

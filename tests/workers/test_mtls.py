@@ -1,7 +1,8 @@
-"""The tls_mtls arm against Debian's nginx asking for client certificates of its own test CA: the
-certificate exchanged is read from nginx's access log ($ssl_client_verify, $ssl_client_s_dn), on
-both TLS libraries; a server that does not ask, or rejects the certificate, fails the arm's check
-with what the server said."""
+"""The tls_mtls arm against real servers asking for client certificates of their own test CA — Debian's
+nginx (OpenSSL, on its TLS port) and Caddy (Go, on a port of its own, as the demo does): the
+certificate exchanged is read from the server's access log (nginx's $ssl_client_verify and
+$ssl_client_s_dn, Caddy's request.tls.client_common_name), on both TLS libraries; a server that does
+not ask, or rejects the certificate, fails the arm's check with what the server said."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from bench.nginx import Nginx, find_binary
 from portal.lib import certs, clientcerts
 from portal.lib.protocol import ArmSpec, EngineConfig
+from tests import stacks
 from tests.workers.test_engine import arm_results, config
 from workers.engine import mtls, variants
 from workers.engine.client import Endpoint
@@ -46,24 +48,31 @@ def log_of(nginx: Nginx) -> list[list[str]]:
 
 
 @pytest.mark.parametrize("library", ["system", "bundled"])
-def test_tls_mtls_presents_the_certificate_nginx_verifies(engine, ca, pairs, library):
-    with Nginx(client_ca_pem=ca[0], verify_client="optional", access_log_format=LOG) as nginx:
-        run = config(("tls_new", nginx.tls_url()), ("tls_mtls", nginx.tls_url()), duration_s=0.8, rate=40)
+@pytest.mark.parametrize("stack", stacks.STACKS)
+def test_tls_mtls_presents_the_certificate_the_server_verifies(engine, ca, pairs, library, stack):
+    # nginx asks every client on its TLS port (optional); Caddy requires one on a port of its own.
+    verify = "optional" if stack == "nginx" else "on"
+    with stacks.start(stack, client_ca_pem=ca[0], verify_client=verify, mtls_port=True) as server:
+        run = config(("tls_new", server.tls_url()), ("tls_mtls", server.mtls_url()), duration_s=0.8, rate=40)
         messages, code, stderr = engine({**with_certs(run, pairs), "tls_library": library})
         assert code == 0, (stderr, messages[-2:])
-        lines = log_of(nginx)
+        served = [line for line in server.served() if line.tls]
     results = arm_results(messages)
     mtls, new = results["tls_mtls"], results["tls_new"]
     assert mtls["requests"] > 10 and mtls["connections_opened"] == mtls["requests"]
     assert mtls["tls_sessions_reused"] == 0
-    verified = [line for line in lines if line[0] == "SUCCESS"]
-    without = [line for line in lines if line[0] == "NONE"]
+    verified = [line for line in served if line.client]
+    without = [line for line in served if not line.client]
     # Every tls_mtls request (preflight, check, warm-up, window) came with the RSA certificate (the
     # arm's choice when the target holds both); every tls_new one without any.
     assert len(verified) >= 2 + mtls["warmup_requests"] + mtls["requests"]
-    assert {line[1] for line in verified} == {"CN=mtls-rsa"}
+    assert {line.client for line in verified} == {"mtls-rsa"}
+    assert not any(line.resumed for line in verified)
     assert len(without) >= 1 + new["warmup_requests"] + new["requests"]
-    assert all(line[3] == "200" for line in verified)  # (the TLS-facts probe's HEAD / gets a 404)
+    assert {line.status for line in verified if line.method == "GET"} == {200}
+    if stack == "caddy":  # the certificate went to the mTLS port only, the other arm's never did
+        assert {line.port for line in verified} == {server.mtls_port}
+        assert server.mtls_port not in {line.port for line in without}
 
 
 def preflight_error(run: dict) -> str:
@@ -135,15 +144,19 @@ def test_the_pair_is_checked_and_its_facts_are_public(pairs):
         clientcerts.load_pair("hello", pairs["rsa"][1])
 
 
-def test_the_matrix_client_cert_variants_present_none_rsa_and_ecdsa_as_nginx_saw(engine, ca, pairs):
-    """The ``client_cert`` dimension against nginx asking (optional) for certificates of the CA that
-    signed both pairs: each variant's requests reach nginx with the certificate it names, read from
-    the access log in the order the sub-arms ran (nocc, ccrsa, ccecdsa after tls_new)."""
-    with Nginx(client_ca_pem=ca[0], verify_client="optional", access_log_format=LOG) as nginx:
-        run = config(("tls_new", nginx.tls_url()), users=1, warmup_s=0.2, duration_s=0.5, rate=30)
+@pytest.mark.parametrize("stack", stacks.STACKS)
+def test_the_matrix_client_cert_variants_present_none_rsa_and_ecdsa_as_the_server_saw(
+    engine, ca, pairs, stack
+):
+    """The ``client_cert`` dimension against a server asking (optional: nginx's ``ssl_verify_client
+    optional``, Caddy's ``verify_if_given``) for certificates of the CA that signed both pairs: each
+    variant's requests reach it with the certificate it names, read from its access log in the order
+    the sub-arms ran (nocc, ccrsa, ccecdsa after tls_new)."""
+    with stacks.start(stack, client_ca_pem=ca[0], verify_client="optional") as server:
+        run = config(("tls_new", server.tls_url()), users=1, warmup_s=0.2, duration_s=0.5, rate=30)
         messages, code, stderr = engine({**with_certs(run, pairs), "tls_matrix": ["client_cert"]})
         assert code == 0, (stderr, messages[-2:])
-        lines = log_of(nginx)
+        lines = [line for line in server.served() if line.tls]
     (matrix,) = [m for m in messages if m["type"] == "matrix"]
     variants = {v["name"]: v for v in matrix["variants"]}
     names = ["tls_new@nocc", "tls_new@ccrsa", "tls_new@ccecdsa"]
@@ -151,11 +164,9 @@ def test_the_matrix_client_cert_variants_present_none_rsa_and_ecdsa_as_nginx_saw
     # The probe read the server's CertificateRequest on each (optional: it asks every client).
     assert all(v["negotiated"]["client_cert_requested"] is True for v in variants.values())
     results = arm_results(messages)
-    # Every certificate nginx saw was its CA's and verified; none presented by tls_new or nocc.
-    who = {"NONE": "none", "SUCCESS|CN=mtls-rsa": "rsa", "SUCCESS|CN=mtls-ecdsa": "ecdsa"}
-    seen = [
-        who.get(line[0] if line[0] == "NONE" else f"{line[0]}|{line[1]}", "|".join(line)) for line in lines
-    ]
+    # Every certificate the server saw was its CA's and verified; none presented by tls_new or nocc.
+    who = {"": "none", "mtls-rsa": "rsa", "mtls-ecdsa": "ecdsa"}
+    seen = [who.get(line.client, line.client) for line in lines]
     assert set(seen) == {"none", "rsa", "ecdsa"}, set(seen)
     # The arms ran one after the other: the log ends in three blocks, the last two a variant's each, the
     # first tls_new's and nocc's (no certificate either), each at least those arms' warm-up and window

@@ -120,6 +120,12 @@ def add_run_arguments(run: CommandParser) -> None:
         "presented by the tls_mtls arm and the client_cert matrix dimension; with --client-key",
     )
     run.add_argument("--client-key", metavar="FILE", help="the client certificate's private key (PEM)")
+    run.add_argument(
+        "--mtls-url",
+        metavar="URL",
+        help="where the server asks for a client certificate, when not at --tls-url (another port or "
+        "name): stored on the target, the tls_mtls arm goes there (empty: back to the TLS URL)",
+    )
     run.add_argument("--owner", default="", help="username starting the run (default: first superuser)")
     run.add_argument("--project", default="", help="project of the run (default: the user's personal one)")
     run.add_argument(

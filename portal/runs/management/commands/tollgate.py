@@ -35,7 +35,7 @@ from portal.schedules import cli as schedules_cli
 from portal.sharing import cli as sharing_cli
 from portal.signing import cli as signing_cli
 from portal.signing import services as signing_services
-from portal.targets.forms import SshAccessForm
+from portal.targets.forms import MtlsUrlForm, SshAccessForm
 from portal.targets.models import ClientCertificate, SshAccess
 from portal.targets.sshaccess import save_ssh_access
 from portal.validators import validate_text
@@ -77,15 +77,21 @@ class Command(BaseCommand):
         sub.add_parser(
             "rotate-secrets", help="re-encrypt every stored secret with the first key of TOLLGATE_SECRET_KEYS"
         )
-        target = sub.add_parser("demo-target", help="serve the demo site over HTTP and HTTPS (Gunicorn)")
-        target.add_argument("--host", default="127.0.0.1")
-        target.add_argument("--plain-port", type=int, default=8081)
-        target.add_argument("--tls-port", type=int, default=8443)
+        target = sub.add_parser(
+            "demo-target", help="serve the demo site with Caddy over HTTP, HTTPS (h2, h3) and mTLS"
+        )
         demo = sub.add_parser("demo", help="migrate, create the demo login, start web + worker + demo target")
-        demo.add_argument("--host", default="127.0.0.1")
         demo.add_argument("--port", type=int, default=8000)
-        demo.add_argument("--plain-port", type=int, default=8081)
-        demo.add_argument("--tls-port", type=int, default=8443)
+        for parser in (target, demo):
+            parser.add_argument("--host", default="127.0.0.1")
+            parser.add_argument("--plain-port", type=int, default=8081)
+            parser.add_argument("--tls-port", type=int, default=8443, help="TCP, and UDP for HTTP/3")
+            parser.add_argument(
+                "--mtls-port",
+                type=int,
+                default=None,
+                help="asks for client certificates (default: TLS port + 1)",
+            )
 
     def handle(self, *args, **options) -> None:
         action = options["action"]
@@ -113,6 +119,7 @@ class Command(BaseCommand):
                     web_port=options["port"],
                     plain_port=options["plain_port"],
                     tls_port=options["tls_port"],
+                    mtls_port=options["mtls_port"],
                     host=options["host"],
                 )
             except DemoError as exc:
@@ -213,6 +220,9 @@ class Command(BaseCommand):
             )
             if ssh is not None:
                 self._store_ssh(target, ssh, options.get("server_process") or "")
+            if options.get("mtls_url") is not None and options["mtls_url"] != target.mtls_url:
+                target.mtls_url = options["mtls_url"]
+                target.save(update_fields=["mtls_url"])
             return services.create_run(
                 owner,
                 target,
@@ -266,6 +276,11 @@ class Command(BaseCommand):
             raise CommandError(f"--budget: {exc}") from None
         form = self._run_form(options, project)
         ssh = self._ssh_form(options)
+        if options.get("mtls_url") is not None:
+            url_form = MtlsUrlForm({"mtls_url": options["mtls_url"]})
+            if not url_form.is_valid():
+                raise CommandError(f"invalid options: --mtls-url: {' '.join(url_form.errors['mtls_url'])}")
+            options["mtls_url"] = url_form.cleaned_data["mtls_url"]
         run = self._create_run(owner, project, form, ssh, options, budgets)
         per_arm_s = form.cleaned_data["warmup_s"] + form.cleaned_data["duration_s"]
         self.stderr.write(f"run {run.code}: {', '.join(run.arm_names)}, about {per_arm_s:.0f} s per arm")
@@ -336,16 +351,19 @@ class Command(BaseCommand):
         )
 
     def handle_demo_target(self, options: dict) -> None:
-        procs = start_demo_target(
+        target = start_demo_target(
             settings.VAR_DIR / "demo-target",
             host=options["host"],
             plain_port=options["plain_port"],
             tls_port=options["tls_port"],
+            mtls_port=options["mtls_port"],
         )
+        procs = target.procs
         self.stdout.write(
-            f"demo target: http://{options['host']}:{options['plain_port']}/1k and "
-            f"https://{options['host']}:{options['tls_port']}/1k (self-signed)"
+            f"demo target (Caddy): {target.plain_url} and {target.tls_url} (self-signed; HTTP/3 on UDP), "
+            f"client certificates at {target.mtls_url} (var/demo-target/tls/client.crt, client.key)"
         )
+        self.stdout.flush()
         try:
             while all(proc.poll() is None for proc in procs):
                 time.sleep(0.5)
