@@ -7,7 +7,7 @@ Used by ``bench/generator`` (beside the engine subprocess) and ``bench/client_pa
 with the engine's client, request by request, in a gevent-patched process: there it is given the
 unpatched ``socket`` and ``SSLContext`` classes, so it still blocks in the kernel).
 
-``BlockingH2`` is the reference for the HTTP/2 arms: the same ``h2`` library, connection settings and
+``BlockingH2`` is the reference for the HTTP/2 arms: the same ``jh2`` library, connection settings and
 timing boundaries as the engine's ``H2Client`` (``workers/engine/http2.py``), on a blocking socket.
 """
 
@@ -17,10 +17,10 @@ import re
 import socket
 import ssl
 
-import h2.config
-import h2.connection
-import h2.events
-import h2.settings
+import jh2.config
+import jh2.connection
+import jh2.events
+import jh2.settings
 
 _LENGTH = re.compile(rb"(?i)content-length: *(\d+)")
 
@@ -87,7 +87,7 @@ def blocking_request(
 
 
 class BlockingH2:
-    """A blocking HTTP/2 client on the ``h2`` library: one connection to 127.0.0.1:port (TLS with ALPN
+    """A blocking HTTP/2 client on the ``jh2`` library: one connection to 127.0.0.1:port (TLS with ALPN
     h2 when ``context`` is given, else prior knowledge), opened as the engine's ``H2Client`` opens one
     (preface, a 2**30 connection window, SETTINGS_INITIAL_WINDOW_SIZE 2**24) and timed at its
     boundaries: connect from before the socket exists to the connected socket; TTLB from there (a new
@@ -105,7 +105,7 @@ class BlockingH2:
             (b"accept", b"*/*"),
         ]
         self.sock = None
-        self.conn: h2.connection.H2Connection | None = None
+        self.conn: jh2.connection.H2Connection | None = None
 
     def _open(self) -> int:
         raw = self.socket_cls(socket.AF_INET, socket.SOCK_STREAM)
@@ -116,7 +116,7 @@ class BlockingH2:
         if self.context and sock.selected_alpn_protocol() != "h2":
             sock.close()
             raise ConnectionError("the server did not select h2 over ALPN")
-        config = h2.config.H2Configuration(
+        config = jh2.config.H2Configuration(
             client_side=True,
             header_encoding=None,
             validate_outbound_headers=False,
@@ -124,10 +124,10 @@ class BlockingH2:
             validate_inbound_headers=False,
             normalize_inbound_headers=False,
         )
-        conn = h2.connection.H2Connection(config)
+        conn = jh2.connection.H2Connection(config)
         conn.initiate_connection()
         conn.increment_flow_control_window(2**30 - 65535)
-        conn.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 2**24})
+        conn.update_settings({jh2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 2**24})
         sock.sendall(conn.data_to_send())
         self.sock, self.conn = sock, conn
         return connected
@@ -157,11 +157,11 @@ class BlockingH2:
             ended = False
             for event in conn.receive_data(data):
                 kind = type(event)
-                if kind is h2.events.DataReceived:
+                if kind is jh2.events.DataReceived:
                     conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
-                elif kind is h2.events.StreamEnded and event.stream_id == stream_id:
+                elif kind is jh2.events.StreamEnded and event.stream_id == stream_id:
                     ended = True
-                elif kind in (h2.events.StreamReset, h2.events.ConnectionTerminated):
+                elif kind in (jh2.events.StreamReset, jh2.events.ConnectionTerminated):
                     raise ConnectionError(f"the server ended the stream: {event}")
             pending = conn.data_to_send()
             if pending:

@@ -8,7 +8,7 @@ gets the unpatched ``socket`` class and the ``ssl`` module is left unpatched her
 reference blocks in the kernel as a plain Python client does (``ssl`` is imported before patching,
 so its ``SSLSocket`` derives from the original socket class). The order within a pair alternates.
 The HTTP/2 arms (``h2_new``: a new connection per request, ``h2``: one kept connection) pair the
-engine's ``H2Client`` with ``bench.blocking.BlockingH2``, the same ``h2`` library on a blocking
+engine's ``H2Client`` with ``bench.blocking.BlockingH2``, the same ``jh2`` library on a blocking
 socket; on ``h2`` only TTLB is paired (no connect after the first request).
 Reads one JSON object on stdin (``{"arms": {"<arm>": {"url", "port", "tls"}}, "seconds",
 "warmup_pairs", "min_pairs", "path", "tls_library"}``; ``tls_library``: both clients' TLS library,

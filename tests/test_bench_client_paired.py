@@ -1,7 +1,7 @@
 """bench/client_paired runs end to end briefly: the engine's client and the blocking reference take
 turns on a throwaway nginx, on each TLS library in one run (``--tls-library both``), and the last
 line carries both medians per library, arm and phase, and bundled / system; the HTTP/2 arms (the
-engine's ``H2Client`` against a blocking client on the same ``h2`` library) included."""
+engine's ``H2Client`` against a blocking client on the same ``jh2`` library) included."""
 
 from __future__ import annotations
 

@@ -57,3 +57,24 @@ def test_bench_generator_tiny_run_prints_the_ratios_of_both_tls_libraries():
     system, bundled = (by_library[name]["engine"]["tls_new"]["per_cpu_s"] for name in ("system", "bundled"))
     assert ratios["tls_new_per_cpu_s"] == round(bundled / system, 3)
     assert all(value > 0 for value in ratios.values())
+
+
+def test_bench_generator_only_h2_repeats_the_engine_and_h2load_in_turn():
+    """``--only h2``: the engine's h2 arm then h2load, ``--repeat`` times on one nginx, each run with
+    both tools' requests per CPU-second, CPU µs per request and their ratio; the median of the runs."""
+    from bench.nginx import find_binary
+
+    if not (find_binary() and shutil.which("h2load")):
+        pytest.skip("needs nginx and h2load")
+    args = ("--only", "h2", "--repeat", "2", "--duration", "1", "--warmup", "0.2", "--users", "2")
+    report = bench_report("generator", *args, timeout=120)
+    runs = report["h2_runs"]
+    assert len(runs) == 2 and report["settings"]["tls_libraries"] == ["system"]
+    for run in runs:
+        engine, h2load = run["engine"]["system"], run["h2load"]
+        assert engine["requests"] > 0 and engine["failures"] == 0 and h2load["requests"] > 0
+        for figures in (engine, h2load):
+            assert figures["cpu_us_per_request"] == round(1e6 / figures["per_cpu_s"], 1)
+        assert run["h2_vs_h2load"]["system"] == round(engine["per_cpu_s"] / h2load["per_cpu_s"], 3)
+    ratios = sorted(run["h2_vs_h2load"]["system"] for run in runs)
+    assert report["h2_vs_h2load_median"]["system"] == (ratios[0] + ratios[1]) / 2

@@ -40,7 +40,7 @@ def test_goaway_after_three_streams_reopens_and_every_request_is_answered_once(t
 
 
 def test_the_libraries_building_of_the_request_frames_is_not_timed(tmp_path):
-    """The timer runs from the request's start to its last byte, less the ``h2`` library's building of
+    """The timer runs from the request's start to its last byte, less the ``jh2`` library's building of
     the request's frames: made slow here (0.2 s per HEADERS built), it shows in the request's whole
     duration but not in its TTLB, on a kept connection and on a new one (whose connect and handshake
     stay in, as on HTTP/1.1)."""
@@ -62,6 +62,52 @@ def test_the_libraries_building_of_the_request_frames_is_not_timed(tmp_path):
     whole_us = (kept.end_ns - kept.start_ns) // 1000
     assert whole_us >= slow_s * 1e6 and kept.ttlb_us <= whole_us - slow_s * 1e6
     assert first.ttlb_us >= first.connect_us + first.tls_handshake_us
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        ([("Server", "upper-case")], "Received uppercase header name"),
+        ([("connection", "keep-alive")], "Connection-specific header field present"),
+        ([(":status", "204")], "Received duplicate pseudo-header field"),
+    ],
+)
+def test_a_malformed_answer_fails_its_request_every_time_and_the_connection_goes_on(tmp_path, extra, said):
+    """The connection's configuration leaves jh2's per-block header checks off; the client runs the
+    library's check once per distinct block instead. A malformed block is never remembered as valid:
+    every answer carrying it fails (protocol_error), on the one connection the server logged."""
+    with GoAwayServer(tmp_path, goaway_after=100, extra=extra) as server:
+        endpoint = Endpoint.resolve(server.url())
+        client = new_client(endpoint, ARM_POLICIES["h2"][1], make_context("system", False, alpn=("h2",)))
+        samples = [client.request("/1k", "/1k") for _ in range(3)]
+        client.close()
+    assert [s.error for s in samples] == ["protocol_error"] * 3
+    assert all("malformed response headers" in s.error_detail and said in s.error_detail for s in samples)
+    assert [(entry["alpn"], entry["streams"]) for entry in server.log] == [("h2", 3)]
+
+
+def test_the_request_headers_are_normalised_and_checked_once_as_the_library_would(tmp_path):
+    """A run's custom headers go out as jh2 sends them with its outbound checks on (done once per
+    header list, not per request): names lower-cased, a connection-specific field dropped (the
+    server, h2 with its checks on, would reject the stream otherwise); a ``te`` other than trailers
+    fails each request before anything is sent."""
+    context = make_context("system", False, alpn=("h2",))
+    headers = {"X-Run": "7", "Connection": "close", "Authorization": "Bearer t"}
+    with GoAwayServer(tmp_path, goaway_after=100) as server:
+        endpoint = Endpoint.resolve(server.url())
+        client = new_client(endpoint, ARM_POLICIES["h2"][1], context, headers=headers)
+        samples = [client.request("/1k", "/1k") for _ in range(3)]
+        client.close()
+        bad = new_client(endpoint, ARM_POLICIES["h2"][1], context, headers={"TE": "gzip"})
+        refused = [bad.request("/1k", "/1k") for _ in range(2)]
+        bad.close()
+    assert [(s.error, s.status) for s in samples] == [(None, 200)] * 3
+    sent = dict(server.log[0]["request_headers"])
+    assert sent[b"x-run"] == b"7" and sent[b"authorization"] == b"Bearer t" and b"connection" not in sent
+    assert [s.error for s in refused] == ["protocol_error"] * 2
+    assert all("not valid HTTP/2" in s.error_detail for s in refused)
+    # The second client never connected: its requests failed before anything was sent.
+    assert len(server.log) == 1
 
 
 @pytest.mark.parametrize("limit", [1])

@@ -1,6 +1,7 @@
 """The timed client's HTTP/2: the ``h2``, ``h2_new`` and ``h2c`` arms (docs/engine-protocol.md).
 
-The protocol is the ``h2`` package's (HPACK, flow control, SETTINGS, stream states); sockets, TLS,
+The protocol is the ``jh2`` package's (``h2`` with a compiled HPACK: HPACK, flow control, SETTINGS,
+stream states; its header checks done once per header list, ``workers.engine.h2state``); sockets, TLS,
 waits and timers are the timed client's own, so TTFB/TTLB are per request in µs and a new
 connection's TCP connect and TLS handshake are timed apart, as on the HTTP/1.1 arms.
 
@@ -25,9 +26,9 @@ import contextlib
 import ssl
 import time
 
-import h2.events
-import h2.exceptions
-import h2.settings
+import jh2.events
+import jh2.exceptions
+import jh2.settings
 
 from workers.engine.client import (
     RECV_SIZE,
@@ -41,15 +42,19 @@ from workers.engine.client import (
     classify_error,
 )
 from workers.engine.h2state import (
+    HEADER_EVENTS,
     ALPNRefused,
     Connection,
     GoAway,
+    HeaderCheck,
+    MalformedHeaders,
     Stream,
     StreamReset,
     classify_h2,
     code_name,
     fill_head,
     finish_stream,
+    request_headers,
 )
 from workers.engine.http1 import ConnectionClosed, ProtocolError
 
@@ -78,13 +83,14 @@ class H2Client(TimedClient):
         self._goaway_note: str | None = None  # a GOAWAY read, for the next request to report
         self.keep_body = False  # the preflight keeps the first bytes of each answer (``body_head``)
         self._body_head = b""
-        self._scheme = endpoint.scheme.encode()
-        self._authority = endpoint.host_header.encode("latin-1")
+        authority = endpoint.host_header.encode("latin-1")
+        self._origin = [(b":scheme", endpoint.scheme.encode()), (b":authority", authority)]
         self._extra = [(b"user-agent", USER_AGENT.encode()), (b"accept", b"*/*")] + [
             (name.lower().encode("latin-1"), value.encode("latin-1"))
             for name, value in (headers or {}).items()
         ]
         self._header_lists: dict[tuple[str, str], list] = {}  # (method, path) -> the request's headers
+        self._header_check = HeaderCheck()  # received header blocks known valid
         # Lanes share the connection only with several streams: with one, nobody reads for another lane,
         # so a request needs no event to be woken by.
         self._shared = self.streams > 1
@@ -149,7 +155,7 @@ class H2Client(TimedClient):
         conn.h2.initiate_connection()
         # A large receive window: flow control must not pace the answers (h2load does the same).
         conn.h2.increment_flow_control_window(2**30 - 65535)
-        conn.h2.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 2**24})
+        conn.h2.update_settings({jh2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 2**24})
         conn.flush()
         self.conn = conn
         return conn
@@ -204,7 +210,7 @@ class H2Client(TimedClient):
         except Exception as exc:  # noqa: BLE001 - every failure becomes data, never a crash
             sample.error = classify_h2(exc) or classify_error(exc)
             sample.error_detail = f"{type(exc).__name__}: {exc}"[:300]
-            if self.conn is not None and not isinstance(exc, StreamReset | GoAway):
+            if self.conn is not None and not isinstance(exc, StreamReset | GoAway | MalformedHeaders):
                 self._end(self.conn, exc)  # the connection failed: every lane on it learns so
         if self._goaway_note is not None:
             sample.goaway, self._goaway_note = self._goaway_note, None
@@ -238,25 +244,22 @@ class H2Client(TimedClient):
             self._end(conn, ConnectionClosed("connection closed"))
 
     def _headers(self, method: str, path: str) -> list:
-        """The request's header list, built once per (method, path) (HPACK encodes it each time)."""
-        headers = [
-            (b":method", method.encode("ascii")),
-            (b":scheme", self._scheme),
-            (b":authority", self._authority),
-            (b":path", path.encode("latin-1")),
-            *self._extra,
-        ]
+        """The request's header list, built, normalised and validated once per (method, path) (HPACK
+        encodes it each time)."""
+        method_path = [(b":method", method.encode("ascii")), (b":path", path.encode("latin-1"))]
+        headers = request_headers([*method_path, *self._origin, *self._extra])
         if len(self._header_lists) < 256:
             self._header_lists[(method, path)] = headers
         return headers
 
     def _exchange(self, sample: Sample, path: str, method: str) -> None:
         """One stream: its request sent, its answer awaited. On a kept connection with room, timed from
-        the first byte handed to the socket, the ``h2`` library's building of the request's frames
+        the first byte handed to the socket, the ``jh2`` library's building of the request's frames
         (HPACK encoding, the HEADERS frame) done before, as the HTTP/1.1 client has its request bytes
         ready. A request that opened a connection, waited for a stream slot or is sent again after a
         GOAWAY is timed from ``sample.start_ns``, those waits in (as the HTTP/1.1 client's connect and
         handshake are), less the library's building of its frames."""
+        headers = self._header_lists.get((method, path)) or self._headers(method, path)
         conn, opened = self._connection(sample)
         waited = self._take_slot(conn)
         if not conn.usable():  # ended while this lane waited for a slot
@@ -264,7 +267,6 @@ class H2Client(TimedClient):
         stream = Stream(self._event() if self._shared else None)
         if self.keep_body:
             stream.kept = bytearray()
-        headers = self._header_lists.get((method, path)) or self._headers(method, path)
         h2conn = conn.h2
         with conn.write_lock:
             t_build = time.perf_counter_ns()
@@ -346,7 +348,7 @@ class H2Client(TimedClient):
             raise ConnectionClosed("connection closed by the server")
         try:
             events = conn.h2.receive_data(data)
-        except h2.exceptions.ProtocolError as exc:
+        except jh2.exceptions.ProtocolError as exc:
             raise ProtocolError(f"HTTP/2 protocol error: {exc}") from None
         for event in events:
             self._on_event(conn, event, now)
@@ -356,7 +358,7 @@ class H2Client(TimedClient):
         """One frame's event, handed to its stream (or the connection's state)."""
         streams = conn.streams
         kind = type(event)
-        if kind is h2.events.DataReceived:
+        if kind is jh2.events.DataReceived:
             stream = streams.get(event.stream_id)
             if stream is not None:
                 stream.body += len(event.data)
@@ -364,25 +366,26 @@ class H2Client(TimedClient):
                     stream.kept += event.data[: BODY_KEPT_BYTES - len(stream.kept)]
             if event.flow_controlled_length:
                 conn.h2.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
-        elif kind is h2.events.ResponseReceived:
+        elif kind in HEADER_EVENTS:  # the answer's header block (a 1xx one's, trailers: checked only)
             stream = streams.get(event.stream_id)
-            if stream is not None:
+            checked = stream is not None and self._header_check.passes(stream, event, now)
+            if checked and kind is jh2.events.ResponseReceived:
                 stream.t_first = now
                 fill_head(stream, event.headers)
-        elif kind is h2.events.StreamEnded:
+        elif kind is jh2.events.StreamEnded:
             finish_stream(streams.get(event.stream_id), now)
-        elif kind is h2.events.StreamReset:
+        elif kind is jh2.events.StreamReset:
             stream = streams.get(event.stream_id)
             if stream is not None:
                 stream.error = StreamReset(code_name(event.error_code))
                 finish_stream(stream, now)
-        elif kind is h2.events.RemoteSettingsChanged:
-            changed = event.changed_settings.get(h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS)
+        elif kind is jh2.events.RemoteSettingsChanged:
+            changed = event.changed_settings.get(jh2.settings.SettingCodes.MAX_CONCURRENT_STREAMS)
             if changed is not None:
                 conn.peer_max = changed.new_value
             conn.settings_seen = True
             self._wake_slot(conn)
-        elif kind is h2.events.ConnectionTerminated:
+        elif kind is jh2.events.ConnectionTerminated:
             code = code_name(event.error_code)
             last = event.last_stream_id if event.last_stream_id is not None else 0
             conn.ending = (code, last)
