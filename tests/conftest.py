@@ -59,9 +59,9 @@ def run_module(module: str, payload: object, timeout: float) -> subprocess.Compl
     )
 
 
-def bench_report(script: str, *args: str, timeout: float = 90) -> dict:
-    """Run ``bench/<script>`` with this interpreter from the repository; it must exit 0, and its
-    figures are the JSON object on its last line."""
+def bench_run(script: str, *args: str, timeout: float = 90) -> tuple[subprocess.CompletedProcess, dict]:
+    """Run ``bench/<script>`` with this interpreter from the repository: the process and its figures
+    (the JSON object on its last line; the process must have printed it)."""
     proc = subprocess.run(  # noqa: S603 - this interpreter, our own script
         [sys.executable, str(ROOT / "bench" / script), *args],
         capture_output=True,
@@ -69,8 +69,15 @@ def bench_report(script: str, *args: str, timeout: float = 90) -> dict:
         timeout=timeout,
         cwd=ROOT,
     )
+    assert proc.stdout.strip(), f"exit code {proc.returncode}: {proc.stderr[-1500:]}"
+    return proc, json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def bench_report(script: str, *args: str, timeout: float = 90) -> dict:
+    """``bench_run`` of a bench that must exit 0: its figures."""
+    proc, report = bench_run(script, *args, timeout=timeout)
     assert proc.returncode == 0, proc.stderr[-1500:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return report
 
 
 def run_engine(config: dict, timeout: float = 120) -> tuple[list[dict], int, str]:

@@ -7,8 +7,9 @@ import shutil
 
 import pytest
 
+from bench import bound
 from portal.lib import hostcapacity
-from tests.conftest import bench_report
+from tests.conftest import bench_report, bench_run
 
 
 def test_bench_generator_tiny_run_prints_the_ratios_of_both_tls_libraries():
@@ -31,7 +32,7 @@ def test_bench_generator_tiny_run_prints_the_ratios_of_both_tls_libraries():
     assert report["engine"]["plain"]["requests"] > 0 and report["wrk"]["plain"]["requests"] > 0
     assert report["s_time"]["connections"] > 0 and report["h2load"]["requests"] > 0
     assert report["engine"]["h2"]["requests"] > 0
-    assert set(report["overhead"]) == {"tls_library", "plain_new", "tls_new"}
+    assert set(report["overhead"]) == {"tls_library", "plain_new", "tls_new", "within_bound"}
     # What `manage.py tollgate record-bench` keeps of it for the operators' page (docs/operations.md).
     figures = hostcapacity.bench_figures(report)
     assert all(figures[arm] > 0 for arm in ("plain", "tls", "tls_new")) and figures["cores"] >= 1
@@ -49,7 +50,11 @@ def test_bench_generator_tiny_run_prints_the_ratios_of_both_tls_libraries():
         assert row["overhead"]["tls_library"] == library
         for phase in ("connect_us", "ttlb_us"):
             assert row["overhead"]["tls_new"]["blocking"][phase] > 0
-            assert isinstance(row["overhead"]["tls_new"][f"{phase}_within"], bool)
+            assert row["overhead"]["tls_new"][phase]["within_bound"] in (True, False, None)
+    # The overhead's verdict over the libraries is the report's own.
+    assert report["within_bound"] == bound.overall(
+        row["overhead"]["within_bound"] for row in by_library.values()
+    )
     # The top-level figures are the first library's.
     assert report["keepalive_tls_vs_wrk"] == by_library["system"]["keepalive_tls_vs_wrk"]
     assert report["overhead"] == by_library["system"]["overhead"]
@@ -78,3 +83,43 @@ def test_bench_generator_only_h2_repeats_the_engine_and_h2load_in_turn():
         assert run["h2_vs_h2load"]["system"] == round(engine["per_cpu_s"] / h2load["per_cpu_s"], 3)
     ratios = sorted(run["h2_vs_h2load"]["system"] for run in runs)
     assert report["h2_vs_h2load_median"]["system"] == (ratios[0] + ratios[1]) / 2
+
+
+def test_bench_generator_overhead_takes_turns_and_its_check_exits_with_the_verdict():
+    """--only overhead --check: the engine and the blocking client take turns over the engine's window
+    on both libraries; each phase carries its medians, interval and verdict, and the exit code is the
+    verdict's (0 within, 3 over, 4 not judged: which one depends on this machine's noise, so the test
+    holds the code to the printed verdict, not to a value)."""
+    from bench.nginx import find_binary
+
+    if not find_binary():
+        pytest.skip("needs nginx")
+    args = ("--only", "overhead", "--duration", "1", "--warmup", "0.3", "--tls-library", "both", "--check")
+    proc, report = bench_run("generator", *args, timeout=180)
+    assert proc.returncode == bound.exit_code(report["within_bound"]), proc.stderr[-1500:]
+    assert bound.verdict_line("engine overhead", report["within_bound"]) in proc.stdout
+    runs = report["overhead_runs"]
+    assert [run["tls_library"] for run in runs] == ["system", "bundled"]
+    for run in runs:
+        for arm in ("plain_new", "tls_new"):
+            row = run[arm]
+            # Both clients measured, the reference inside the engine's window only.
+            assert row["engine_requests"] > 0 and row["blocking_requests"] > 0, (run["tls_library"], arm)
+            for phase in ("connect_us", "ttlb_us"):
+                judged = row[phase]
+                assert judged["allowed_us"] == round(bound.allowance_us(row["blocking"][phase]), 1)
+                assert judged["extra_us"] == round(row["engine"][phase] - row["blocking"][phase], 1)
+                if judged["extra_ci95_us"] is None:
+                    assert judged["within_bound"] is None
+                else:
+                    best, worst = judged["extra_ci95_us"]
+                    assert judged["within_bound"] == bound.verdict(worst, best, judged["allowed_us"])
+            assert row["within_bound"] == bound.overall(
+                row[phase]["within_bound"] for phase in ("connect_us", "ttlb_us")
+            )
+    for library in ("system", "bundled"):
+        summary = report["summary"][library]
+        assert sum(summary["tls_new"]["ttlb_us"]["runs"].values()) == 1
+    assert report["within_bound"] == bound.overall(
+        report["summary"][name]["within_bound"] for name in ("system", "bundled")
+    )
