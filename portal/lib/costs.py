@@ -54,7 +54,10 @@ measures the spread, the histogram the location, so the interval is re-centred o
 arms) for ``"rounds"``, seconds with a value for ``"per_second"``; for ``"none"``, the number of
 requests behind the point estimate (the count of the metric's histogram; TTLB's for ``rps``).
 
-Verdict, on |``delta_pct``| as shown (rounded to 0.1), thresholds ``VERDICT_THRESHOLDS_PCT``:
+Verdict, on |``delta_pct``| as shown (rounded to 0.1), thresholds ``VERDICT_THRESHOLDS_PCT``, and
+only with an interval: a cost without one (``ci95`` null) gets no size verdict (``verdict`` null)
+and says why in ``unconfirmed`` (``UNCONFIRMED``: too few seconds or rounds) — no verdict without
+its interval;
 
 - ``negligible`` when |delta_pct| < 5, or when the CI contains 0 (no evidence of a difference,
   however large it looks);
@@ -81,6 +84,10 @@ VERDICT_THRESHOLDS_PCT = (5.0, 25.0)
 NEGLIGIBLE, NOTICEABLE, SIGNIFICANT = "negligible", "noticeable", "significant"
 MIN_ROUNDS = 3
 MIN_SECONDS = 5
+# Why a cost without an interval has no size verdict (its ``unconfirmed``), said wherever it is shown.
+UNCONFIRMED = (
+    f"too few seconds/rounds for an interval — measure ≥ {MIN_SECONDS} s per arm or {MIN_ROUNDS} rounds"
+)
 CI_LEVEL = 0.95
 RESAMPLES = 2000
 SEED = 20261122
@@ -178,7 +185,8 @@ def compute_costs(arms: dict[str, ArmInput], *, resamples: int = RESAMPLES, seed
 
     Each entry: ``{"name", "arm", "base", "metric", "arm_value", "base_value", "delta",
     "delta_pct", "ci95": [lo, hi] | None, "ci_method": "rounds" | "per_second" | "none",
-    "samples": {"arm": n, "base": n}, "verdict"}`` (see the module docstring for each field).
+    "samples": {"arm": n, "base": n}, "verdict", "unconfirmed"}`` (see the module docstring for each
+    field; ``verdict`` null and ``unconfirmed`` the reason when there is no interval).
     """
     out: list[dict] = []
     for name, arm_name, base_name in COSTS:
@@ -219,9 +227,11 @@ def headline_costs(costs: list[dict]) -> list[dict]:
     return [entry for entry in costs if entry["metric"] == "ttlb_p50_us"]
 
 
-def verdict(delta: float | None, delta_pct: float | None, ci95: Sequence[float] | None) -> str:
-    """The verdict word for one entry (rules in the module docstring)."""
-    if ci95 is not None and ci95[0] <= 0 <= ci95[1]:
+def verdict(delta: float | None, delta_pct: float | None, ci95: Sequence[float] | None) -> str | None:
+    """The verdict word for one entry (rules in the module docstring); None without an interval."""
+    if ci95 is None:
+        return None
+    if ci95[0] <= 0 <= ci95[1]:
         return NEGLIGIBLE
     if delta_pct is None:
         return NOTICEABLE if delta else NEGLIGIBLE
@@ -308,6 +318,7 @@ def _cost_entry(
         "ci_method": method,
         "samples": samples,
         "verdict": verdict(delta, delta_pct, ci95),
+        "unconfirmed": None if ci95 is not None else UNCONFIRMED,
     }
 
 

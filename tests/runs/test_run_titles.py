@@ -30,7 +30,8 @@ def test_a_mixed_path_run_is_titled_by_its_paths_everywhere(client, owner):
     assert (
         "<h1>127.0.0.1:2/1k <span" in client.get(reverse("runs-detail", args=[plain.code])).content.decode()
     )
-    listed = client.get(reverse("runs-list")).content.decode()
+    # The list lets a name break after a "/" only (never inside the address): <wbr> there.
+    listed = client.get(reverse("runs-list")).content.decode().replace("<wbr>", "")
     assert listed.count(TITLE) == 1 and ">127.0.0.1:2/1k</a>" in listed
     compare = client.get(f"{reverse('runs-compare')}?runs={mixed.code},{plain.code}").content.decode()
     assert f"{TITLE} · " in compare

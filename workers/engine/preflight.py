@@ -11,6 +11,7 @@ cannot succeed."""
 from __future__ import annotations
 
 import json
+import socket
 import ssl
 from dataclasses import dataclass
 from urllib.parse import urljoin
@@ -57,8 +58,9 @@ class PreflightFailed(Exception):
 
 
 class ArmRefused(PreflightFailed):
-    """The server does not speak the arm's protocol (no h2 over ALPN, no HTTP/2 with prior knowledge):
-    the arm is refused with the reason and the run measures its other arms."""
+    """The server does not speak the arm's protocol (no h2 over ALPN, no HTTP/2 with prior knowledge,
+    TLS where a plain HTTP/1.1 arm was pointed): the arm is refused with the reason, worded for the
+    protocol the arm asked for, and the run measures its other arms."""
 
 
 @dataclass
@@ -168,7 +170,11 @@ def preflight(config: EngineConfig, arm: ArmSpec, headers: dict[str, str]) -> Pr
             for _hop in range(MAX_REDIRECTS + 1):
                 sample = client.request(current, current)
                 if sample.error:
-                    refused = h2_refusal(arm.name, endpoint.tls, sample)
+                    refused = (
+                        h2_refusal(arm.name, endpoint.tls, sample)
+                        if policy.http2
+                        else tls_port_refusal(arm.name, endpoint, config.timeout_s)
+                    )
                     if refused:
                         raise ArmRefused(origin + current, refused)
                     raise PreflightFailed(origin + current, transport_failure(sample))
@@ -187,6 +193,9 @@ def preflight(config: EngineConfig, arm: ArmSpec, headers: dict[str, str]) -> Pr
             else:
                 raise PreflightFailed(origin + path, f"more than {MAX_REDIRECTS} redirects")
             if not expected(config.expected_status, sample.status):
+                refused = "" if policy.http2 else tls_port_refusal(arm.name, endpoint, config.timeout_s)
+                if refused:  # nginx answers 400 "The plain HTTP request was sent to HTTPS port"
+                    raise ArmRefused(origin + current, refused)
                 answer = unexpected_answer(sample, client.body_head(), config, headers)
                 if arm.name == clientcerts.MTLS_ARM and sample.status in (400, 403, 495, 496):
                     answer += " (with the client certificate presented: did the server reject it?)"
@@ -229,6 +238,34 @@ def h2_refusal(arm: str, tls: bool, sample: Sample) -> str:
             f"(it answered the HTTP/2 preface with {sample.error}: {sample.error_detail})"
         )
     return ""
+
+
+TLS_PROBE_TIMEOUT_S = 3.0
+
+
+def tls_port_refusal(arm: str, endpoint: Endpoint, timeout_s: float) -> str:
+    """Why a plain HTTP/1.1 arm is refused when its port speaks TLS (one TLS handshake tells, no
+    certificate checked): its URL names the server's TLS port. "" for a TLS arm, or a port that does
+    not complete a TLS handshake (its failure is the arm's own, reported as such)."""
+    if endpoint.tls:
+        return ""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        with (
+            socket.create_connection(
+                (endpoint.address, endpoint.port), min(timeout_s, TLS_PROBE_TIMEOUT_S)
+            ) as raw,
+            context.wrap_socket(raw, server_hostname=endpoint.host),
+        ):
+            pass
+    except (OSError, ssl.SSLError):
+        return ""
+    return (
+        f"{arm} refused: port {endpoint.port} speaks TLS, not plain HTTP (it completed a TLS "
+        "handshake): give the plain URL the server's http port"
+    )
 
 
 def expected(codes: list[int], status: int | None) -> bool:
