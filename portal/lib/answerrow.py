@@ -84,7 +84,7 @@ def _shown(row: dict) -> dict:
         interval = metrics.interval(row["ci95"], TTLB)
     extra = row.get("extra") or {}
     if extra.get("bytes") is not None:
-        answer += f", {extra['bytes']:+,} handshake bytes"
+        answer += f", {extra['bytes']:+,} bytes"
     return {
         "answer": answer,
         "interval": interval,

@@ -149,7 +149,7 @@ VALUE_WORDS = {
     "tls1.3": "TLS 1.3",
     "x25519": "X25519",
     "p256": "P-256",
-    "x25519mlkem768": "X25519MLKEM768 (post-quantum)",
+    "x25519mlkem768": "X25519MLKEM768",
     "rsa": "RSA",
     "ecdsa": "ECDSA",
     "ed25519": "Ed25519",
@@ -190,12 +190,14 @@ def matrix_rows(advice: list[dict], entries: list[dict], cpu: tuple) -> list[dic
         key = REPORT_KEYS.get(dim, dim)
         values = [variants.get(name, {}).get(key) for name in (cheap, costly)]
         if item.get("hybrid"):
-            rows.append(hybrid_row(item, matrix_question(dim, values[1], values[0], costly)))
+            where = WHERE.get(base_arm(costly), f"on {base_arm(costly)}")
+            question = f"Post-quantum {_value(dim, values[1])} instead of {_value(dim, values[0])}, {where}"
+            rows.append(hybrid_row(item, question))
             continue
         ci = item.get("ci95")
         rows.append(
             answerrow.row(
-                f"matrix:{cheap}",
+                f"matrix:{cheap}:{costly}",
                 "matrix",
                 matrix_question(dim, *values, cheap),
                 arms=[cheap, costly],
@@ -224,7 +226,7 @@ def hybrid_row(item: dict, question: str) -> dict:
             "per": "handshake",
         }
     return answerrow.row(
-        f"hybrid:{h['arms'][0]}",
+        f"hybrid:{h['arms'][0]}:{h['arms'][1]}",
         "hybrid",
         question,
         arms=list(h["arms"]),

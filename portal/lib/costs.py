@@ -37,12 +37,8 @@ depend on which other costs are present):
   borrow the spread from TTLB: the two differ by the transfer time, whose spread is unknown);
 - ``"none"`` (``ci95`` null) otherwise.
 
-The median of a resample is drawn directly from its exact bootstrap distribution rather than by
-building and sorting the resample: resampling n values means drawing indices floor(n·U) for n
-uniforms U, which is monotone in U, so the k-th smallest resampled value is the sorted value at
-floor(n·U₍ₖ₎), with U₍ₖ₎ ~ Beta(k, n − k + 1) the k-th order statistic of n uniforms (and, for an
-even n, U₍ₖ₊₁₎ = U₍ₖ₎ + (1 − U₍ₖ₎)·(1 − V^(1/(n−k))), V uniform). Same distribution, O(1) per draw,
-so long series cost no more than short ones.
+The median of a resample is drawn from its exact bootstrap distribution, O(1) per draw
+(``portal.lib.bootstrap``).
 
 The interval is the 2.5th and 97.5th percentile of the resampled statistics (linear interpolation
 between order statistics), then shifted by (point delta − statistic on the original data). The
@@ -74,11 +70,14 @@ cost; ``ttlb_p50_us`` is always there when the cost is.
 
 from __future__ import annotations
 
-import math
-import random
-import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import NotRequired, TypedDict
+
+from portal.lib.bootstrap import bootstrap_mean as _bootstrap_mean
+from portal.lib.bootstrap import bootstrap_median_diff as _bootstrap_median_diff
+from portal.lib.bootstrap import percentile as _percentile  # noqa: F401 - tests reach it here
+from portal.lib.bootstrap import resampled_median as _resampled_median  # noqa: F401 - likewise
+from portal.lib.bootstrap import rng as _rng
 
 VERDICT_THRESHOLDS_PCT = (5.0, 25.0)
 NEGLIGIBLE, NOTICEABLE, SIGNIFICANT = "negligible", "noticeable", "significant"
@@ -88,7 +87,6 @@ MIN_SECONDS = 5
 UNCONFIRMED = (
     f"too few seconds/rounds for an interval — measure ≥ {MIN_SECONDS} s per arm or {MIN_ROUNDS} rounds"
 )
-CI_LEVEL = 0.95
 RESAMPLES = 2000
 SEED = 20261122
 
@@ -341,71 +339,3 @@ def _seconds(series: list[dict], key: str | None) -> list[float]:
     if key is None:
         return []
     return [point[key] for point in series if point.get(key) is not None]
-
-
-def _rng(seed: int) -> random.Random:
-    """A fresh seeded generator: statistics, not secrets, and a report must be reproducible."""
-    return random.Random(seed)  # noqa: S311
-
-
-def _percentile(ordered: Sequence[float], q: float) -> float:
-    """Linear interpolation between order statistics at position q·(n − 1); ``ordered`` is sorted."""
-    position = q * (len(ordered) - 1)
-    lower = math.floor(position)
-    upper = min(lower + 1, len(ordered) - 1)
-    return ordered[lower] + (ordered[upper] - ordered[lower]) * (position - lower)
-
-
-def _interval(
-    draw: Callable[[], float], original: float, point: float, resamples: int
-) -> tuple[float, float]:
-    """Percentile interval of ``resamples`` draws of a statistic, shifted by (point − original)."""
-    draws = sorted(draw() for _ in range(max(resamples, 1)))
-    tail = (1.0 - CI_LEVEL) / 2.0
-    shift = point - original
-    return _percentile(draws, tail) + shift, _percentile(draws, 1.0 - tail) + shift
-
-
-def _bootstrap_mean(
-    diffs: list[float], point: float, resamples: int, rng: random.Random
-) -> tuple[float, float]:
-    """Interval for the mean of ``diffs`` (few values: resampled literally)."""
-    n = len(diffs)
-    return _interval(lambda: math.fsum(rng.choices(diffs, k=n)) / n, math.fsum(diffs) / n, point, resamples)
-
-
-def _bootstrap_median_diff(
-    arm: list[float], base: list[float], point: float, resamples: int, rng: random.Random
-) -> tuple[float, float]:
-    """Interval for median(arm) − median(base), the two resampled independently."""
-    arm_median, base_median = _resampled_median(arm, rng), _resampled_median(base, rng)
-    return _interval(
-        lambda: arm_median() - base_median(),
-        statistics.median(arm) - statistics.median(base),
-        point,
-        resamples,
-    )
-
-
-def _resampled_median(values: list[float], rng: random.Random) -> Callable[[], float]:
-    """A sampler of ``statistics.median(rng.choices(values, k=n))``'s distribution, O(1) per draw.
-
-    See the module docstring: the k-th smallest of a resample is ``ordered[floor(n · U₍ₖ₎)]``.
-    """
-    ordered = sorted(values)
-    n = len(ordered)
-
-    def at(u: float) -> float:
-        return ordered[min(int(u * n), n - 1)]
-
-    if n % 2:
-        k = (n + 1) // 2
-        return lambda: at(rng.betavariate(k, n - k + 1))
-    k = n // 2
-
-    def draw() -> float:
-        low = rng.betavariate(k, n - k + 1)
-        high = low + (1.0 - low) * (1.0 - rng.random() ** (1.0 / (n - k)))
-        return (at(low) + at(high)) / 2
-
-    return draw

@@ -25,6 +25,7 @@ from portal.projects.models import personal_project
 from portal.runs import reporting, services
 from portal.runs.models import Run
 from portal.scenarios.models import Scenario
+from portal.sharing import services as sharing
 from tests.e2e.conftest import ARTIFACTS
 from tests.e2e.test_report_pages import login
 from tests.hooks.conftest import CallbackReceiver
@@ -142,6 +143,10 @@ def test_the_tls_port_given_as_the_plain_url_is_incomplete_on_the_cli_api_callba
     assert page.locator("#pin-baseline").count() == 0
     rows = page.locator("#answer-table tbody tr")
     assert rows.count() == 2 and "not measured: plain arm refused" in rows.nth(0).inner_text()
+    assert page_width(page) <= 1280
+    # The scenario's page (its runs, the incomplete one among them) fits as well.
+    page.goto(f"{live_server.url}/scenarios/{scenario.code}/")
+    page.screenshot(path=str(ARTIFACTS / "answers-scenario.png"), full_page=True)
     assert page_width(page) <= 1280 and page.console_errors == []
 
 
@@ -203,6 +208,9 @@ def check_answers_first(page, report: dict, limit_px: int = 1350) -> None:
             assert row.locator(cell).evaluate(BOTTOM) <= limit_px, (cost["name"], cell)
         assert " … " in row.locator("td.ci").inner_text()
     assert page.locator("#answers").evaluate(BOTTOM) < page.locator("#report").evaluate(BOTTOM)
+    # At most one line each: every row as high as the lowest one.
+    heights = page.eval_on_selector_all("#answer-table tbody tr", "rows => rows.map(r => r.offsetHeight)")
+    assert max(heights) <= min(heights) + 2, heights
 
 
 def test_five_arms_answer_first_and_fit(page, live_server, django_user_model, servers):
@@ -213,7 +221,18 @@ def test_five_arms_answer_first_and_fit(page, live_server, django_user_model, se
     run = run_of(user, "five", arms, **ROUNDS)
     assert run.status == Run.Status.SUCCEEDED, run.error
     open_run(page, live_server, run, "answers-five")
-    check_answers_first(page, reporting.export_report(run))
+    report = reporting.export_report(run)
+    check_answers_first(page, report)
+    # The shared page opens with the same table, and fits too.
+    _, token = sharing.create_share(user, run=run)
+    page.goto(f"{live_server.url}/s/{token}/")
+    page.screenshot(path=str(ARTIFACTS / "answers-five-shared.png"))
+    check_answers_first(page, report)
+    # The runs list: the run's name never broken inside its address, no sideways scrolling either.
+    page.goto(f"{live_server.url}/runs/")
+    assert page_width(page) <= 1280
+    box = page.locator(".table-wrap").evaluate("w => [w.scrollWidth, w.clientWidth]")
+    assert box[0] <= box[1], box
     assert page.console_errors == []
 
 
@@ -262,10 +281,16 @@ def test_the_hybrids_price_per_connection_and_handshake_is_an_answer(
     report = reporting.export_report(run)
     check_answers_first(page, report)
     hybrid = [a for a in report["answers"] if a["kind"] == "hybrid"]
-    assert hybrid and all("X25519MLKEM768 (post-quantum)" in a["question"] for a in hybrid)
+    assert hybrid and all(a["question"].startswith("Post-quantum X25519MLKEM768 instead of") for a in hybrid)
     # Its extra handshake bytes, from the probes' handshakes, on its one line.
-    row = page.locator(f"#answer-table tr[data-answer='{hybrid[0]['key']}']")
-    assert "handshake bytes" in row.inner_text() and row.evaluate(BOTTOM) <= 1350
+    for answer in hybrid:
+        row = page.locator(f"#answer-table tr[data-answer='{answer['key']}']")
+        assert answer["extra"]["bytes"] > 0 and f"{answer['extra']['bytes']:+,} bytes" in row.inner_text()
+        height = row.evaluate("el => el.getBoundingClientRect().height")
+        first = page.locator("#answer-table tbody tr").first.evaluate(
+            "el => el.getBoundingClientRect().height"
+        )
+        assert height <= first + 1 and row.evaluate(BOTTOM) <= 1350  # one line, as high as the first
     assert page.console_errors == []
 
 

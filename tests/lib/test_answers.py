@@ -183,11 +183,8 @@ def test_a_matrix_pair_reads_as_the_cheaper_instead_of_the_dearer_and_the_hybrid
     cert, hybrid = answers.matrix_rows(advice, entries, (None, None))
     assert cert["question"] == "Certificate: ECDSA instead of RSA, per new connection"
     assert (cert["value"], cert["ci95"], cert["verdict_label"]) == (-300, [-400, -200], "noticeable saving")
-    assert (
-        hybrid["question"]
-        == "Key exchange: X25519MLKEM768 (post-quantum) instead of X25519, per new connection"
-    )
-    assert hybrid["shown"]["answer"] == "+0.15 ms (+4%), +2,256 handshake bytes"
+    assert hybrid["question"] == "Post-quantum X25519MLKEM768 instead of X25519, per new connection"
+    assert hybrid["shown"]["answer"] == "+0.15 ms (+4%), +2,256 bytes"
     assert hybrid["verdict_label"] == "unconfirmed"  # its time has no interval (one round)
     assert hybrid["shown"]["cpu"] == "+0.12 ms (+0.1 … +0.14)" and hybrid["server_cpu"]["per"] == "handshake"
 

@@ -170,12 +170,7 @@ def preflight(config: EngineConfig, arm: ArmSpec, headers: dict[str, str]) -> Pr
             for _hop in range(MAX_REDIRECTS + 1):
                 sample = client.request(current, current)
                 if sample.error:
-                    refused = (
-                        h2_refusal(arm.name, endpoint.tls, sample)
-                        if policy.http2
-                        else tls_port_refusal(arm.name, endpoint, config.timeout_s)
-                    )
-                    if refused:
+                    if refused := refusal(arm.name, policy.http2, endpoint, sample, config.timeout_s):
                         raise ArmRefused(origin + current, refused)
                     raise PreflightFailed(origin + current, transport_failure(sample))
                 location = sample.location
@@ -193,19 +188,28 @@ def preflight(config: EngineConfig, arm: ArmSpec, headers: dict[str, str]) -> Pr
             else:
                 raise PreflightFailed(origin + path, f"more than {MAX_REDIRECTS} redirects")
             if not expected(config.expected_status, sample.status):
-                refused = "" if policy.http2 else tls_port_refusal(arm.name, endpoint, config.timeout_s)
-                if refused:  # nginx answers 400 "The plain HTTP request was sent to HTTPS port"
-                    raise ArmRefused(origin + current, refused)
-                answer = unexpected_answer(sample, client.body_head(), config, headers)
-                if arm.name == clientcerts.MTLS_ARM and sample.status in (400, 403, 495, 496):
-                    answer += " (with the client certificate presented: did the server reject it?)"
-                raise PreflightFailed(origin + current, answer)
+                raise not_expected(config, arm.name, endpoint, sample, client, headers, origin + current)
             if not targets:
                 server = server_software(sample.server)
             targets.append({"path": current, "weight": weight, "requested": path})
     finally:
         client.close()
     return Prepared(endpoint, context, targets, redirects, origin, server)
+
+
+def not_expected(
+    config: EngineConfig, arm: str, endpoint: Endpoint, sample: Sample, client, headers: dict, url: str
+) -> PreflightFailed:
+    """An answer outside the expected set: the arm's refusal when its port speaks another protocol
+    (nginx answers a plain request on its TLS port 400 "The plain HTTP request was sent to HTTPS
+    port"), else the preflight's failure with the start of the answer."""
+    http2 = ARM_POLICIES[arm][1].http2
+    if refused := refusal(arm, http2, endpoint, sample, config.timeout_s):
+        return ArmRefused(url, refused)
+    answer = unexpected_answer(sample, client.body_head(), config, headers)
+    if arm == clientcerts.MTLS_ARM and sample.status in (400, 403, 495, 496):
+        answer += " (with the client certificate presented: did the server reject it?)"
+    return PreflightFailed(url, answer)
 
 
 def server_software(header: str | None) -> str | None:
@@ -241,6 +245,15 @@ def h2_refusal(arm: str, tls: bool, sample: Sample) -> str:
 
 
 TLS_PROBE_TIMEOUT_S = 3.0
+
+
+def refusal(arm: str, http2: bool, endpoint: Endpoint, sample: Sample, timeout_s: float) -> str:
+    """Why the arm is refused, worded for the protocol it asked for ("" when its failure is no
+    refusal): an HTTP/2 arm's server without h2 (``h2_refusal``), a plain HTTP/1.1 arm's port that
+    speaks TLS (``tls_port_refusal``) — never an HTTP/2 reason for an HTTP/1.1 arm."""
+    if http2:
+        return h2_refusal(arm, endpoint.tls, sample) if sample.error else ""
+    return tls_port_refusal(arm, endpoint, timeout_s)
 
 
 def tls_port_refusal(arm: str, endpoint: Endpoint, timeout_s: float) -> str:
