@@ -56,6 +56,7 @@ def cpu_ms(value) -> str:
     return f"{answerrow.cpu_text(value, signed=False)} CPU-ms"
 
 
+_NAME_BREAKS = re.compile(r"(/| )")
 _QUOTED = re.compile(r"`([^`\n]+)`")
 
 
@@ -79,7 +80,14 @@ def cost_words(name: str) -> str:
 def breakable(name) -> str:
     """A target's name as HTML that a narrow column breaks between its parts (after a ``/``, at its
     spaces), never inside an address or a port: ``shop.example:8443/api/cart``."""
-    return mark_safe(escape(str(name or "")).replace("/", "/<wbr>"))  # noqa: S308
+    parts = _NAME_BREAKS.split(str(name or ""))
+    html = "".join(
+        escape(part) + ("<wbr>" if part == "/" else "")
+        if _NAME_BREAKS.fullmatch(part) or not part
+        else f'<span class="nobr">{escape(part)}</span>'
+        for part in parts
+    )
+    return mark_safe(html)  # noqa: S308 - every part escaped above
 
 
 @register.filter
