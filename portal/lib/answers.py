@@ -87,9 +87,25 @@ def _cpu(
     }
 
 
-def cost_rows(config: dict, costs: list[dict], missing: dict[str, str], cpu: tuple) -> list[dict]:
+def _not_measured(question: Question, missing: dict[str, tuple[str, str]]) -> dict:
+    """The row of an asked question whose cost could not be computed: why in short ("plain arm
+    refused") and in full ("plain arm refused: port 8443 speaks TLS …")."""
+    gone = [arm for arm in question.arms if arm in missing]
+    short = "; ".join(f"{arm} arm {missing[arm][0]}" for arm in gone) or "no samples"
+    full = "; ".join(f"{arm} arm {': '.join(part for part in missing[arm] if part)}" for arm in gone)
+    return answerrow.row(
+        question.cost,
+        "cost",
+        question.words,
+        arms=list(question.arms),
+        not_measured=short,
+        why_not=full or short,
+    )
+
+
+def cost_rows(config: dict, costs: list[dict], missing: dict[str, tuple[str, str]], cpu: tuple) -> list[dict]:
     """A row per declared question the report has a cost for, or whose arms were asked for and
-    not measured (``missing``: arm → why)."""
+    not measured (``missing``: arm → why, ``missing_arms``)."""
     asked = {arm.get("name") for arm in config.get("arms") or []}
     by_name = {c["name"]: c for c in costs if c["metric"] == TTLB}
     rows = []
@@ -97,24 +113,7 @@ def cost_rows(config: dict, costs: list[dict], missing: dict[str, str], cpu: tup
         cost = by_name.get(q.cost)
         if cost is None:
             if set(q.arms) <= asked:
-                gone = [a for a in q.arms if a in missing]
-                short = "; ".join(f"{a} arm {missing[a][0]}" for a in gone) or "no samples"
-                detail = "; ".join(
-                    f"{a} arm {missing[a][0]}: {missing[a][1]}"
-                    if missing[a][1]
-                    else f"{a} arm {missing[a][0]}"
-                    for a in gone
-                )
-                rows.append(
-                    answerrow.row(
-                        q.cost,
-                        "cost",
-                        q.words,
-                        arms=list(q.arms),
-                        not_measured=short,
-                        why_not=detail or short,
-                    )
-                )
+                rows.append(_not_measured(q, missing))
             continue
         rows.append(
             answerrow.row(
@@ -172,7 +171,7 @@ def _value(dim: str, value: str | None) -> str:
 
 
 def matrix_question(dim: str, cheap: str | None, costly: str | None, arm: str) -> str:
-    """ "Certificate: ECDSA instead of RSA, per new connection"."""
+    """The question of a matrix pair, e.g. "Certificate: ECDSA instead of RSA, per new connection"."""
     where = WHERE.get(base_arm(arm), f"on {base_arm(arm)}")
     return f"{DIMENSION_WORDS.get(dim, dim)}: {_value(dim, cheap)} instead of {_value(dim, costly)}, {where}"
 
@@ -278,7 +277,7 @@ def answer_rows(
     costs: list[dict],
     advice: list[dict],
     proj: dict | None,
-    missing: dict[str, str],
+    missing: dict[str, tuple[str, str]],
     inputs: dict[str, dict],
     probes: dict | None = None,
     entries: list[dict] | None = None,

@@ -57,6 +57,8 @@ def cpu_ms(value) -> str:
 
 
 _NAME_BREAKS = re.compile(r"(/| )")
+_ADDRESS = re.compile(r"^\(?[0-9.:\[\]a-fA-F]+\)?$")  # an IP address (and port): never broken
+LONG_HOST = 24
 _QUOTED = re.compile(r"`([^`\n]+)`")
 
 
@@ -79,15 +81,23 @@ def cost_words(name: str) -> str:
 @register.filter
 def breakable(name) -> str:
     """A target's name as HTML that a narrow column breaks between its parts (after a ``/``, at its
-    spaces), never inside an address or a port: ``shop.example:8443/api/cart``."""
-    parts = _NAME_BREAKS.split(str(name or ""))
-    html = "".join(
-        escape(part) + ("<wbr>" if part == "/" else "")
-        if _NAME_BREAKS.fullmatch(part) or not part
-        else f'<span class="nobr">{escape(part)}</span>'
-        for part in parts
-    )
-    return mark_safe(html)  # noqa: S308 - every part escaped above
+    spaces, and in a host name longer than ``LONG_HOST`` characters after its dots), never inside an
+    address or before its port: ``127.0.0.1:8443`` and ``example.com:8443`` stay whole."""
+    html = []
+    for part in _NAME_BREAKS.split(str(name or "")):
+        if not part or _NAME_BREAKS.fullmatch(part):
+            html.append(escape(part) + ("<wbr>" if part == "/" else ""))
+            continue
+        pieces = [part]
+        if len(part) > LONG_HOST and not _ADDRESS.match(part):
+            labels = part.split(".")  # the last two ("example.com:8443") stay together
+            pieces = (
+                [f"{label}." for label in labels[:-2]] + [".".join(labels[-2:])]
+                if len(labels) > 2
+                else pieces
+            )
+        html.append("<wbr>".join(f'<span class="nobr">{escape(piece)}</span>' for piece in pieces))
+    return mark_safe("".join(html))  # noqa: S308 - every part escaped above
 
 
 @register.filter
