@@ -234,3 +234,23 @@ def test_a_plain_arm_on_the_tls_port_is_refused_for_its_own_protocol_never_http2
     assert "HTTP/2" not in said
     with pytest.raises(ArmRefused, match="h2c refused: the server does not speak HTTP/2 with prior"):
         preflight(config, config.arms[1], {})
+
+
+def test_nginx_answering_400_to_plain_http_on_its_tls_port_refuses_the_plain_arm_the_same_way():
+    """nginx does not reset a plain request on its TLS port: it answers 400 "The plain HTTP request
+    was sent to HTTPS port". The arm is refused for the same reason, not failed for its status."""
+    from bench.nginx import Nginx
+
+    try:
+        nginx = Nginx().start()
+    except RuntimeError as exc:
+        pytest.skip(str(exc))
+    try:
+        wrong = f"http://127.0.0.1:{nginx.tls_port}/1k"
+        config = EngineConfig(arms=[ArmSpec("plain", wrong)], timeout_s=5)
+        with pytest.raises(
+            ArmRefused, match=f"plain refused: port {nginx.tls_port} speaks TLS, not plain HTTP"
+        ):
+            preflight(config, config.arms[0], {})
+    finally:
+        nginx.stop()
