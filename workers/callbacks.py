@@ -26,7 +26,7 @@ from django.utils import timezone
 from portal import outbound, vault
 from portal.hooks import services as hooks
 from portal.hooks.models import CallbackDelivery, WebhookDelivery
-from portal.lib import webhooks
+from portal.lib import evidence, webhooks
 from portal.runs.models import Run
 from portal.scenarios.models import Scenario
 from workers.celery_app import app
@@ -78,8 +78,13 @@ def payload(run: Run) -> dict:
     return {
         "run_id": str(run.code),
         "status": run.status,
+        # As the API's status_line and the CLI say it: "incomplete: no cost could be computed — …".
+        "status_line": evidence.status_text(
+            run.status, run.error, evidence.summary_badge(run.status, summary)
+        ),
         "error": run.error or None,
         "headline": summary.get("headline"),
+        "answers": summary.get("answers") or [],
         "costs": summary.get("costs") or [],
         "budgets": summary.get("budgets"),
         "scenario": {"id": str(scenario.code), "name": scenario.name, "version": run.scenario_version},

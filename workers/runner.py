@@ -31,7 +31,7 @@ from portal.runs.live import PROGRESS_TTL_S, cache_delete, cache_set, probing_ke
 from portal.runs.models import GeneratorHost, Run, RunAttempt
 from portal.runs.queueing import runs_workers_present
 from portal.runs.quotas import limits_for
-from portal.runs.reporting import measured_nothing, store_summary
+from portal.runs.reporting import measured_nothing, store_summary, unanswered
 from portal.signing.services import freeze_after_end
 from portal.targets import verification
 from portal.vault import SecretError
@@ -320,12 +320,17 @@ def _drive(run: Run, attempt: RunAttempt) -> None:
 def verdict(run: Run, engine: EngineProcess) -> tuple[str, str]:
     """The run's terminal (status, error): the engine's, except that a run none of whose arms
     measured the page is no success although the engine finished: it fails with what the arms got
-    instead (its arms are kept and reported)."""
+    instead (its arms are kept and reported); and one that measured but answered none of the costs
+    it asked for (their arms refused or invalid) is ``incomplete``, saying why."""
     status, error = engine.verdict()
     if status != Run.Status.SUCCEEDED:
         return status, error
+    run.refresh_from_db()  # what the engine's messages stored meanwhile (refused arms, TLS facts)
     nothing = measured_nothing(run)
-    return (Run.Status.FAILED, nothing) if nothing else (status, error)
+    if nothing:
+        return Run.Status.FAILED, nothing
+    why = unanswered(run)
+    return (Run.Status.INCOMPLETE, why[0].upper() + why[1:]) if why else (status, error)
 
 
 def reap_stale_runs(max_silence_s: float | None = None) -> int:

@@ -23,7 +23,7 @@ def api_url(name: str, run: Run, request=None) -> str:
     return request.build_absolute_uri(path) if request is not None else path
 
 
-SUMMARY_KEYS = ("requests", "arms", "costs", "headline", "validity", "checks", "invalid_arms")
+SUMMARY_KEYS = ("requests", "arms", "answers", "costs", "headline", "validity", "checks", "invalid_arms")
 
 
 class ErrorOut(serializers.Serializer):
@@ -83,9 +83,10 @@ class RunOut(serializers.Serializer):
     id = serializers.UUIDField(source="code")
     status = serializers.ChoiceField(choices=Run.Status.choices)
     status_line = serializers.SerializerMethodField(
-        help_text="The status as the portal says it: a failed run's reason first, then what its checks "
-        'found ("failed: no arm measured the page: 404 × 1,200 on every arm · 2 invalid arms (plain, tls) '
-        'and 1 failed check"; "succeeded with 1 warning").'
+        help_text="The status as the portal says it: a failed or incomplete run's reason first, then what "
+        'its checks found ("failed: no arm measured the page: 404 × 1,200 on every arm · 2 invalid arms '
+        '(plain, tls) and 1 failed check"; "incomplete: no cost could be computed — plain arm refused: …"; '
+        '"succeeded with 1 warning").'
     )
     error = serializers.SerializerMethodField()
     baseline = serializers.SerializerMethodField(help_text="Whether the run is its target's pinned baseline.")

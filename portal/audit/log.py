@@ -11,7 +11,8 @@ from django.http import HttpRequest
 
 from portal.audit.models import AuditEvent
 
-log = logging.getLogger("tollgate.audit")
+LOGGER = "tollgate.audit"
+log = logging.getLogger(LOGGER)
 
 
 def network(address: str) -> str:

@@ -7,9 +7,10 @@ docs/budgets.md.
 
 A budget passes when the measured figure is at most its limit, fails when above it, and is
 ``skip`` — never ``pass`` — when the figure was not measured (the arms it needs did not run, no probe
-sampled the CPU) or its cost was not judged (a validity check failed on its arms, an arm is
-invalid): a number the report itself does not vouch for cannot clear a budget. Overall: ``fail``
-when any budget fails, else ``skip`` when any was skipped, else ``pass``.
+sampled the CPU), its cost was not judged (a validity check failed on its arms, an arm is
+invalid) or it is unconfirmed (no interval: too few seconds or rounds): a number the report itself
+does not vouch for can neither clear nor break a budget — the budget says it could not judge.
+Overall: ``fail`` when any budget fails, else ``skip`` when any was skipped, else ``pass``.
 
 A negative figure (TLS faster than plain) is below any limit and passes; when its cost's verdict says
 so (``portal.lib.verdicts.verdict_words``: "tls faster than plain — check the setup") the detail says it
@@ -21,6 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from portal.lib.costs import UNCONFIRMED
 from portal.lib.verdicts import verdict_words
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
@@ -186,13 +188,27 @@ def _measured(report: dict, name: str) -> tuple[float | None, str, str | None]:
         keepalive = _cost(report, "keepalive_tls", "ttlb_p50_us")
         if local is None:
             return None, "", "not measured: no server probe (or local process probe) sampled tls and plain"
-        return local[0], local[1], (keepalive or {}).get("not_judged")
+        why = _why_not(keepalive) if keepalive else None
+        projected = report.get("projection") or {}
+        if not why and not (projected.get("source") == "local_process" and projected.get("keepalive_ci95")):
+            why = f"unconfirmed: {UNCONFIRMED}"  # the CPU's own interval (over 3 or more rounds)
+        return local[0], local[1], why
     if cost is None:
         return None, "", f"not measured: the {cost_name} cost needs the arms {arm} and {base}"
     source = f"{cost_name} cost, {arm} − {base}"
     if metric == "server_cpu_ms_per_req":
-        return cost["delta"], f"{source}, server probe", cost.get("not_judged")
-    return cost["delta"] / 1000.0, f"{source}, {metric}", cost.get("not_judged")
+        return cost["delta"], f"{source}, server probe", _why_not(cost)
+    return cost["delta"] / 1000.0, f"{source}, {metric}", _why_not(cost)
+
+
+def _why_not(cost: dict) -> str | None:
+    """Why a cost cannot clear or break a budget: not judged (its arms' checks), or unconfirmed (no
+    interval; ``costs.UNCONFIRMED``); None when it is judged."""
+    if cost.get("not_judged"):
+        return cost["not_judged"]
+    if cost.get("unconfirmed") or not cost.get("ci95"):
+        return f"unconfirmed: {cost.get('unconfirmed') or UNCONFIRMED}"
+    return None
 
 
 def _judge_cost(report: dict, name: str, limit: float) -> dict:
@@ -202,7 +218,7 @@ def _judge_cost(report: dict, name: str, limit: float) -> dict:
     value = round(value, 6)
     unit = BUDGETS[name].unit
     if not_judged:
-        return _result(name, limit, value, SKIP, f"not judged: {not_judged}")
+        return _result(name, limit, value, SKIP, f"could not judge: {not_judged}")
     cost = _cost(report, *COST_OF[name])
     said = verdict_words(cost) if cost else None
     if said and said["unexpected"]:  # a TLS arm faster than plain passes, but is no cost (nor saving)

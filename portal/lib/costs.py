@@ -37,12 +37,8 @@ depend on which other costs are present):
   borrow the spread from TTLB: the two differ by the transfer time, whose spread is unknown);
 - ``"none"`` (``ci95`` null) otherwise.
 
-The median of a resample is drawn directly from its exact bootstrap distribution rather than by
-building and sorting the resample: resampling n values means drawing indices floor(n·U) for n
-uniforms U, which is monotone in U, so the k-th smallest resampled value is the sorted value at
-floor(n·U₍ₖ₎), with U₍ₖ₎ ~ Beta(k, n − k + 1) the k-th order statistic of n uniforms (and, for an
-even n, U₍ₖ₊₁₎ = U₍ₖ₎ + (1 − U₍ₖ₎)·(1 − V^(1/(n−k))), V uniform). Same distribution, O(1) per draw,
-so long series cost no more than short ones.
+The median of a resample is drawn from its exact bootstrap distribution, O(1) per draw
+(``portal.lib.bootstrap``).
 
 The interval is the 2.5th and 97.5th percentile of the resampled statistics (linear interpolation
 between order statistics), then shifted by (point delta − statistic on the original data). The
@@ -54,7 +50,10 @@ measures the spread, the histogram the location, so the interval is re-centred o
 arms) for ``"rounds"``, seconds with a value for ``"per_second"``; for ``"none"``, the number of
 requests behind the point estimate (the count of the metric's histogram; TTLB's for ``rps``).
 
-Verdict, on |``delta_pct``| as shown (rounded to 0.1), thresholds ``VERDICT_THRESHOLDS_PCT``:
+Verdict, on |``delta_pct``| as shown (rounded to 0.1), thresholds ``VERDICT_THRESHOLDS_PCT``, and
+only with an interval: a cost without one (``ci95`` null) gets no size verdict (``verdict`` null)
+and says why in ``unconfirmed`` (``UNCONFIRMED``: too few seconds or rounds) — no verdict without
+its interval;
 
 - ``negligible`` when |delta_pct| < 5, or when the CI contains 0 (no evidence of a difference,
   however large it looks);
@@ -71,17 +70,23 @@ cost; ``ttlb_p50_us`` is always there when the cost is.
 
 from __future__ import annotations
 
-import math
-import random
-import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import NotRequired, TypedDict
+
+from portal.lib.bootstrap import bootstrap_mean as _bootstrap_mean
+from portal.lib.bootstrap import bootstrap_median_diff as _bootstrap_median_diff
+from portal.lib.bootstrap import percentile as _percentile  # noqa: F401 - tests reach it here
+from portal.lib.bootstrap import resampled_median as _resampled_median  # noqa: F401 - likewise
+from portal.lib.bootstrap import rng as _rng
 
 VERDICT_THRESHOLDS_PCT = (5.0, 25.0)
 NEGLIGIBLE, NOTICEABLE, SIGNIFICANT = "negligible", "noticeable", "significant"
 MIN_ROUNDS = 3
 MIN_SECONDS = 5
-CI_LEVEL = 0.95
+# Why a cost without an interval has no size verdict (its ``unconfirmed``), said wherever it is shown.
+UNCONFIRMED = (
+    f"too few seconds/rounds for an interval — measure ≥ {MIN_SECONDS} s per arm or {MIN_ROUNDS} rounds"
+)
 RESAMPLES = 2000
 SEED = 20261122
 
@@ -178,7 +183,8 @@ def compute_costs(arms: dict[str, ArmInput], *, resamples: int = RESAMPLES, seed
 
     Each entry: ``{"name", "arm", "base", "metric", "arm_value", "base_value", "delta",
     "delta_pct", "ci95": [lo, hi] | None, "ci_method": "rounds" | "per_second" | "none",
-    "samples": {"arm": n, "base": n}, "verdict"}`` (see the module docstring for each field).
+    "samples": {"arm": n, "base": n}, "verdict", "unconfirmed"}`` (see the module docstring for each
+    field; ``verdict`` null and ``unconfirmed`` the reason when there is no interval).
     """
     out: list[dict] = []
     for name, arm_name, base_name in COSTS:
@@ -219,9 +225,11 @@ def headline_costs(costs: list[dict]) -> list[dict]:
     return [entry for entry in costs if entry["metric"] == "ttlb_p50_us"]
 
 
-def verdict(delta: float | None, delta_pct: float | None, ci95: Sequence[float] | None) -> str:
-    """The verdict word for one entry (rules in the module docstring)."""
-    if ci95 is not None and ci95[0] <= 0 <= ci95[1]:
+def verdict(delta: float | None, delta_pct: float | None, ci95: Sequence[float] | None) -> str | None:
+    """The verdict word for one entry (rules in the module docstring); None without an interval."""
+    if ci95 is None:
+        return None
+    if ci95[0] <= 0 <= ci95[1]:
         return NEGLIGIBLE
     if delta_pct is None:
         return NOTICEABLE if delta else NEGLIGIBLE
@@ -308,6 +316,7 @@ def _cost_entry(
         "ci_method": method,
         "samples": samples,
         "verdict": verdict(delta, delta_pct, ci95),
+        "unconfirmed": None if ci95 is not None else UNCONFIRMED,
     }
 
 
@@ -330,71 +339,3 @@ def _seconds(series: list[dict], key: str | None) -> list[float]:
     if key is None:
         return []
     return [point[key] for point in series if point.get(key) is not None]
-
-
-def _rng(seed: int) -> random.Random:
-    """A fresh seeded generator: statistics, not secrets, and a report must be reproducible."""
-    return random.Random(seed)  # noqa: S311
-
-
-def _percentile(ordered: Sequence[float], q: float) -> float:
-    """Linear interpolation between order statistics at position q·(n − 1); ``ordered`` is sorted."""
-    position = q * (len(ordered) - 1)
-    lower = math.floor(position)
-    upper = min(lower + 1, len(ordered) - 1)
-    return ordered[lower] + (ordered[upper] - ordered[lower]) * (position - lower)
-
-
-def _interval(
-    draw: Callable[[], float], original: float, point: float, resamples: int
-) -> tuple[float, float]:
-    """Percentile interval of ``resamples`` draws of a statistic, shifted by (point − original)."""
-    draws = sorted(draw() for _ in range(max(resamples, 1)))
-    tail = (1.0 - CI_LEVEL) / 2.0
-    shift = point - original
-    return _percentile(draws, tail) + shift, _percentile(draws, 1.0 - tail) + shift
-
-
-def _bootstrap_mean(
-    diffs: list[float], point: float, resamples: int, rng: random.Random
-) -> tuple[float, float]:
-    """Interval for the mean of ``diffs`` (few values: resampled literally)."""
-    n = len(diffs)
-    return _interval(lambda: math.fsum(rng.choices(diffs, k=n)) / n, math.fsum(diffs) / n, point, resamples)
-
-
-def _bootstrap_median_diff(
-    arm: list[float], base: list[float], point: float, resamples: int, rng: random.Random
-) -> tuple[float, float]:
-    """Interval for median(arm) − median(base), the two resampled independently."""
-    arm_median, base_median = _resampled_median(arm, rng), _resampled_median(base, rng)
-    return _interval(
-        lambda: arm_median() - base_median(),
-        statistics.median(arm) - statistics.median(base),
-        point,
-        resamples,
-    )
-
-
-def _resampled_median(values: list[float], rng: random.Random) -> Callable[[], float]:
-    """A sampler of ``statistics.median(rng.choices(values, k=n))``'s distribution, O(1) per draw.
-
-    See the module docstring: the k-th smallest of a resample is ``ordered[floor(n · U₍ₖ₎)]``.
-    """
-    ordered = sorted(values)
-    n = len(ordered)
-
-    def at(u: float) -> float:
-        return ordered[min(int(u * n), n - 1)]
-
-    if n % 2:
-        k = (n + 1) // 2
-        return lambda: at(rng.betavariate(k, n - k + 1))
-    k = n // 2
-
-    def draw() -> float:
-        low = rng.betavariate(k, n - k + 1)
-        high = low + (1.0 - low) * (1.0 - rng.random() ** (1.0 / (n - k)))
-        return (at(low) + at(high)) / 2
-
-    return draw

@@ -2,7 +2,9 @@
 the run's status as a reader should see it. Pure functions over the report's parts.
 
 - ``judge_costs``: a cost one of whose arms is invalid, or about whose arms a check found a failure,
-  gets no verdict (``verdict: null``, ``direction: null``) and says why in ``not_judged``; warnings
+  gets no verdict (``verdict: null``, ``direction: null``) and says why in ``not_judged``; a cost
+  without an interval has no verdict either (``costs.UNCONFIRMED`` in its ``unconfirmed``) nor a
+  direction: no verdict without its interval; warnings
   about its arms go beside its verdict in ``warnings``. A judged cost gets its ``direction`` and
   ``unexpected`` (``portal.lib.verdicts``). A finding is about a cost when every arm it
   names is one of the cost's two arms: ``tls_sessions`` failing ``tls_resumed`` voids
@@ -11,9 +13,10 @@ the run's status as a reader should see it. Pure functions over the report's par
 - ``check_counts``: how many checks passed, warned, failed and could not judge (``run.checks``).
 - ``status_badge``: "with 2 failed checks and 1 warning" and its level, for the run page, the list
   and the compare page alike.
-- ``failure_reason`` and ``status_text``: a failed run says why first, then what its checks found:
-  "failed: no arm measured the page: 404 × 1,200 on every arm · 3 invalid arms (…) and 1 failed
-  check" (the pages put the same parts in their own markup).
+- ``failure_reason`` and ``status_text``: a failed (or incomplete) run says why first, then what its
+  checks found: "failed: no arm measured the page: 404 × 1,200 on every arm · 3 invalid arms (…)
+  and 1 failed check", "incomplete: no cost could be computed — plain arm refused: …" (the pages
+  put the same parts in their own markup; ``error_detail`` is what its error says beyond that line).
 - ``too_short_for_intervals``: whether a run of that duration and rounds can give its costs a 95%
   interval at all (the run form warns before submitting).
 """
@@ -22,11 +25,13 @@ from __future__ import annotations
 
 import math
 
-from portal.lib import verdicts
+from portal.lib import tlswords, verdicts
 from portal.lib.costs import MIN_ROUNDS, MIN_SECONDS
 from portal.lib.validity.verdict import FAIL, STATUSES, WARN
 
 OK, AMBER, RED = "ok", "warn", "bad"
+# Statuses whose reason is said right after the word: "failed: …", "incomplete: …".
+WITH_REASON = ("failed", "incomplete")
 
 
 def judge_costs(costs: list[dict], checks: list[dict], invalid_arms: dict[str, str]) -> list[dict]:
@@ -55,7 +60,7 @@ def judge_costs(costs: list[dict], checks: list[dict], invalid_arms: dict[str, s
             "not_judged": "; ".join(failed) or None,
             "warnings": warnings,
         }
-        if failed:  # no claim: neither its size nor its direction
+        if failed or judged.get("unconfirmed"):  # no claim: neither its size nor its direction
             judged.update(verdict=None, direction=None, unexpected=False)
         out.append(judged)
     return out
@@ -95,7 +100,7 @@ def status_badge(status: str, counts: dict | None, invalid_arms: list[str] | Non
     label = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
     level = RED if invalid or counts.get("fail") else AMBER
     # A failed run's badge follows its reason ("failed: … · 1 failed check"), not the word "failed".
-    return {"label": label if status == "failed" else f"with {label}", "level": level, "title": title}
+    return {"label": label if status in WITH_REASON else f"with {label}", "level": level, "title": title}
 
 
 def summary_badge(status: str, summary: dict | None) -> dict | None:
@@ -109,14 +114,13 @@ def summary_badge(status: str, summary: dict | None) -> dict | None:
 
 
 def failure_reason(status: str, error: str | None) -> str:
-    """Why a failed run failed, said right after "failed: ": the first line of its error (the lines
-    after it are detail: an engine's last output), without its closing full stop, its first word in
-    lower case unless it is an acronym ("Timed out after 300 s" → "timed out after 300 s"). "" for
-    any other status, or a failed run without a reason."""
-    if status != "failed":
+    """Why a failed (or incomplete) run ended so, said right after "failed: ": the first line of its
+    error (the lines after it are detail: an engine's last output), without its closing full stop,
+    its first word in lower case unless it is an acronym ("Timed out after 300 s" → "timed out after
+    300 s"). "" for any other status, or a failed run without a reason."""
+    if status not in WITH_REASON:
         return ""
-    line = next((line.strip() for line in (error or "").splitlines() if line.strip()), "")
-    line = line.removesuffix(".")
+    line = tlswords.reword(_first_line(error)).removesuffix(".")
     word = line.split(" ", 1)[0]
     if len(word) > 1 and word[0].isupper() and word[1:].islower():
         line = line[0].lower() + line[1:]
@@ -131,7 +135,29 @@ def status_text(status: str, error: str | None, badge: dict | None) -> str:
     said = f"{status}: {reason}" if reason else status
     if not badge:
         return said
-    return f"{said} · {badge['label']}" if status == "failed" else f"{said} {badge['label']}"
+    return f"{said} · {badge['label']}" if status in WITH_REASON else f"{said} {badge['label']}"
+
+
+def _first_line(error: str | None) -> str:
+    return next((line.strip() for line in (error or "").splitlines() if line.strip()), "")
+
+
+def error_detail(status: str, error: str | None) -> str:
+    """A run's error beyond what its status line says: the lines after the first for a failed or
+    incomplete run (its first line is ``failure_reason``), the whole error otherwise; "" for none.
+    The page shows the reason once: in the status line, then only this."""
+    text = (error or "").strip()
+    if status not in WITH_REASON or not text:
+        return text
+    return text.partition(_first_line(text))[2].strip()
+
+
+def library_said(status: str, error: str | None) -> str:
+    """The TLS library's own text behind a reason ``failure_reason`` put in words (the evidence
+    beside them), or ""."""
+    if status not in WITH_REASON:
+        return ""
+    return tlswords.library_text(_first_line(error)) or ""
 
 
 def too_short_for_intervals(duration_s: float | None, rounds: int | None) -> bool:

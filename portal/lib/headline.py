@@ -6,14 +6,16 @@ Each ``ttlb_p50_us`` cost makes one clause, in ``COSTS`` order: its change with 
 without its number. The clause follows the verdict's direction (``verdicts.verdict_words``): a cost
 "adds", an interval that contains 0 "changes … by", and a delta against the cost's nature (TLS faster
 than its control, resumption slower than a full handshake) says so and "check the setup", without a
-verdict word. ``new_connection_tls`` (``tls_new`` − ``plain``) is left out when ``handshake``
+verdict word. A cost without an interval states its change and "unconfirmed", never a verdict word
+(``costs.UNCONFIRMED``). ``new_connection_tls`` (``tls_new`` − ``plain``) is left out when ``handshake``
 (``tls_new`` − ``plain_new``) is there: the handshake alone is the sharper answer. Then, as short
 sentences: the hint that ``plain_new`` isolates the handshake (when only the new-connection cost
-could be given), and "No interval: run longer or use rounds." when a stated cost has no interval.
+could be given), and once why a stated cost is unconfirmed (``NO_INTERVAL``).
 """
 
 from __future__ import annotations
 
+from portal.lib.costs import UNCONFIRMED
 from portal.lib.verdicts import ARMS, COST, NONE, SAVING, TWO_SIDED, verdict_words
 
 COST_WORDS = {
@@ -25,9 +27,10 @@ COST_WORDS = {
     "h2_vs_plain": "TLS with HTTP/2 against plain HTTP/1.1 (h2 vs plain)",
     "h2_new_vs_tls_new": "HTTP/2 on a new TLS connection per request (h2_new vs tls_new)",
     "h2_tls": "TLS under HTTP/2 (h2 vs h2c)",
+    "client_certificate": "a client certificate per new connection (tls_mtls vs tls_new)",
 }
 HANDSHAKE_HINT = "Adding the plain_new arm isolates the handshake from the TCP connect."
-NO_INTERVAL = "No interval: run longer or use rounds."
+NO_INTERVAL = f"Unconfirmed: {UNCONFIRMED}."
 
 
 def _ms(us: float) -> str:
@@ -35,15 +38,13 @@ def _ms(us: float) -> str:
 
 
 def _qualifiers(cost: dict, word: str | None = None) -> str:
-    """(verdict, Δ%, 95% CI or "no interval"; warnings) of a judged cost; ``word`` in place of the
+    """(verdict or "unconfirmed", Δ%, 95% CI when there is one; warnings) of a cost; ``word`` in place of the
     verdict's words (``verdicts.verdict_words``), "" for none."""
     parts = [verdict_words(cost)["label"] if word is None else word]
     if cost["delta_pct"] is not None and cost["name"] != "resumption_saving":
         parts.append(f"{cost['delta_pct']:+.0f}%")
     if cost["ci95"]:
         parts.append(f"95% CI {cost['ci95'][0] / 1000:+.2f} … {cost['ci95'][1] / 1000:+.2f} ms")
-    else:
-        parts.append("no interval")
     text = ", ".join(part for part in parts if part)
     warned = list(dict.fromkeys(w["check"] for w in cost.get("warnings") or []))
     if warned:
@@ -52,10 +53,15 @@ def _qualifiers(cost: dict, word: str | None = None) -> str:
 
 
 def _clause(cost: dict, costs: list[dict]) -> str:
-    words = COST_WORDS.get(cost["name"], cost["name"])
+    words = COST_WORDS.get(cost["name"], cost["name"].replace("_", " "))
     if cost.get("not_judged"):
         return f"{words}: not judged — {cost['not_judged']}"
     said = verdict_words(cost)
+    if said["label"] == "unconfirmed":  # the size measured, no claim about it
+        if cost["name"] == "resumption_saving":
+            return f"session resumption: {_ms(-cost['delta'])} per new connection {_qualifiers(cost)}"
+        measured = f"{_ms(cost['delta'])} median time to last byte{_cpu(cost, costs)}"
+        return f"{words}: {measured} {_qualifiers(cost)}"
     if cost["name"] == "resumption_saving":
         if said["direction"] == SAVING:
             saved = cost["delta"] / 1000
@@ -85,13 +91,16 @@ def _clause(cost: dict, costs: list[dict]) -> str:
         what = f"{words} saves {-cost['delta'] / 1000:.2f} ms median time to last byte"
     else:
         what = f"{words} changes the median time to last byte by {_ms(cost['delta'])}"
+    return f"{what}{_cpu(cost, costs)} {_qualifiers(cost)}"
+
+
+def _cpu(cost: dict, costs: list[dict]) -> str:
+    """ " and +0.600 server CPU-ms per request" when the server CPU of the cost's arms was probed."""
     cpu = next(
         (c for c in costs if c["name"] == cost["name"] and c["metric"] == "server_cpu_ms_per_req"),
         None,
     )
-    if cpu is not None:
-        what += f" and {cpu['delta']:+.3f} server CPU-ms per request"
-    return f"{what} {_qualifiers(cost)}"
+    return "" if cpu is None else f" and {cpu['delta']:+.3f} server CPU-ms per request"
 
 
 def headline(costs: list[dict]) -> str | None:
@@ -109,6 +118,6 @@ def headline(costs: list[dict]) -> str | None:
     sentences = [text[0].upper() + text[1:] + "."]
     if "new_connection_tls" in names and "handshake" not in names:
         sentences.append(HANDSHAKE_HINT)
-    if any(not cost["ci95"] and not cost.get("not_judged") for cost in stated):
+    if any(verdict_words(cost)["label"] == "unconfirmed" for cost in stated):
         sentences.append(NO_INTERVAL)
     return " ".join(sentences)

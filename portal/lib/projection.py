@@ -1,8 +1,51 @@
 """The cost projection: how many extra server cores TLS needs at a given peak load, from the
-measured CPU per request (the server probe's, or the local process's). Pure functions; the page
-computes the same in static/js/run.js."""
+measured CPU per request (the server probe's, or the local process's), with a 95% interval when the
+CPU has one (over 3 or more rounds: ``portal.lib.costs``). Pure functions; the page computes the
+same in static/js/run.js.
+
+The interval of the cores is conservative: the two CPU costs' intervals combined end to end,
+peak × ((1 − f) × [lo, hi] of Δkeep-alive + f × [lo, hi] of Δnew) / 1000 — never narrower than the
+interval of the combination itself (the sum of two estimates varies at most by the sum of their
+spreads), and linear in the user's inputs, so the page recomputes it as they type."""
 
 from __future__ import annotations
+
+from portal.lib import costs
+
+# The peak the answer table states the cores at (the projection's form starts from the same).
+DEFAULT_PEAK_RPS = 1000.0
+DEFAULT_NEW_SHARE = 0.1
+CPU = "server_cpu_ms_per_req"
+
+
+def cpu_inputs(inputs: dict[str, dict], source: str, probes: dict | None) -> dict[str, dict]:
+    """The cost inputs (``portal.lib.report``) with the CPU of ``source`` as each arm's and round's
+    ``server_cpu_ms_per_req``: the server probe's as they are, else the sampled local process's."""
+    if source == "server_probe":
+        return inputs
+    local = (probes or {}).get("generator_cpu") or {}
+    return {
+        name: {
+            **arm,
+            CPU: (local.get(name) or {}).get("cpu_ms_per_req"),
+            "rounds": [{**r, CPU: r.get("generator_probe_cpu_ms_per_req")} for r in arm.get("rounds") or []],
+        }
+        for name, arm in inputs.items()
+    }
+
+
+def with_intervals(projection: dict | None, inputs: dict[str, dict], probes: dict | None) -> dict | None:
+    """The projection with the 95% intervals of its two CPU costs (``keepalive_ci95``,
+    ``new_ci95``: CPU-ms per request, null below 3 rounds) and their methods."""
+    if projection is None:
+        return None
+    cpu = cpu_inputs(inputs, projection["source"], probes)
+    out = dict(projection)
+    for key, arm, base in (("keepalive", "tls", "plain"), ("new", "tls_new", projection["new_base"])):
+        entry = costs.compare(key, arm, base, cpu, CPU)
+        out[f"{key}_ci95"] = entry["ci95"] if entry else None
+        out[f"{key}_ci_method"] = entry["ci_method"] if entry else "none"
+    return out
 
 
 def projection_inputs(arms: dict[str, dict], probes: dict | None = None) -> dict | None:
@@ -44,3 +87,14 @@ def project_cores(projection: dict, peak_rps: float, new_share: float) -> float:
         "new_ms_per_req"
     ]
     return peak_rps * per_req_ms / 1000.0
+
+
+def cores_interval(projection: dict, peak_rps: float, new_share: float) -> list[float] | None:
+    """The 95% interval of ``project_cores`` (conservative, module docstring); None when either CPU
+    cost has no interval."""
+    keepalive, new = projection.get("keepalive_ci95"), projection.get("new_ci95")
+    if not keepalive or not new:
+        return None
+    if not 0.0 <= new_share <= 1.0 or peak_rps < 0:
+        raise ValueError("peak_rps must be ≥ 0 and new_share within 0–1")
+    return [peak_rps * ((1.0 - new_share) * keepalive[i] + new_share * new[i]) / 1000.0 for i in (0, 1)]

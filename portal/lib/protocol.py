@@ -19,8 +19,8 @@ stdout messages, one JSON object per line, each with a "type":
   capacity  {"arm", "stage", "point": {...}}            saturation search: one per stage run
                                                         (portal.lib.capacity.stage_point)
   refused   {"arm", "url", "reason"}                  an arm the server's protocols cannot serve (no h2
-                                                        over ALPN, no HTTP/2 with prior knowledge): not
-                                                        measured, the other arms are
+                                                        over ALPN, no HTTP/2 with prior knowledge, TLS on
+                                                        a plain arm's port): not measured, the others are
   arm_error {"arm", "error", "preflight"?, "url"?}      an arm's preflight failed (every arm is
                                                         preflighted before the first is measured;
                                                         "preflight": true), or an arm was stopped

@@ -13,9 +13,21 @@ from __future__ import annotations
 
 import statistics
 
-from portal.lib import advice, capacity, costs, evidence, generators, hdr, matrix, validity, wan
+from portal.lib import (
+    advice,
+    answers,
+    capacity,
+    costs,
+    evidence,
+    generators,
+    hdr,
+    matrix,
+    tlswords,
+    validity,
+    wan,
+)
 from portal.lib.headline import headline
-from portal.lib.projection import projection_inputs
+from portal.lib.projection import projection_inputs, with_intervals
 from portal.lib.rounds import LATENCY_METRICS, merge_rounds
 
 SCHEMA = "tollgate.report/1"
@@ -179,9 +191,15 @@ def build_report(
             invalid[name] = section["invalid"]
     cost_list = evidence.judge_costs(costs.compute_costs(cost_inputs), checks, invalid)
     probed = probes_section(probes, merged)
+    projected = with_intervals(projection_inputs(arm_sections, probed), cost_inputs, probed)
+    tuned = tuning(config, arm_sections, cost_inputs, tls_info, variants, probed)
+    missing = answers.missing_arms(config, arm_sections, run.get("refused_arms"), invalid)
     return {
         "schema": SCHEMA,
         "run": {**run, "checks": evidence.check_counts(checks), "invalid_arms": invalid},
+        "answers": answers.answer_rows(
+            config, cost_list, tuned["advice"], projected, missing, cost_inputs, probed, tuned["matrix"]
+        ),
         "headline": with_refused(headline(cost_list), run.get("refused_arms")),
         "arms": arm_sections,
         "deltas": deltas_vs(arm_sections),
@@ -189,9 +207,9 @@ def build_report(
         "validity": checks,
         "tls_info": tls_info or None,
         "probes": probed,
-        "projection": projection_inputs(arm_sections, probed),
+        "projection": projected,
         "generators": generators.report_generators(arms),
-        **tuning(config, arm_sections, cost_inputs, tls_info, variants, probed),
+        **tuned,
         **capacity_keys(capacity_stages),
     }
 
@@ -199,7 +217,10 @@ def build_report(
 def with_refused(text: str | None, refused: list[dict] | None) -> str | None:
     """The headline, then one sentence per arm the server refused (not measured, never replaced by
     HTTP/1.1): its reason says which protocol the server offered instead."""
-    said = [f"Arm {entry['arm']} not measured: {entry['reason']}." for entry in refused or []]
+    said = [
+        f"Arm {entry['arm']} not measured: {entry['reason'].removeprefix(entry['arm'] + ' refused: ')}."
+        for entry in refused or []
+    ]
     if not said:
         return text
     return " ".join([text, *said] if text else said)
@@ -252,7 +273,15 @@ def tuning(
     }
     entries = matrix.matrix_section(variants, sections, handshake_costs, twin_costs)
     local = (probes or {}).get("generator_cpu") or {}
+    refused_groups = {
+        matrix.canonical_group(g.get("name"))
+        for g in (tls_info or {}).get("groups") or []
+        if g.get("accepted") is False
+    }
     for entry in entries:
+        # A refusal in words; the TLS library's own text stays in ``detail`` (the evidence).
+        words = tlswords.reword(entry["detail"], probed_variant(variants, entry["arm"]), refused_groups)
+        entry["detail_words"] = words if words != entry["detail"] else None
         # Each variant's CPU: the server probe's, else the sampled local process's (e.g. a test
         # server on the generator host), saying which.
         if entry["server_cpu_ms_per_req"] is not None:
@@ -271,6 +300,11 @@ def tuning(
         "wan": wan.project(sections, tls_info, rtts, probed),
         "wan_model": wan.model_inputs(rtts, tls_info),
     }
+
+
+def probed_variant(variants: list[dict] | None, name: str) -> dict:
+    """The variant the engine probed for the sub-arm ``name`` (its dimensions' values)."""
+    return next((p.get("variant") or {} for p in variants or [] if p.get("name") == name), {})
 
 
 def config_hash(config: dict) -> str:

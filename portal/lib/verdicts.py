@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from portal.lib.costs import COSTS, NEGLIGIBLE, NOTICEABLE, SIGNIFICANT
+from portal.lib.costs import COSTS, NEGLIGIBLE, NOTICEABLE, SIGNIFICANT, UNCONFIRMED
 
 COST, SAVING, NONE = "cost", "saving", "none"
 # How a cost reads when its arm is worse than its base; any other pair of arms reads as a cost.
@@ -36,11 +36,16 @@ NATURAL_DIRECTION = {
     "resumption_saving": SAVING,
     "client_certificate": COST,
     "h2_tls": COST,
+    # HTTP/3's (declared for the costs to come, with their answers: portal.lib.answers.QUESTIONS).
+    "h3_0rtt_saving": SAVING,
 }
 # Comparisons with no natural direction: HTTP/2 may cost or save against HTTP/1.1 (and TLS + HTTP/2
 # against plain HTTP/1.1), so a delta either way is a finding, never "check the setup". They read as a
 # cost when the arm is worse and as a saving when it is better.
-TWO_SIDED = frozenset({"h2_vs_tls", "h2_vs_plain", "h2_new_vs_tls_new"})
+TWO_SIDED = frozenset(
+    {"h2_vs_tls", "h2_vs_plain", "h2_new_vs_tls_new"}
+    | {"h3_vs_h2", "h3_vs_tls", "h3_new_vs_h2_new", "h3_new_vs_tls_new"}
+)
 # Per metric: 1 when a higher value is worse (time, CPU), -1 when a lower one is (throughput).
 WORSE = {"rps": -1}
 # Per metric: the arm better than its base, "tls faster than plain".
@@ -78,14 +83,20 @@ def verdict_words(cost: dict) -> dict:
     """How one cost's verdict is said and coloured, wherever it is shown: ``{"label", "tone",
     "title", "direction", "unexpected"}``. ``tone`` names the colour (CSS ``verdict-<tone>``):
     ``negligible``, ``noticeable`` or ``significant`` for a cost, ``saving`` for an expected saving,
-    ``unexpected`` for "tls faster than plain — check the setup", ``none`` when not judged.
+    ``unexpected`` for "tls faster than plain — check the setup", ``none`` when not judged or
+    unconfirmed (no interval: ``costs.UNCONFIRMED``, the label "unconfirmed" with the reason as its
+    title).
 
     Entries stored before ``direction`` was kept (signed reports; run summaries, which have no
     ``metric``, ``arm`` or ``base``: the TTLB median and the cost's own arms) get it derived."""
     name, word = cost.get("name") or "", cost.get("verdict")
+    if "ci95" in cost and not cost["ci95"]:
+        word = None  # stored before a cost without an interval lost its verdict: none is said now
     if word is None:
-        why = cost.get("not_judged") or ""
-        return {"label": "not judged", "tone": "none", "title": why, "direction": None, "unexpected": False}
+        why, label = cost.get("not_judged") or "", "not judged"
+        if not why and (cost.get("unconfirmed") or not cost.get("ci95")):
+            why, label = cost.get("unconfirmed") or UNCONFIRMED, "unconfirmed"
+        return {"label": label, "tone": "none", "title": why, "direction": None, "unexpected": False}
     metric = cost.get("metric") or "ttlb_p50_us"
     way = cost.get("direction") or direction(name, metric, cost.get("delta"), cost.get("ci95"))
     odd = unexpected(name, way, word)

@@ -6,7 +6,7 @@ from django.db import models
 
 
 class GeneratorBench(models.Model):
-    """The last ``bench/generator`` run recorded for a generator host (``manage.py ops record-bench``):
+    """The last ``bench/generator`` run recorded for a generator host (``manage.py tollgate record-bench``):
     the engine's requests per generator CPU-second per arm, beside what its runs measured."""
 
     host = models.CharField(max_length=255, unique=True)

@@ -1,6 +1,6 @@
-"""The report as CSV rows: one row per arm × metric × statistic, one per cost statistic (verdict, its
-direction and words, and interval method included), one per validity check field. Documented in
-docs/report-schema.md."""
+"""The report as CSV rows: the answer table's rows first (one per answer × field), then one row per
+arm × metric × statistic, one per cost statistic (verdict, its direction and words, and interval
+method included), one per validity check field. Documented in docs/report-schema.md."""
 
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ def csv_rows(run_id: str, data: dict) -> Iterator[list]:
     yield [run_id, "", "run", "status", run["status"], "", ""]
     if run.get("error"):
         yield [run_id, "", "run", "error", run["error"], "", ""]
+    for answer in data.get("answers") or []:
+        yield from _answer_rows(run_id, answer)
     for name, arm in data["arms"].items():
         yield from _arm_rows(run_id, name, arm)
     for cost in data["costs"]:
@@ -43,6 +45,34 @@ def _arm_rows(run_id: str, name: str, arm: dict) -> Iterator[list]:
     yield [run_id, name, "complete", "flag", "true" if arm.get("complete", True) else "false", "", requests]
     if arm.get("server_cpu_ms_per_req") is not None:
         yield [run_id, name, "server_cpu", "per_request", arm["server_cpu_ms_per_req"], "ms", requests]
+
+
+def _answer_rows(run_id: str, answer: dict) -> Iterator[list]:
+    """One answer of the table (``portal.lib.answers``): its question, value, interval, verdict, server
+    CPU and sentence; a field that does not exist is left out (never an empty verdict read as one)."""
+    arms = "-".join(answer.get("arms") or [])
+    metric = f"answer:{answer['key']}"
+    unit = "cores" if answer["metric"] == "cores" else "us"
+    samples = answer.get("samples") or {}
+    counts = f"{samples['arm']}/{samples['base']}" if samples else ""
+    lo, hi = answer.get("ci95") or (None, None)
+    cpu = answer.get("server_cpu") or {}
+    cpu_lo, cpu_hi = cpu.get("ci95") or (None, None)
+    label = "not measured" if answer.get("not_measured") else answer.get("verdict_label") or ""
+    for statistic, value, shown_unit in (
+        ("question", answer["question"], ""),
+        ("value", answer.get("value"), unit),
+        ("ci95_lo", lo, unit),
+        ("ci95_hi", hi, unit),
+        ("verdict", answer.get("verdict"), ""),
+        ("verdict_label", label, ""),
+        ("server_cpu", cpu.get("value"), "ms"),
+        ("server_cpu_ci95_lo", cpu_lo, "ms"),
+        ("server_cpu_ci95_hi", cpu_hi, "ms"),
+        ("text", answer["text"], ""),
+    ):
+        if value is not None and value != "":
+            yield [run_id, arms, metric, statistic, value, shown_unit, counts]
 
 
 def _cost_rows(run_id: str, cost: dict) -> Iterator[list]:
@@ -73,6 +103,8 @@ def _cost_rows(run_id: str, cost: dict) -> Iterator[list]:
     said = verdicts.verdict_words(cost)
     yield [run_id, pair, metric, "direction", said["direction"] or "", "", samples]
     yield [run_id, pair, metric, "verdict_label", said["label"], "", samples]
+    if said["label"] == "unconfirmed":  # no verdict without an interval: why
+        yield [run_id, pair, metric, "unconfirmed", said["title"], "", samples]
 
 
 def _check_rows(run_id: str, check: dict) -> Iterator[list]:

@@ -290,8 +290,8 @@ class RunForm(TuningFields, SpecFields):
         if self._secrets and plain and not data.get("send_credentials_over_http"):
             self.add_error(
                 "send_credentials_over_http",
-                f"The arm(s) {', '.join(plain)} would send the headers and credentials unencrypted: tick "
-                "this to allow it, or choose TLS arms only.",
+                f"The arm(s) {', '.join(plain)} would send the headers and credentials unencrypted: allow "
+                "sending them over plain HTTP, or choose TLS arms only.",
             )
 
     def _arms(self, data: dict) -> list[dict]:

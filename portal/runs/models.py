@@ -20,8 +20,11 @@ class Run(models.Model):
         SUCCEEDED = "succeeded"
         FAILED = "failed"
         CANCELLED = "cancelled"
+        # The engine finished and its arms are kept, but none of the costs the run asked for could
+        # be computed (their arms refused or invalid): no answer, so no success (docs/ci.md).
+        INCOMPLETE = "incomplete"
 
-    TERMINAL = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED)
+    TERMINAL = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED, Status.INCOMPLETE)
 
     code = models.UUIDField(default=uuid4, unique=True, editable=False)
     project = models.ForeignKey("projects.Project", models.CASCADE, related_name="runs")
@@ -92,9 +95,19 @@ class Run(models.Model):
 
     @property
     def failure_reason(self) -> str:
-        """Why it failed (the first line of its error), said first wherever its status is shown;
-        "" unless it failed (``portal.lib.evidence.failure_reason``)."""
+        """Why it failed or is incomplete (the first line of its error), said first wherever its
+        status is shown; "" otherwise (``portal.lib.evidence.failure_reason``)."""
         return evidence.failure_reason(self.status, self.error)
+
+    @property
+    def error_detail(self) -> str:
+        """Its error after the line its status already says (``evidence.error_detail``)."""
+        return evidence.error_detail(self.status, self.error)
+
+    @property
+    def library_said(self) -> str:
+        """The TLS library's text behind its reason in words (``evidence.library_said``)."""
+        return evidence.library_said(self.status, self.error)
 
     @property
     def arm_names(self) -> list[str]:
@@ -125,7 +138,7 @@ class RunAttempt(models.Model):
     # Set when the executing worker is asked to stop (SIGTERM): the executor hands the run back.
     handback = models.BooleanField(default=False)
     ended = models.DateTimeField(null=True, blank=True)
-    # running (open), then lost | handed back | succeeded | failed | cancelled, and why.
+    # running (open), then lost | handed back | succeeded | failed | cancelled | incomplete, and why.
     outcome = models.CharField(max_length=16, default="running")
     reason = models.TextField(blank=True)
     arms = models.JSONField(default=list, blank=True)  # "arm#round" it stored finished, set at its end

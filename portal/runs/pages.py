@@ -4,20 +4,12 @@
 
 from __future__ import annotations
 
-from portal.lib import compare, costs, evidence, validity
+from portal.lib import answers, compare, costs, evidence, validity
 from portal.runs import reporting
 from portal.runs.models import Run
 
-COST_LABELS = {
-    "keepalive_tls": "TLS on warm (keep-alive) connections",
-    "new_connection_tls": "A new TLS connection per request (TCP connect included)",
-    "handshake": "A full TLS handshake per request",
-    "resumption_saving": "Session resumption saves",
-    "h2_vs_tls": "HTTP/2 on warm TLS (h2 − tls)",
-    "h2_vs_plain": "TLS + HTTP/2 against plain HTTP/1.1 (h2 − plain)",
-    "h2_new_vs_tls_new": "HTTP/2 on a new TLS connection per request (h2_new − tls_new)",
-    "h2_tls": "TLS under HTTP/2 (h2 − h2c)",
-}
+# A cost's name in words, as the answer table asks it (declared once: portal.lib.answers.QUESTIONS).
+COST_LABELS = answers.WORDS
 
 
 def report_context(run: Run, request=None) -> dict:

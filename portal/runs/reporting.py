@@ -12,7 +12,7 @@ from django.db import transaction
 from django.urls import reverse
 
 import portal
-from portal.lib import budgets, costs, hdr, report
+from portal.lib import answers, budgets, costs, hdr, report
 from portal.lib.charts import histogram_overlay, percentile_curve
 from portal.runs.configs import public_config
 from portal.runs.live import cache_get, cache_set
@@ -120,6 +120,13 @@ def measured_nothing(run: Run) -> str:
     return report.measured_nothing(public_config(run.config), arms_of(run)) or ""
 
 
+def unanswered(run: Run) -> str:
+    """Why the run answered none of the costs it asked for ("no cost could be computed — plain arm
+    refused: …"), or "" when it answered one (``portal.lib.answers.unanswered``)."""
+    rows = run_report(run, arms=arms_of(run))["answers"]
+    return answers.unanswered(rows) or ""
+
+
 def run_report(run: Run, request=None, arms: list[dict] | None = None) -> dict:
     if arms is None:
         return report_page(run, request)["report"]
@@ -149,8 +156,8 @@ def with_budgets(run: Run, data: dict) -> dict:
 
 # Bump when the report's computation changes, so cached reports of finished runs are rebuilt.
 # 12: attempts, 13: direction, 14: no credential names, 15: the post-quantum hybrid's price,
-# 16: the server software
-REPORT_CACHE_VERSION = f"{portal.__version__}:{report.SCHEMA}:17"
+# 16: the server software, 18: the answer table, no verdict without an interval
+REPORT_CACHE_VERSION = f"{portal.__version__}:{report.SCHEMA}:18"
 REPORT_CACHE_TTL_S = 7 * 24 * 3600
 
 
@@ -251,6 +258,7 @@ def summarize(run: Run) -> dict:
                     k: cost[k]
                     for k in ("name", "delta", "delta_pct", "ci95", "verdict", "arm_value", "base_value")
                 },
+                "unconfirmed": cost.get("unconfirmed"),
                 # Summaries stored before these were kept derive them (verdicts.verdict_words).
                 "direction": cost.get("direction"),
                 "unexpected": cost.get("unexpected", False),
@@ -264,6 +272,11 @@ def summarize(run: Run) -> dict:
         "checks": data["run"].get("checks"),
         "invalid_arms": list(data["run"].get("invalid_arms") or {}),
         "headline": data["headline"],
+        # The answer table in one sentence per row (callbacks, lists): portal.lib.answers.
+        "answers": [
+            {"key": row["key"], "verdict": row["verdict"], "text": row["text"]}
+            for row in data.get("answers") or []
+        ],
         # {"status", "results"} or None (no budgets): read by lists, callbacks and the API.
         "budgets": data.get("budgets"),
     }

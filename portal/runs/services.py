@@ -95,16 +95,19 @@ class NotABaseline(ValueError):
     """The run cannot be its target's baseline; the message says why."""
 
 
-def baseline_refusal(run: Run) -> str:
+def baseline_refusal(run: Run, with_reason: bool = True) -> str:
     """Why ``run`` cannot be its target's baseline ("" when it can). A baseline is what compares
     start from, so it must be a whole measurement of the page: a run that succeeded (not a failed,
     cancelled or unfinished one) and one that measured something (a run recorded as succeeded
     before Tollgate failed runs whose every arm is invalid is refused too). The one check behind
-    the run page's button, its POST, the API and the CLI."""
+    the run page's button, its POST, the API and the CLI. ``with_reason``: add why the run failed
+    (the run page says it once, in its status line, and passes False)."""
     if run.status != Run.Status.SUCCEEDED:
-        reason = run.failure_reason
-        why = f" (it failed: {reason})" if reason else ""
-        return f"A {run.status} run cannot be a baseline: only a run that succeeded can{why}."
+        reason = run.failure_reason if with_reason else ""
+        said = "it is incomplete" if run.status == Run.Status.INCOMPLETE else "it failed"
+        why = f" ({said}: {reason})" if reason else ""
+        article = "An" if run.status[0] in "aeiou" else "A"
+        return f"{article} {run.status} run cannot be a baseline: only a run that succeeded can{why}."
     summary = run.summary or {}
     arms, invalid = summary.get("arms") or [], summary.get("invalid_arms") or []
     if arms and set(arms) <= set(invalid):

@@ -14,6 +14,7 @@ from __future__ import annotations
 from django import forms
 
 from portal.lib import advice, capacity, matrix, runspec, saturation, wan
+from portal.lib.costs import UNCONFIRMED
 from portal.lib.protocol import ARMS
 
 SATURATION_FIELDS = (
@@ -127,15 +128,20 @@ def report_lines(report: dict) -> list[str]:
     """The matrix's refusals, the advice and the WAN projection as ``tollgate run`` prints them
     without ``--json`` (the arms' lines come before; measured sub-arms are among them)."""
     lines = [
-        f"refused  {m['arm']}: {m['detail']}" for m in report.get("matrix") or [] if m["status"] == "refused"
+        f"refused  {m['arm']}: {m.get('detail_words') or m['detail']}"
+        for m in report.get("matrix") or []
+        if m["status"] == "refused"
     ]
     for item in report.get("advice") or []:
         low_high = item["ci95"]
-        ci = f"95% CI {low_high[0] / 1000:.3f} … {low_high[1] / 1000:.3f} ms" if low_high else "no CI"
-        saving = item["saving_us"] / 1000
-        lines.append(
-            f"advice   {item['title']}: saves {saving:.3f} ms TTLB per request ({ci}, {item['verdict']})"
+        # No verdict without an interval (portal.lib.costs.UNCONFIRMED).
+        ci = (
+            f"95% CI {low_high[0] / 1000:.3f} … {low_high[1] / 1000:.3f} ms, {item['verdict']}"
+            if low_high
+            else f"unconfirmed: {UNCONFIRMED}"
         )
+        saving = item["saving_us"] / 1000
+        lines.append(f"advice   {item['title']}: saves {saving:.3f} ms TTLB per request ({ci})")
         if item.get("hybrid"):
             lines.append(f"         {advice.hybrid_words(item['hybrid']).strip()}")
     rows = report.get("wan") or []

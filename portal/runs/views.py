@@ -291,7 +291,8 @@ def _detail_context(request: HttpRequest, code, found: runpage.Probe) -> dict:
         "can_delete": may_delete_run(request.user, run, role),
         "is_baseline": is_baseline,
         "baseline_code": baseline_code,  # "Compare with the baseline"
-        "baseline_refusal": services.baseline_refusal(run),  # the button shows only without one
+        # The button shows only without one; the reason the run failed is in its status line already.
+        "baseline_refusal": services.baseline_refusal(run, with_reason=False),
         "target_label": target_label,
         "json_download_url": json_download_url,
         "queue_note": queue_note(run),  # a queued run: what it waits for

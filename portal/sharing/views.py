@@ -17,6 +17,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 
+from portal.lib import evidence
 from portal.runs import exports, fragments, pages, reporting
 from portal.runs.models import Run
 from portal.sharing import services
@@ -176,15 +177,19 @@ def share_status(request: HttpRequest, link: ShareLink, token: str) -> HttpRespo
     and checks appear once the run has ended (its summary)."""
     run = link.run
     summary = run.summary or {}
+    said = evidence.status_text(run.status, run.error, evidence.summary_badge(run.status, summary))
     return JsonResponse(
         {
             "status": run.status,
+            # As the API and the CLI say it: "incomplete: no cost could be computed — …".
+            "status_line": said,
             "terminal": run.is_terminal,
             "error": run.error or None,
             "created": _iso(run.created),
             "started": _iso(run.started),
             "finished": _iso(run.finished),
             "headline": summary.get("headline"),
+            "answers": summary.get("answers"),
             "costs": summary.get("costs"),
             "budgets": summary.get("budgets"),
             "checks": summary.get("checks"),

@@ -220,7 +220,8 @@
       function (v) { return fixed(v, 1); }, "% of a core");
   }
 
-  // Extra cores = peak req/s × ((1 − f) × Δkeep-alive + f × Δnew) / 1000 (portal.lib.projection.project_cores).
+  // Extra cores = peak req/s × ((1 − f) × Δkeep-alive + f × Δnew) / 1000 (portal.lib.projection.project_cores),
+  // its 95% interval the two CPU costs' intervals combined end to end (portal.lib.projection.cores_interval).
   function projection(data) {
     var form = document.getElementById("projection-form");
     if (!form || !data.projection) { return; }
@@ -235,9 +236,17 @@
       }
       var perReq = (1 - share) * p.keepalive_ms_per_req + share * p.new_ms_per_req;
       var cores = rps * perReq / 1000;
-      out.textContent = "TLS needs about " + cores.toFixed(2) + " extra server cores at " + rps + " req/s with " +
-        (share * 100).toFixed(1) + "% of requests on new connections (" + perReq.toFixed(4) +
-        " extra CPU-ms per request).";
+      var interval = " (unconfirmed: the CPU's 95% interval needs 3 or more rounds)";
+      if (p.keepalive_ci95 && p.new_ci95) {
+        var lo = rps * ((1 - share) * p.keepalive_ci95[0] + share * p.new_ci95[0]) / 1000;
+        var hi = rps * ((1 - share) * p.keepalive_ci95[1] + share * p.new_ci95[1]) / 1000;
+        interval = " (95% CI " + lo.toFixed(2) + " … " + hi.toFixed(2) + ")";
+        out.dataset.coresLo = lo.toFixed(6);
+        out.dataset.coresHi = hi.toFixed(6);
+      }
+      out.textContent = "TLS needs about " + cores.toFixed(2) + " extra server cores" + interval + " at " + rps +
+        " req/s with " + (share * 100).toFixed(1) + "% of requests on new connections (" +
+        Number(perReq.toPrecision(3)) + " extra CPU-ms per request).";
       out.dataset.cores = cores.toFixed(6);
     }
     form.addEventListener("input", update);
@@ -274,7 +283,7 @@
           if (lo !== null && hi !== null) {
             text += " (95% CI " + (handshakes * lo / 1000).toFixed(3) + " … " + (handshakes * hi / 1000).toFixed(3) + ")";
           } else {
-            text += " (no interval: the CPU's is over rounds, 3 or more)";
+            text += " (unconfirmed: the CPU's 95% interval needs 3 or more rounds)";
           }
           item.dataset.cores = cores.toFixed(6);
         } else {

@@ -24,7 +24,7 @@ RED = "rgb(161, 18, 31)"  # .verdict-significant
 
 def badge(page, cost: str) -> dict:
     return page.eval_on_selector(
-        f"#costs [data-cost={cost}] .verdict",
+        f"#answer-table [data-answer={cost}] .verdict",
         "e => ({text: e.innerText, colour: getComputedStyle(e).color, direction: e.dataset.direction})",
     )
 
@@ -48,5 +48,5 @@ def test_tls_faster_than_plain_reads_as_check_the_setup(page, live_server, djang
     assert badge(page, "handshake") == {"text": "significant", "colour": RED, "direction": "cost"}
     saving = badge(page, "resumption_saving")
     assert saving["text"] == "significant saving" and saving["colour"] != RED
-    page.locator("#costs").screenshot(path=str(ARTIFACTS / "report-cost-direction.png"))
+    page.locator("#answers").screenshot(path=str(ARTIFACTS / "report-cost-direction.png"))
     assert page.console_errors == []

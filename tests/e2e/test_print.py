@@ -37,7 +37,7 @@ SERVER_CPU_MS = {"plain": 0.02, "tls": 0.03, "plain_new": 0.05, "tls_new": 0.65,
 # repeated on every page, keeps the content off those edges.
 PRINT_WIDTH_PX = int(186 / 25.4 * 96)
 PAGE_MARGIN_MM = 12
-TABLES = ("cost-table", "arm-table", "split-table", "server-cpu-table", "generator-cpu-table")
+TABLES = ("answer-table", "cost-table", "arm-table", "split-table", "server-cpu-table", "generator-cpu-table")
 
 TABLES_RIGHT = """() => Array.from(document.querySelectorAll('main table')).map(t => ({
   id: t.id || t.className, right: Math.round(t.getBoundingClientRect().right),

@@ -200,6 +200,6 @@ def test_the_hybrids_price_at_the_users_peak(page, live_server, django_user_mode
     assert "500.0 handshakes/s" in text and "X25519MLKEM768 instead of x25519" in text
     assert f"{expected['extra_bytes_per_s'] / 1000:.1f} kB/s" in text  # 500 × (1,184 + 1,072) bytes
     # One round stored: the CPU's interval (over rounds) is missing, and the page says so.
-    assert item["hybrid"]["server_cpu_ci95"] is None and "no interval" in text
+    assert item["hybrid"]["server_cpu_ci95"] is None and "unconfirmed" in text
     page.screenshot(path=str(ARTIFACTS / "report-hybrid.png"), full_page=True)
     assert page.console_errors == []

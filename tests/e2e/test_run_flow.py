@@ -69,12 +69,12 @@ def test_form_to_report_with_a_drawn_chart(
     page.wait_for_function(f"() => ({CANVAS_INK})('chart-ttlb') > 500", timeout=10_000)
     page.wait_for_function(f"() => ({CANVAS_INK})('chart-gen') > 500", timeout=10_000)
     page.screenshot(path=str(ARTIFACTS / "run-report.png"), full_page=True)
-    # The costs in words, with their verdicts: keep-alive TLS and the handshake (tls_new − plain_new).
-    headline = page.inner_text("#costs .headline")
+    # The answers first, with their verdicts: keep-alive TLS and the handshake (tls_new − plain_new).
+    answers = page.inner_text("#answer-table")
     assert (
-        "TLS on warm (keep-alive) connections" in headline and "A full TLS handshake per request" in headline
+        "TLS on warm (keep-alive) connections" in answers and "The full TLS handshake per request" in answers
     )
-    assert page.locator("#costs [data-cost=handshake] .verdict").count() == 1
+    assert page.locator("#answer-table tr[data-answer=handshake] .verdict").count() == 1
     # The validity panel: every check with its status; this healthy local run fails none.
     statuses = page.eval_on_selector_all("#validity [data-check]", "els => els.map(e => e.dataset.status)")
     checks = page.eval_on_selector_all("#validity [data-check]", "els => els.map(e => e.dataset.check)")

@@ -41,6 +41,11 @@ def test_the_scenario_page_draws_the_judged_series_with_the_regression_marked(
     page.wait_for_function(f"() => ({CANVAS_INK})('chart-judgements') > 300", timeout=10_000)
     assert page.locator("#judgements-table tbody tr").count() == 2
     assert page.locator("#judgements-table tr[data-judgement=regression]").count() == 1
+    # The costs in ms (its column says so), named in words: +0.50 ms against the baseline's +0.10.
+    assert "Δ median time to last byte, ms" in page.inner_text("#judgements-table thead")
+    regression = page.inner_text("#judgements-table tr[data-judgement=regression]")
+    assert "TLS on warm (keep-alive) connections +0.50" in regression and "· +0.10" in regression
+    assert "µs" not in page.inner_text("#judgements-table")
     assert "keepalive_tls rose by +0.40 ms" in page.inner_text("#last-judgement")
     assert "Next run at" in page.inner_text("#schedule-next")
     page.screenshot(path=str(ARTIFACTS / "scenario-watch.png"), full_page=True)

@@ -100,6 +100,11 @@ def test_the_runs_list_fits_1280_pixels_with_one_column_per_cost(page, live_serv
     assert page.evaluate("document.documentElement.scrollWidth") <= 1280
     wrap = page.evaluate("(w => [w.scrollWidth, w.clientWidth])(document.querySelector('.table-wrap'))")
     assert wrap[0] <= wrap[1], wrap  # no scrolling inside the table's box either
+    # A target's name breaks between its parts only, never inside an address or before its port.
+    broken = page.eval_on_selector_all(
+        "#runs-table .run-title .nobr", "spans => spans.filter(s => s.getClientRects().length > 1).length"
+    )
+    assert broken == 0 and "example.com:8443" in page.inner_text("#runs-table")
     heads = page.locator("#runs-table thead th").all_inner_texts()
     assert [h.split("\n")[0] for h in heads[5:8]] == ["Keep-alive TLS", "New TLS connection", "Handshake"]
     # Two costs, two columns: a run with plain_new has both; one without has the handshake unmeasured.

@@ -98,6 +98,16 @@ class FakePortal:
         ),
         ({"status": "failed", "error": "target down", "headline": None}, 1, "target down"),
         ({"status": "cancelled", "error": "", "headline": None}, 1, "the run cancelled"),
+        (
+            {
+                "status": "incomplete",
+                "status_line": "incomplete: no cost could be computed — plain arm refused: port 8443",
+                "error": "No cost could be computed — plain arm refused: port 8443 speaks TLS",
+                "headline": None,
+            },
+            4,
+            "the run incomplete: no cost could be computed — plain arm refused",
+        ),
     ],
 )
 def test_every_verdict_has_its_exit_code(tmp_path, final, code, says):

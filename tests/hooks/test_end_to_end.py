@@ -196,7 +196,9 @@ def test_a_failed_budget_fails_the_shell_step_with_3_and_the_callback_says_so(
     )
     trigger, secret = services.create_trigger(scenario, owner)
     url = portal_server.url(f"/hooks/{trigger.public_id}")
-    done = run_shell_step(tmp_path, url, secret, TOLLGATE_OVERRIDES='{"arms": ["plain_new", "tls_new"]}')
+    # Three rounds: the cost gets its interval, without which its budget could not judge (skip, exit 0).
+    overrides = '{"arms": ["plain_new", "tls_new"], "rounds": 3, "duration_s": 1}'
+    done = run_shell_step(tmp_path, url, secret, TOLLGATE_OVERRIDES=overrides)
     assert done.returncode == 3, done.stdout + done.stderr
     assert "budget handshake_ms failed" in done.stderr
     run = Run.objects.get()

@@ -89,12 +89,15 @@ def test_point_deltas_are_exact_and_the_shape_is_fixed():
         "ci95": None,
         "ci_method": "none",
         "samples": {"arm": 1100, "base": 1000},  # request counts when there is no CI
-        "verdict": "significant",
+        # No verdict without an interval: the size is stated, never judged.
+        "verdict": None,
+        "unconfirmed": costs.UNCONFIRMED,
     }
+    assert costs.UNCONFIRMED == ("too few seconds/rounds for an interval — measure ≥ 5 s per arm or 3 rounds")
     p95 = entry(result, "keepalive_tls", "ttlb_p95_us")
-    assert (p95["delta"], p95["delta_pct"], p95["verdict"]) == (80, 10.0, "noticeable")
+    assert (p95["delta"], p95["delta_pct"], p95["verdict"]) == (80, 10.0, None)
     ttfb = entry(result, "keepalive_tls", "ttfb_p50_us")
-    assert (ttfb["delta"], ttfb["delta_pct"], ttfb["verdict"]) == (10, 5.0, "noticeable")
+    assert (ttfb["delta"], ttfb["delta_pct"], ttfb["verdict"]) == (10, 5.0, None)
     assert ttfb["samples"] == {"arm": 1100, "base": 900}  # the TTFB histogram's own count
     rps = entry(result, "keepalive_tls", "rps")
     assert (rps["arm_value"], rps["base_value"], rps["delta"], rps["delta_pct"]) == (
@@ -103,7 +106,7 @@ def test_point_deltas_are_exact_and_the_shape_is_fixed():
         -87.654,
         -8.8,
     )
-    assert rps["verdict"] == "noticeable"
+    assert rps["verdict"] is None and rps["unconfirmed"] == costs.UNCONFIRMED
 
 
 def test_all_costs_in_order_when_every_arm_ran():
@@ -185,7 +188,8 @@ def test_metric_without_a_histogram_is_left_out():
 def test_zero_base_has_no_pct():
     result = costs.compute_costs({"plain": arm(rps=0.0), "tls": arm(rps=5.0)})
     rps = entry(result, "keepalive_tls", "rps")
-    assert (rps["delta"], rps["delta_pct"], rps["verdict"]) == (5.0, None, "noticeable")
+    assert (rps["delta"], rps["delta_pct"], rps["verdict"]) == (5.0, None, None)  # and no interval
+    assert costs.verdict(5.0, None, [1.0, 9.0]) == "noticeable"
 
 
 # --- per-second bootstrap -------------------------------------------------------------------------
@@ -369,18 +373,22 @@ def test_a_cost_does_not_depend_on_the_other_arms():
 @pytest.mark.parametrize(
     ("delta", "pct", "ci", "expected"),
     [
-        (1, 4.9, None, "negligible"),
-        (1, 5.0, None, "noticeable"),
-        (-1, -5.0, None, "noticeable"),
-        (1, 24.9, None, "noticeable"),
-        (1, 25.0, None, "significant"),
-        (-1, -25.0, None, "significant"),
+        (1, 4.9, [0.5, 2], "negligible"),
+        (1, 5.0, [0.5, 2], "noticeable"),
+        (-1, -5.0, [-2, -0.5], "noticeable"),
+        (1, 24.9, [0.5, 2], "noticeable"),
+        (1, 25.0, [0.5, 2], "significant"),
+        (-1, -25.0, [-2, -0.5], "significant"),
+        # No interval, no verdict, whatever the size.
+        (1, 4.9, None, None),
+        (1, 80.0, None, None),
+        (0, None, None, None),
         (1, 80.0, [-3, 50], "negligible"),
         (1, 80.0, [0, 50], "negligible"),
         (1, 80.0, [1, 50], "significant"),
         (-1, -80.0, [-50, -1], "significant"),
-        (0, None, None, "negligible"),
-        (3, None, None, "noticeable"),
+        (0, None, [0, 0], "negligible"),
+        (3, None, [1, 5], "noticeable"),
         (3, None, [-1, 5], "negligible"),
     ],
 )
@@ -390,7 +398,11 @@ def test_verdict(delta, pct, ci, expected):
 
 @pytest.mark.parametrize(("tls_p50", "pct", "expected"), [(419, 4.8, "negligible"), (420, 5.0, "noticeable")])
 def test_verdict_boundary_at_5_through_compute(tls_p50, pct, expected):
-    result = costs.compute_costs({"plain": arm(ttlb=(400, 800)), "tls": arm(ttlb=(tls_p50, 800))})
+    # Constant seconds: a zero-width interval on the point delta, so the size alone decides.
+    plain = arm(ttlb=(400, 800), series=seconds([400] * 6))
+    result = costs.compute_costs(
+        {"plain": plain, "tls": arm(ttlb=(tls_p50, 800), series=seconds([tls_p50] * 6))}
+    )
     p50 = entry(result, "keepalive_tls", "ttlb_p50_us")
     assert (p50["delta_pct"], p50["verdict"]) == (pct, expected)
 
@@ -399,7 +411,10 @@ def test_verdict_boundary_at_5_through_compute(tls_p50, pct, expected):
     ("tls_p50", "pct", "expected"), [(499, 24.8, "noticeable"), (500, 25.0, "significant")]
 )
 def test_verdict_boundary_at_25_through_compute(tls_p50, pct, expected):
-    result = costs.compute_costs({"plain": arm(ttlb=(400, 800)), "tls": arm(ttlb=(tls_p50, 800))})
+    plain = arm(ttlb=(400, 800), series=seconds([400] * 6))
+    result = costs.compute_costs(
+        {"plain": plain, "tls": arm(ttlb=(tls_p50, 800), series=seconds([tls_p50] * 6))}
+    )
     p50 = entry(result, "keepalive_tls", "ttlb_p50_us")
     assert (p50["delta_pct"], p50["verdict"]) == (pct, expected)
 

@@ -145,9 +145,9 @@ def test_headline_sentence_from_costs():
     ]
     assert headline.headline(costs) == (
         "TLS on warm (keep-alive) connections adds +0.40 ms median time to last byte (noticeable, +9%, "
-        "95% CI +0.30 … +0.51 ms); a full TLS handshake per request adds +1.20 ms median time to last byte "
-        "(significant, +130%, no interval); session resumption saves 0.70 ms per new connection "
-        "(significant saving, no interval). No interval: run longer or use rounds."
+        "95% CI +0.30 … +0.51 ms); a full TLS handshake per request: +1.20 ms median time to last byte "
+        "(unconfirmed, +130%); session resumption: -0.70 ms per new connection (unconfirmed). "
+        "Unconfirmed: too few seconds/rounds for an interval — measure ≥ 5 s per arm or 3 rounds."
     )
     assert headline.headline([]) is None
 
@@ -201,9 +201,14 @@ def test_headline_states_no_cost_that_was_not_judged_and_carries_warnings():
     assert "1.86" not in text and "saves" not in text
 
 
-def test_headline_says_a_short_run_has_no_interval():
+def test_headline_says_a_short_run_has_no_interval_and_no_verdict():
+    # A verdict stored with no interval (a summary from before) is not said either.
     text = headline.headline([cost("keepalive_tls", 400, ci95=None)])
-    assert text.endswith("(noticeable, +10%, no interval). No interval: run longer or use rounds.")
+    assert text == (
+        "TLS on warm (keep-alive) connections: +0.40 ms median time to last byte (unconfirmed, +10%). "
+        "Unconfirmed: too few seconds/rounds for an interval — measure ≥ 5 s per arm or 3 rounds."
+    )
+    assert "noticeable" not in text
 
 
 def test_rounds_merge_exactly():
@@ -288,17 +293,23 @@ def test_headline_adds_server_cpu_when_probed():
          "ci95": None, "verdict": "significant"},
     ]  # fmt: skip
     assert headline.headline(costs) == (
+        "A full TLS handshake per request: +1.20 ms median time to last byte and +0.600 server CPU-ms "
+        "per request (unconfirmed, +130%). "
+        "Unconfirmed: too few seconds/rounds for an interval — measure ≥ 5 s per arm or 3 rounds."
+    )
+    costs[0]["ci95"] = [1000, 1400]
+    assert headline.headline(costs) == (
         "A full TLS handshake per request adds +1.20 ms median time to last byte and +0.600 server CPU-ms "
-        "per request (significant, +130%, no interval). No interval: run longer or use rounds."
+        "per request (significant, +130%, 95% CI +1.00 … +1.40 ms)."
     )
 
 
 def test_headline_of_a_negative_cost_reads_as_a_change():
-    costs = [{"name": "keepalive_tls", "metric": "ttlb_p50_us", "delta": -10, "delta_pct": -2.0, "ci95": None,
-              "verdict": "negligible"}]  # fmt: skip
+    costs = [{"name": "keepalive_tls", "metric": "ttlb_p50_us", "delta": -10, "delta_pct": -2.0,
+              "ci95": [-30, 5], "verdict": "negligible"}]  # fmt: skip
     assert headline.headline(costs) == (
         "TLS on warm (keep-alive) connections changes the median time to last byte by -0.01 ms "
-        "(negligible, -2%, no interval). No interval: run longer or use rounds."
+        "(negligible, -2%, 95% CI -0.03 … +0.01 ms)."
     )
 
 

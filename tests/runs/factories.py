@@ -37,12 +37,15 @@ def make_run(
     probes: dict | None = None,
     local_cpu_ms: dict[str, float] | None = None,
     project=None,
+    rounds: int = 1,
 ) -> Run:
     """``seconds``: also store a per-second series (that many points, each at the arm's median), so
     costs get per-second intervals; ``summarize``: write the run's summary as a finished run has;
     ``server_cpu_ms``: server CPU-ms per request per arm, stored as a probe's 10-point window;
     ``local_cpu_ms``: the same for a local process sampled on the generator host; ``project``: where
-    the run and its target go (default: the owner's personal project)."""
+    the run and its target go (default: the owner's personal project); ``rounds``: each arm stored
+    that many times, one row per round with the same figures (3 give every cost an interval over
+    rounds, server CPU's too)."""
     target, _ = Target.objects.get_or_create(
         project=project or personal_project(owner),
         plain_url=f"http://127.0.0.1:1/{target_name}",
@@ -66,7 +69,8 @@ def make_run(
         samples.arm_row(
             run,
             name,
-            position,
+            number * len(arms) + position,
+            round=number,
             requests=len(values),
             ttfb_hist=encoded([v // 2 for v in values]),
             ttlb_hist=encoded(values),
@@ -77,6 +81,7 @@ def make_run(
                 **_local_cpu(local_cpu_ms, name, len(values)),
             },
         )
+        for number in range(rounds)
         for position, (name, values) in enumerate(arms.items())
     ]
     ArmResult.objects.bulk_create(rows)

@@ -82,7 +82,7 @@ def test_cli_failure_exits_non_zero_with_a_message(admin, plain_server):
             stderr=err,
         )
     assert exit_info.value.code == 1
-    assert "error: Arm tls" in err.getvalue()
+    assert " failed: arm tls: preflight of https://127.0.0.1:1/ failed: target unreachable" in err.getvalue()
     assert json.loads(out.getvalue())["run"]["status"] == "failed"
 
 

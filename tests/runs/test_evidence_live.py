@@ -81,6 +81,7 @@ def test_one_port_that_gzips_fails_same_content(owner, server_with, tls_cert):
     assert found["status"] == "fail", found
     assert "Content-Encoding gzip vs identity" in found["findings"][0]["reason"]
     assert cost(report, "keepalive_tls")["verdict"] is None
+    assert "(same_content)" in cost(report, "keepalive_tls")["not_judged"]  # withheld by the check
 
 
 def test_the_same_page_on_both_ports_passes_same_content(owner, server_with, tls_cert):
@@ -88,7 +89,7 @@ def test_the_same_page_on_both_ports_passes_same_content(owner, server_with, tls
     run, report = measure(owner, [("plain", plain.url("/2k")), ("tls", tls.url("/2k"))])
     found = checks(report)["same_content"]
     assert found["status"] == "pass" and "Content-Type, Content-Encoding" in found["detail"]
-    assert cost(report, "keepalive_tls")["verdict"] is not None
+    assert cost(report, "keepalive_tls")["not_judged"] is None  # same content: nothing withholds it
 
 
 def test_five_arms_against_a_server_without_resumption(client, owner, server_with, tls_cert):
@@ -166,4 +167,8 @@ def test_a_short_run_skips_what_it_cannot_judge_and_has_no_interval(owner, serve
     assert found["tls_sessions"]["status"] == "skip"
     assert report["run"]["checks"]["skip"] >= 2
     assert all(c["ci95"] is None and c["ci_method"] == "none" for c in report["costs"])
-    assert report["headline"].endswith("No interval: run longer or use rounds.")
+    # No interval, so no verdict either: each cost says "unconfirmed" and why.
+    assert all(c["verdict"] is None and c["unconfirmed"] for c in report["costs"])
+    assert report["headline"].endswith(
+        "Unconfirmed: too few seconds/rounds for an interval — measure ≥ 5 s per arm or 3 rounds."
+    )

@@ -48,7 +48,7 @@ def test_detail_badge_greys_skipped_checks_and_marks_costs_not_judged(client, ow
     assert 'id="run-checks"' in body and "badge bad" in body
     assert 'data-invalid-arm="tls"' in body and "100% of 100 attempts failed (status 503×100)" in body
     assert 'class="check check-skip" data-check="drift" data-status="skip"' in body
-    assert 'data-cost="keepalive_tls"' in body and "not judged" in body
+    assert 'data-answer="keepalive_tls"' in body and "not judged" in body
     report = client.get(reverse("runs-report-json", args=[run.code])).json()
     keepalive = next(c for c in report["costs"] if c["name"] == "keepalive_tls")
     assert keepalive["verdict"] is None and keepalive["not_judged"].startswith("tls is invalid: 100% of 100")
@@ -78,7 +78,7 @@ def test_list_and_compare_show_the_same_badge(client, owner):
 
 def _closing_server_run(owner, reopened: int):
     """A run whose tls arm (1,000 requests) reopened that many connections the server had closed."""
-    run = make_run(owner, arms={"plain": [400] * 1000, "tls": [500] * 1000})
+    run = make_run(owner, arms={"plain": [400] * 1000, "tls": [500] * 1000}, seconds=8)
     ArmResult.objects.filter(run=run, arm="tls").update(
         connections_opened=reopened, connections_reopened=reopened
     )

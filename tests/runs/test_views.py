@@ -173,10 +173,16 @@ def test_detail_shows_costs_validity_and_method(client, owner):
     run = make_run(owner, arms={"plain": [400] * 100, "tls": [500] * 100})
     client.force_login(owner)
     body = client.get(reverse("runs-detail", args=[run.code])).content.decode()
-    # keep-alive TLS: 500 − 400 µs = +0.10 ms (+25.0%), no interval without a per-second series.
-    assert 'data-cost="keepalive_tls"' in body
-    assert "+0.10 ms median time to last byte (+25.0%)" in body and "not available" in body
-    assert 'class="verdict verdict-significant"' in body
+    # keep-alive TLS: 500 − 400 µs = +0.10 ms (+25.0%), no interval without a per-second series, so
+    # no verdict either: the answer says "unconfirmed", never "significant".
+    answer = body[
+        body.index('data-answer="keepalive_tls"') : body.index(
+            "</tr>", body.index('data-answer="keepalive_tls"')
+        )
+    ]
+    assert "+0.10 ms (+25%)" in answer and "unconfirmed" in answer and "significant" not in answer
+    assert "measure ≥ 5 s per arm or 3 rounds" in body
+    assert 'class="verdict verdict-significant"' not in body
     # Validity: 100 samples are too few for p95 and p99, which the panel says with its evidence.
     assert 'data-check="sample_size" data-status="warn"' in body
     assert "too few for p95, p99" in body

@@ -66,7 +66,7 @@ def test_clean_checks_json_budgets():
 
 
 def test_keepalive_and_handshake_budgets_pass_and_fail(owner):
-    report = run_report(make_run(owner, arms=ARMS))
+    report = run_report(make_run(owner, arms=ARMS, seconds=8))
     generous = budgets.evaluate(
         report, {"keepalive_tls_p50_ms": 0.5, "keepalive_tls_p95_ms": 0.1, "handshake_ms": 2.5}
     )
@@ -95,7 +95,7 @@ def test_keepalive_and_handshake_budgets_pass_and_fail(owner):
 
 def test_a_cost_whose_arms_did_not_run_is_skipped_never_passed(owner):
     # The default three arms: no plain_new, so no handshake cost; no probe, so no server CPU.
-    report = run_report(make_run(owner))
+    report = run_report(make_run(owner, seconds=8))
     result = budgets.evaluate(
         report, {"handshake_ms": 1000, "server_cpu_ms_per_req": 1000, "keepalive_tls_p50_ms": 10}
     )
@@ -111,7 +111,13 @@ def test_a_cost_whose_arms_did_not_run_is_skipped_never_passed(owner):
 
 
 def test_server_cpu_budget_from_the_server_probe_or_the_local_process(owner):
-    probed = run_report(make_run(owner, server_cpu_ms={"plain": 0.10, "tls": 0.16, "tls_new": 0.5}))
+    # The CPU's interval is over rounds: one round cannot judge it, three can.
+    cpu = {"plain": 0.10, "tls": 0.16, "tls_new": 0.5}
+    once = run_report(make_run(owner, target_name="once", seconds=8, server_cpu_ms=cpu))
+    found = by_name(budgets.evaluate(once, {"server_cpu_ms_per_req": 0.1}))["server_cpu_ms_per_req"]
+    assert found["status"] == "skip" and found["detail"].startswith("could not judge: unconfirmed")
+    assert found["value"] == pytest.approx(0.06, abs=1e-6)
+    probed = run_report(make_run(owner, seconds=8, rounds=3, server_cpu_ms=cpu))
     found = by_name(budgets.evaluate(probed, {"server_cpu_ms_per_req": 0.1}))["server_cpu_ms_per_req"]
     assert found["status"] == "pass" and found["value"] == pytest.approx(0.06, abs=1e-6)
     assert "server probe" in found["detail"]
@@ -119,7 +125,7 @@ def test_server_cpu_budget_from_the_server_probe_or_the_local_process(owner):
     assert found["status"] == "fail"
 
     local = run_report(
-        make_run(owner, target_name="local", local_cpu_ms={"plain": 0.2, "tls": 0.5, "tls_new": 1})
+        make_run(owner, target_name="local", rounds=3, local_cpu_ms={"plain": 0.2, "tls": 0.5, "tls_new": 1})
     )
     found = by_name(budgets.evaluate(local, {"server_cpu_ms_per_req": 0.2}))["server_cpu_ms_per_req"]
     assert found["status"] == "fail" and found["value"] == pytest.approx(0.3, abs=1e-6)
@@ -127,7 +133,7 @@ def test_server_cpu_budget_from_the_server_probe_or_the_local_process(owner):
 
 
 def test_failed_checks_budget_and_a_not_judged_cost(owner):
-    run = make_run(owner, arms=ARMS)
+    run = make_run(owner, arms=ARMS, seconds=8)
     clean = run_report(run)
     assert by_name(budgets.evaluate(clean, {"failed_checks": 0}))["failed_checks"]["status"] == "pass"
     # The tls arm answered 500 to everything: it is invalid and a check fails on it.
@@ -143,7 +149,7 @@ def test_failed_checks_budget_and_a_not_judged_cost(owner):
     assert failed[0] in found["failed_checks"]["detail"]
     # keepalive_tls is about tls: not judged, so its generous budget is skipped, not passed.
     assert found["keepalive_tls_p50_ms"]["status"] == "skip"
-    assert found["keepalive_tls_p50_ms"]["detail"].startswith("not judged: tls is invalid")
+    assert found["keepalive_tls_p50_ms"]["detail"].startswith("could not judge: tls is invalid")
     assert found["keepalive_tls_p50_ms"]["value"] is not None  # the number stays, the claim goes
     assert found["handshake_ms"]["status"] == "pass"  # tls_new and plain_new are fine
     assert result["status"] == "fail"
@@ -153,14 +159,14 @@ def test_failed_checks_budget_and_a_not_judged_cost(owner):
 
 
 def test_the_report_carries_the_runs_budget_verdicts(owner):
-    run = make_run(owner, arms=ARMS)
+    run = make_run(owner, arms=ARMS, seconds=8)
     assert run_report(run)["budgets"] is None  # no budgets: null
     config = {**run.config, "budgets": {"handshake_ms": 1.0, "failed_checks": 0}}
     report = run_report(changed(run, config=config))
     assert report["budgets"]["status"] == "fail"
     assert by_name(report["budgets"])["handshake_ms"]["status"] == "fail"
     assert report["run"]["config"]["budgets"] == config["budgets"]
-    other = make_run(owner, arms=ARMS, target_name="s")
+    other = make_run(owner, arms=ARMS, target_name="s", seconds=8)
     assert summarize(changed(other, config={**other.config, "budgets": {"handshake_ms": 5}}))["budgets"] == {
         "status": "pass",
         "results": [by_name(run_report(other)["budgets"])["handshake_ms"]],
@@ -168,7 +174,7 @@ def test_the_report_carries_the_runs_budget_verdicts(owner):
 
 
 def test_the_frozen_signed_report_carries_the_budgets_and_a_changed_verdict_fails_verification(owner):
-    run = make_run(owner, arms=ARMS)
+    run = make_run(owner, arms=ARMS, seconds=8)
     run = changed(run, config={**run.config, "budgets": {"handshake_ms": 1}})
     services.freeze(run)
     exported = export_report(Run.objects.get(pk=run.pk))

@@ -151,9 +151,10 @@ def test_scenario_create_with_webhook_gives_a_working_url_and_secret(team, clien
 @pytest.mark.django_db(transaction=True)
 def test_run_with_budgets_exits_3_when_one_fails_and_0_when_all_pass(owner, plain_server, tls_server):
     common = ("run", "--owner", "owner", "--plain-url", plain_server.url(), "--tls-url", tls_server.url())
-    # 3 s at the default 60 req/s: enough samples per half-window that the drift and sample checks
-    # judge the cost on a loaded machine too (a cost they cannot judge makes its budget skip, exit 0).
-    load = ("--users", "2", "--spawn-rate", "10", "--warmup", "0.3", "--duration", "3", "--insecure")
+    # 3 rounds of 1 s at the default 60 req/s: an interval over rounds (a cost without one makes its
+    # budget skip, exit 0), and enough samples that the checks judge the cost on a loaded machine too.
+    load = ("--users", "2", "--spawn-rate", "10", "--warmup", "0.3", "--duration", "1", "--rounds", "3")
+    load += ("--insecure",)
     # A full TLS handshake per request costs more than nothing: an impossible budget.
     out, err = io.StringIO(), io.StringIO()
     with pytest.raises(SystemExit) as exit_info:

@@ -170,7 +170,7 @@ def test_list_and_page_show_versions_runs_and_budget_status(client, owner, scena
 
 
 def test_run_page_shows_each_budget_with_its_verdict(client, owner):
-    run = make_run(owner, target_name="b")
+    run = make_run(owner, target_name="b", seconds=8)  # per-second intervals: the costs are judged
     budgets = {"keepalive_tls_p50_ms": 0.01, "handshake_ms": 1, "failed_checks": 0}
     Run.objects.filter(pk=run.pk).update(config={**run.config, "budgets": budgets})
     client.force_login(owner)

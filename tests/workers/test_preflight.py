@@ -17,6 +17,7 @@ from workers.engine.preflight import (
     BODY_SHOWN_BYTES,
     INSECURE_HINT,
     SERVER_SOFTWARE_CHARS,
+    ArmRefused,
     PreflightFailed,
     preflight,
     server_software,
@@ -215,3 +216,41 @@ def test_the_preflight_keeps_the_server_header_trimmed_capped_and_printable(tls_
             h2_config = EngineConfig(arms=[h2], verify_tls=False, timeout_s=5)
             assert preflight(h2_config, h2, {}).server == expected
     assert server_software("   ") is None and server_software(None) is None
+
+
+def test_a_plain_arm_on_the_tls_port_is_refused_for_its_own_protocol_never_http2(tls_server):
+    """Issue 31: the TLS port given as the plain URL. The plain HTTP/1.1 arm is refused (the run
+    measures the others) saying its port speaks TLS, and nothing about HTTP/2, which it never asked
+    for; h2c there is refused for HTTP/2, as before."""
+    wrong = f"http://127.0.0.1:{tls_server.port}/1k"
+    config = EngineConfig(arms=[ArmSpec("plain", wrong), ArmSpec("h2c", wrong)], timeout_s=5)
+    with pytest.raises(ArmRefused) as refused:
+        preflight(config, config.arms[0], {})
+    said = str(refused.value)
+    assert said == (
+        f"plain refused: port {tls_server.port} speaks TLS, not plain HTTP (it completed a TLS handshake): "
+        "give the plain URL the server's http port"
+    )
+    assert "HTTP/2" not in said
+    with pytest.raises(ArmRefused, match="h2c refused: the server does not speak HTTP/2 with prior"):
+        preflight(config, config.arms[1], {})
+
+
+def test_nginx_answering_400_to_plain_http_on_its_tls_port_refuses_the_plain_arm_the_same_way():
+    """nginx does not reset a plain request on its TLS port: it answers 400 "The plain HTTP request
+    was sent to HTTPS port". The arm is refused for the same reason, not failed for its status."""
+    from bench.nginx import Nginx
+
+    try:
+        nginx = Nginx().start()
+    except RuntimeError as exc:
+        pytest.skip(str(exc))
+    try:
+        wrong = f"http://127.0.0.1:{nginx.tls_port}/1k"
+        config = EngineConfig(arms=[ArmSpec("plain", wrong)], timeout_s=5)
+        with pytest.raises(
+            ArmRefused, match=f"plain refused: port {nginx.tls_port} speaks TLS, not plain HTTP"
+        ):
+            preflight(config, config.arms[0], {})
+    finally:
+        nginx.stop()

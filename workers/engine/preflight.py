@@ -11,6 +11,7 @@ cannot succeed."""
 from __future__ import annotations
 
 import json
+import socket
 import ssl
 from dataclasses import dataclass
 from urllib.parse import urljoin
@@ -57,8 +58,9 @@ class PreflightFailed(Exception):
 
 
 class ArmRefused(PreflightFailed):
-    """The server does not speak the arm's protocol (no h2 over ALPN, no HTTP/2 with prior knowledge):
-    the arm is refused with the reason and the run measures its other arms."""
+    """The server does not speak the arm's protocol (no h2 over ALPN, no HTTP/2 with prior knowledge,
+    TLS where a plain HTTP/1.1 arm was pointed): the arm is refused with the reason, worded for the
+    protocol the arm asked for, and the run measures its other arms."""
 
 
 @dataclass
@@ -168,8 +170,7 @@ def preflight(config: EngineConfig, arm: ArmSpec, headers: dict[str, str]) -> Pr
             for _hop in range(MAX_REDIRECTS + 1):
                 sample = client.request(current, current)
                 if sample.error:
-                    refused = h2_refusal(arm.name, endpoint.tls, sample)
-                    if refused:
+                    if refused := refusal(arm.name, policy.http2, endpoint, sample, config.timeout_s):
                         raise ArmRefused(origin + current, refused)
                     raise PreflightFailed(origin + current, transport_failure(sample))
                 location = sample.location
@@ -187,16 +188,28 @@ def preflight(config: EngineConfig, arm: ArmSpec, headers: dict[str, str]) -> Pr
             else:
                 raise PreflightFailed(origin + path, f"more than {MAX_REDIRECTS} redirects")
             if not expected(config.expected_status, sample.status):
-                answer = unexpected_answer(sample, client.body_head(), config, headers)
-                if arm.name == clientcerts.MTLS_ARM and sample.status in (400, 403, 495, 496):
-                    answer += " (with the client certificate presented: did the server reject it?)"
-                raise PreflightFailed(origin + current, answer)
+                raise not_expected(config, arm.name, endpoint, sample, client, headers, origin + current)
             if not targets:
                 server = server_software(sample.server)
             targets.append({"path": current, "weight": weight, "requested": path})
     finally:
         client.close()
     return Prepared(endpoint, context, targets, redirects, origin, server)
+
+
+def not_expected(
+    config: EngineConfig, arm: str, endpoint: Endpoint, sample: Sample, client, headers: dict, url: str
+) -> PreflightFailed:
+    """An answer outside the expected set: the arm's refusal when its port speaks another protocol
+    (nginx answers a plain request on its TLS port 400 "The plain HTTP request was sent to HTTPS
+    port"), else the preflight's failure with the start of the answer."""
+    http2 = ARM_POLICIES[arm][1].http2
+    if refused := refusal(arm, http2, endpoint, sample, config.timeout_s):
+        return ArmRefused(url, refused)
+    answer = unexpected_answer(sample, client.body_head(), config, headers)
+    if arm == clientcerts.MTLS_ARM and sample.status in (400, 403, 495, 496):
+        answer += " (with the client certificate presented: did the server reject it?)"
+    return PreflightFailed(url, answer)
 
 
 def server_software(header: str | None) -> str | None:
@@ -229,6 +242,43 @@ def h2_refusal(arm: str, tls: bool, sample: Sample) -> str:
             f"(it answered the HTTP/2 preface with {sample.error}: {sample.error_detail})"
         )
     return ""
+
+
+TLS_PROBE_TIMEOUT_S = 3.0
+
+
+def refusal(arm: str, http2: bool, endpoint: Endpoint, sample: Sample, timeout_s: float) -> str:
+    """Why the arm is refused, worded for the protocol it asked for ("" when its failure is no
+    refusal): an HTTP/2 arm's server without h2 (``h2_refusal``), a plain HTTP/1.1 arm's port that
+    speaks TLS (``tls_port_refusal``) — never an HTTP/2 reason for an HTTP/1.1 arm."""
+    if http2:
+        return h2_refusal(arm, endpoint.tls, sample) if sample.error else ""
+    return tls_port_refusal(arm, endpoint, timeout_s)
+
+
+def tls_port_refusal(arm: str, endpoint: Endpoint, timeout_s: float) -> str:
+    """Why a plain HTTP/1.1 arm is refused when its port speaks TLS (one TLS handshake tells, no
+    certificate checked): its URL names the server's TLS port. "" for a TLS arm, or a port that does
+    not complete a TLS handshake (its failure is the arm's own, reported as such)."""
+    if endpoint.tls:
+        return ""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        with (
+            socket.create_connection(
+                (endpoint.address, endpoint.port), min(timeout_s, TLS_PROBE_TIMEOUT_S)
+            ) as raw,
+            context.wrap_socket(raw, server_hostname=endpoint.host),
+        ):
+            pass
+    except (OSError, ssl.SSLError):
+        return ""
+    return (
+        f"{arm} refused: port {endpoint.port} speaks TLS, not plain HTTP (it completed a TLS "
+        "handshake): give the plain URL the server's http port"
+    )
 
 
 def expected(codes: list[int], status: int | None) -> bool:

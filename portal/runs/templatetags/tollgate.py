@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 
 from django import template
+from django.utils.html import escape
+from django.utils.safestring import mark_safe
 
-from portal.lib import clientcerts, metrics, verdicts
+from portal.lib import answerrow, answers, clientcerts, metrics, tlswords, verdicts
+from portal.lib.costs import UNCONFIRMED
 from portal.targets import naming
 
 register = template.Library()
@@ -42,6 +46,90 @@ def signed_ms(value_us) -> str:
     if value_us is None:
         return "—"
     return f"{value_us / 1000:+.2f}"
+
+
+@register.filter
+def cpu_ms(value) -> str:
+    """CPU-ms to three significant digits with the unit: ``2.24 CPU-ms`` (never ``2.241767``)."""
+    if value is None or value == "":
+        return "—"
+    return f"{answerrow.cpu_text(value, signed=False)} CPU-ms"
+
+
+_NAME_BREAKS = re.compile(r"(/| )")
+_ADDRESS = re.compile(r"^\(?[0-9.:\[\]a-fA-F]+\)?$")  # an IP address (and port): never broken
+LONG_HOST = 24
+_QUOTED = re.compile(r"`([^`\n]+)`")
+
+
+@register.filter(needs_autoescape=False)
+def prose(text) -> str:
+    """Text written for a terminal (an error, a refusal) as HTML: escaped, its `quoted` parts as
+    ``<code>`` (never a Markdown backtick on a page)."""
+    if text is None:
+        return ""
+    return mark_safe(_QUOTED.sub(r"<code>\1</code>", escape(str(text))).replace("`", ""))  # noqa: S308
+
+
+@register.filter
+def cost_words(name: str) -> str:
+    """A cost's name as the answer table asks it (``portal.lib.answers.QUESTIONS``): ``keepalive_tls``
+    → "TLS on warm (keep-alive) connections"; an undeclared name with spaces for its underscores."""
+    return answers.WORDS.get(name) or str(name).replace("_", " ")
+
+
+@register.filter
+def breakable(name) -> str:
+    """A target's name as HTML that a narrow column breaks between its parts (after a ``/``, at its
+    spaces, and in a host name longer than ``LONG_HOST`` characters after its dots), never inside an
+    address or before its port: ``127.0.0.1:8443`` and ``example.com:8443`` stay whole."""
+    html = []
+    for part in _NAME_BREAKS.split(str(name or "")):
+        if not part or _NAME_BREAKS.fullmatch(part):
+            html.append(escape(part) + ("<wbr>" if part == "/" else ""))
+            continue
+        pieces = [part]
+        if len(part) > LONG_HOST and not _ADDRESS.match(part):
+            labels = part.split(".")  # the last two ("example.com:8443") stay together
+            pieces = (
+                [f"{label}." for label in labels[:-2]] + [".".join(labels[-2:])]
+                if len(labels) > 2
+                else pieces
+            )
+        html.append("<wbr>".join(f'<span class="nobr">{escape(piece)}</span>' for piece in pieces))
+    return mark_safe("".join(html))  # noqa: S308 - every part escaped above
+
+
+@register.filter
+def tls_words(text) -> str:
+    """A TLS library's text of a failed handshake in words (``portal.lib.tlswords.reword``); other
+    text as it is."""
+    return tlswords.reword(text or "")
+
+
+@register.filter
+def refusal(reason: str, arm: str) -> str:
+    """A refused arm's reason without the "<arm> refused: " the engine starts it with (the page
+    names the arm already)."""
+    return (reason or "").removeprefix(f"{arm} refused: ")
+
+
+@register.filter
+def any_cpu(rows) -> bool:
+    """Whether any answer has a server CPU figure (else the table leaves the column out)."""
+    return any(row.get("server_cpu") for row in rows or ())
+
+
+@register.filter
+def unconfirmed_any(rows) -> bool:
+    """Whether any answer (``portal.lib.answers``) or cost is unconfirmed: measured without an interval."""
+    return any(row.get("unconfirmed") for row in rows or ())
+
+
+@register.simple_tag
+def unconfirmed_reason() -> str:
+    """Why a cost without an interval has no verdict (``portal.lib.costs.UNCONFIRMED``)."""
+    return UNCONFIRMED
 
 
 @register.filter

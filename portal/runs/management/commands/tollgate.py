@@ -4,6 +4,7 @@ outbound policy's decision for a URL, and the demo stack."""
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import time
 from pathlib import Path
@@ -17,6 +18,7 @@ from django.db import transaction
 from portal import outbound, vault
 from portal.alerts import services as alert_services
 from portal.api import cli as api_cli
+from portal.audit import log as audit_log
 from portal.hooks import cli as hooks_cli
 from portal.hooks import services as hooks_services
 from portal.lib import budgets as budgetlib
@@ -47,6 +49,9 @@ from workers import runner
 EXIT_RUN_FAILED = 1
 # A budget (--budget, docs/budgets.md) failed: the run itself succeeded.
 EXIT_BUDGET_FAILED = 3
+# The run measured, but none of the costs it asked for could be computed (its arms refused or
+# invalid): status incomplete, no answer — a CI job must not go green on it (docs/ci.md).
+EXIT_INCOMPLETE = 4
 # Apps that add sub-commands: each has ACTIONS, add_arguments(sub) and handle(command, options).
 APP_CLIS = (scenarios_cli, signing_cli, sharing_cli, api_cli, hooks_cli, baseline_cli, user_cli, ops_cli)
 # Sub-commands of `tollgate scenario` that other apps add (scenarios_cli imports none of them).
@@ -94,6 +99,9 @@ class Command(BaseCommand):
             )
 
     def handle(self, *args, **options) -> None:
+        # The audit log is the database's (the Audit log page); on a terminal its log lines are noise
+        # after the command's own answer (the web and worker processes keep logging them).
+        logging.getLogger(audit_log.LOGGER).propagate = False
         action = options["action"]
         for app_cli in APP_CLIS:
             if action in app_cli.ACTIONS:
@@ -251,8 +259,8 @@ class Command(BaseCommand):
                 f"TTLB p50 {ttlb.get('p50', 0) / 1000:8.2f} ms  p95 {ttlb.get('p95', 0) / 1000:8.2f} ms"
                 + ("" if arm.get("complete", True) else "  (cut short)")
             )
-        if report.get("headline"):
-            self.stdout.write(report["headline"])
+        for row in report.get("answers") or []:  # the answer table, a line per question
+            self.stdout.write(f"answer   {row['text']}")
         for line in tuning.report_lines(report):  # matrix refusals, advice, WAN projection
             self.stdout.write(line)
         verdicts = report.get("budgets")
@@ -293,8 +301,10 @@ class Command(BaseCommand):
         badge = evidence.status_badge(run.status, report["run"].get("checks"), list(invalid))
         said = evidence.status_text(run.status, run.error, badge)
         self.stderr.write(f"run {run.code} {said} in {time.monotonic() - started:.1f} s")
-        if run.status != Run.Status.SUCCEEDED:  # the whole reason, right after the status line
-            self.stderr.write(f"error: {run.error}")
+        if run.error_detail:  # the rest of the reason: its first line is in the status line
+            self.stderr.write(f"error: {run.error_detail}")
+        if run.library_said:  # the TLS library's own text behind the reason in words
+            self.stderr.write(f"the TLS library said: {run.library_said}")
         for name, why in invalid.items():
             self.stderr.write(f"arm {name} is invalid: {why}")
         verdicts = report.get("budgets") or {}
@@ -303,6 +313,8 @@ class Command(BaseCommand):
                 f"{r['name']} {r['status']}" for r in verdicts["results"] if r["status"] != budgetlib.PASS
             ]
             self.stderr.write(f"budgets {verdicts['status']}" + (f": {', '.join(unmet)}" if unmet else ""))
+        if run.status == Run.Status.INCOMPLETE:
+            sys.exit(EXIT_INCOMPLETE)
         if run.status != Run.Status.SUCCEEDED:
             sys.exit(EXIT_RUN_FAILED)
         if verdicts.get("status") == budgetlib.FAIL:
