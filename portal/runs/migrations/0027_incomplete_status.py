@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runs', '0025_unwindowed_requests'),
+        ('runs', '0026_basic_auth_user_sealed_only'),
     ]
 
     operations = [
