@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -230,3 +231,23 @@ def _fresh_rate_limits():
 
         cache.clear()
     yield
+
+
+def reap_as_if_silent(run) -> None:
+    """Backdate ``run``'s attempt as if its worker had gone silent and let the reaper put it back in the
+    queue. The executor's own heartbeat may land between the backdating and the reap (it beats every
+    2 s): then both again, for at most 5 s."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from portal.runs.models import Run, RunAttempt
+    from workers import runner
+
+    for _ in range(50):
+        RunAttempt.objects.filter(run=run).update(heartbeat=timezone.now() - timedelta(minutes=10))
+        if runner.reap_stale_runs(max_silence_s=60):
+            break
+        time.sleep(0.1)
+    run.refresh_from_db()
+    assert run.status == Run.Status.QUEUED, (run.status, run.error)

@@ -20,7 +20,7 @@ import psutil
 from celery import Celery
 
 from portal.runs import dispatch
-from portal.runs.demo import _gunicorn
+from portal.runs.demo_target import gunicorn_command
 from tests.conftest import ROOT
 from tests.drills.services import free_port, kill_group, port_open, tail
 
@@ -163,7 +163,7 @@ class Stack:
 
     def portal(self, timeout_s: float = 30) -> Service:
         """Gunicorn (gthread, 1 worker × 4 threads) on ``web_port``; returns once Django answers."""
-        cmd = _gunicorn("portal.wsgi:application", f"127.0.0.1:{self.web_port}", "--workers", "1")
+        cmd = gunicorn_command("portal.wsgi:application", f"127.0.0.1:{self.web_port}", "--workers", "1")
         # No control socket: Gunicorn's default ($HOME/.gunicorn/gunicorn.ctl) is one per machine.
         web = self.add("web", [*cmd, "--threads", "4", "--no-control-socket"], port=self.web_port)
         self.wait_for_web(timeout_s)

@@ -9,20 +9,19 @@ import importlib
 import json
 import threading
 import time
-from datetime import timedelta
 
 import pytest
 import requests
 from django.apps import apps
 from django.db import connection
-from django.utils import timezone
 
 from portal import vault
 from portal.api import tokens
 from portal.projects.models import personal_project
 from portal.runs import configs, services
-from portal.runs.models import ArmResult, Run, RunAttempt
+from portal.runs.models import ArmResult, Run
 from tests.api.conftest import inline
+from tests.conftest import reap_as_if_silent
 from tests.runs.factories import make_run
 from tests.servers import AuthPages, LocalServer
 from workers import runner
@@ -92,14 +91,7 @@ def test_a_resumed_basic_auth_run_still_sends_the_user_on_every_request(owner):
             assert time.monotonic() < deadline and thread.is_alive(), (run.status, run.error)
             time.sleep(0.1)
         # As if the worker had gone silent: the reaper puts the run back; another attempt resumes it.
-        # (The executor's own heartbeat may land between the two statements: then again.)
-        for _ in range(50):
-            RunAttempt.objects.filter(run=run).update(heartbeat=timezone.now() - timedelta(minutes=10))
-            if runner.reap_stale_runs(max_silence_s=60):
-                break
-            time.sleep(0.1)
-        run.refresh_from_db()
-        assert run.status == Run.Status.QUEUED, (run.status, run.error)
+        reap_as_if_silent(run)
         thread.join(timeout=60)
         assert not thread.is_alive()
         run = runner.execute_run(run.pk, worker="celery@second")

@@ -16,6 +16,7 @@ from django.utils import timezone
 from portal.projects.models import personal_project
 from portal.runs import dispatch, services
 from portal.runs.models import ArmResult, Run, RunAttempt
+from tests.conftest import reap_as_if_silent
 from tests.runs.factories import make_run
 from tests.ssh_access import ssh_access
 from workers import runner
@@ -111,8 +112,7 @@ def test_a_reaped_run_is_resumed_its_lost_engine_stops_and_its_arms_stay_byte_fo
         assert time.monotonic() < deadline and thread.is_alive()
         time.sleep(0.1)
     # As if the worker had been silent: the reaper puts the run back in the queue.
-    RunAttempt.objects.filter(run=run).update(heartbeat=timezone.now() - timedelta(minutes=10))
-    assert runner.reap_stale_runs(max_silence_s=60) == 1
+    reap_as_if_silent(run)
     reaped_at = time.monotonic()
     thread.join(timeout=30)
     assert not thread.is_alive()
