@@ -13,6 +13,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='target',
             name='mtls_url',
-            field=models.URLField(blank=True, max_length=500),
+            field=models.URLField(blank=True, db_default='', default='', max_length=500),
         ),
     ]
