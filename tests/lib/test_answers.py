@@ -1,4 +1,4 @@
-"""The answer table (portal.lib.answers, portal.lib.answerrow): a row per question, no verdict
+"""The answer table (portal.lib.report.answers, portal.lib.report.answerrow): a row per question, no verdict
 without an interval, questions declared once (HTTP/3's by declaring them), the run that answered
 nothing, and the cores at peak with their interval. Pure: no database."""
 
@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from portal.lib import answers, budgets, costs, evidence, projection, report
+from portal.lib.report import answers, budgets, evidence, report
+from portal.lib.stats import costs, projection
 from tests.lib.test_costs import arm, seconds
 from tests.lib.test_evidence import row
 

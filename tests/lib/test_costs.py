@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from portal.lib import costs
+from portal.lib.stats import costs
 
 
 def summary(p50: int, p95: int | None = None, count: int = 1000) -> dict:

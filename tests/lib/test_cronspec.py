@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from portal.lib import cronspec
+from portal.lib.watching import cronspec
 
 
 def test_daily_at_is_a_cron_expression():

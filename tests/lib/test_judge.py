@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from portal.lib import alerts, judge
+from portal.lib.watching import alerts, judge
 
 
 def report(

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from portal.lib import evidence, hdr
+from portal.lib.report import evidence
+from portal.lib.stats import hdr
 from portal.lib.validity import answers, check_all, content, measurement, sessions
 
 

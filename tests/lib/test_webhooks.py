@@ -1,4 +1,4 @@
-"""portal.lib.webhooks: signatures (checked against openssl), verification, the pinned POST."""
+"""portal.lib.security.webhooks: signatures (checked against openssl), verification, the pinned POST."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from portal.lib import webhooks
+from portal.lib.security import webhooks
 from tests.hooks.conftest import CallbackReceiver
 
 SECRET = "whsec_test-secret"

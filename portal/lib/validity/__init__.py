@@ -1,7 +1,7 @@
 """Validity checks: would an auditor accept these numbers? Each check says pass, warn, fail or skip,
 why, and which arms it is about.
 
-Pure functions over the report's arm sections (``portal.lib.report.arm_section``) and the run's
+Pure functions over the report's arm sections (``portal.lib.report.report.arm_section``) and the run's
 config, recomputed on every read, so a threshold change re-judges old runs too. Each result is
 ``{"check", "status": "pass"|"warn"|"fail"|"skip", "detail", "evidence", "arms", "findings"}``
 (``verdict.result``): ``skip`` when the check could not judge (too short, no new connections, …:

@@ -5,7 +5,7 @@ their connections, and is an arm valid at all (``invalid_arm``)? Body sizes and 
 
 from __future__ import annotations
 
-from portal.lib.matrix import base_arm
+from portal.lib.tls.matrix import base_arm
 from portal.lib.validity.verdict import FAIL, PASS, SKIP, WARN, finding, result, worst
 
 # errors: transport errors (timeouts, resets) as a share of requests.
@@ -236,7 +236,7 @@ def check_auth(config: dict, arms: dict[str, dict]) -> dict:
             for name, codes in demanded.items()
         ]
         if auth:
-            # Never whose: the user name is half a credential (portal/lib/redaction.py).
+            # Never whose: the user name is half a credential (portal/lib/security/redaction.py).
             why = f"the {auth.get('type')} credentials were rejected"
         else:
             why = "the server wants credentials and none were configured"

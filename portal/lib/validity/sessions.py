@@ -15,7 +15,7 @@ no handshake in its window is not judged; no such arm at all: ``skip``.
 
 from __future__ import annotations
 
-from portal.lib import matrix
+from portal.lib.tls import matrix
 from portal.lib.validity.verdict import FAIL, PASS, SKIP, finding, result
 
 # Share of a resuming arm's handshakes that must really resume.

@@ -1,0 +1,2 @@
+"""Security: the outbound address policy, secrets at rest, report signing, SSH keys, webhook
+signatures, redaction and target verification."""

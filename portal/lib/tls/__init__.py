@@ -1,0 +1,1 @@
+"""TLS: certificates, client certificates, the TLS matrix, TLS errors in words, and tuning advice."""
