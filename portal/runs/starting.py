@@ -17,7 +17,7 @@ from django.db.models import F
 
 from portal.lib.report import budgets as budgetlib
 from portal.lib.runs import runspec
-from portal.lib.watching import judge
+from portal.lib.watching import judgements as judge
 from portal.runs import dispatch, services
 from portal.runs.forms import CUSTOM_FIELDS, RunForm
 from portal.runs.models import Run
@@ -242,7 +242,7 @@ def start_run(owner, project, data: dict, *, scenario: Scenario | None = None, s
 def tolerance_of(data: dict) -> tuple[dict, float | None]:
     """``data`` without ``tolerance_pct``, and that tolerance checked (None: absent, keep the
     scenario's): a number of percent from 0 to 1,000, in the scenario page's words
-    (``portal.lib.watching.judge.TOLERANCE_ERROR``)."""
+    (``portal.lib.watching.judgements.TOLERANCE_ERROR``)."""
     if "tolerance_pct" not in data:
         return data, None
     rest = {key: value for key, value in data.items() if key != "tolerance_pct"}

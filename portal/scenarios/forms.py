@@ -6,7 +6,7 @@ from django import forms
 from django.core.exceptions import ValidationError
 
 from portal.lib.report import budgets
-from portal.lib.watching import judge
+from portal.lib.watching import judgements as judge
 from portal.scenarios.models import Scenario
 from portal.validators import check_callback_url, validate_text
 

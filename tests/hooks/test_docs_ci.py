@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from portal.lib.report import budgets
-from portal.lib.security import webhooks
+from portal.lib.security import hooks as webhooks
 from tests.hooks.test_end_to_end import run_shell_step
 
 SECRET = "whsec_docs-test"

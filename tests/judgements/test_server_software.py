@@ -11,7 +11,7 @@ import pytest
 from django.urls import reverse
 
 from portal.lib.report import compare
-from portal.lib.watching import judge
+from portal.lib.watching import judgements as judge
 from portal.projects.models import personal_project
 from portal.runs import reporting, services
 from portal.runs.models import Run

@@ -1,6 +1,6 @@
 """The words and JSON of a regression (or improvement) alert, by pure functions.
 
-One message per judgement (``portal.lib.watching.judge``), sent the same to every channel: it names each
+One message per judgement (``portal.lib.watching.judgements``), sent the same to every channel: it names each
 cost that moved with its change and both 95% intervals, lists what changed in the setup (before →
 after), and links to the compare page of the baseline and the run (and, when the project allows it,
 a read-only share link of that compare). Three shapes:
@@ -13,7 +13,7 @@ a read-only share link of that compare). Three shapes:
 
 from __future__ import annotations
 
-from portal.lib.watching import judge
+from portal.lib.watching import judgements
 
 
 def moved(result: dict) -> list[dict]:
@@ -32,14 +32,14 @@ def text(result: dict, scenario: str, target: str, links: dict) -> str:
     lines = [
         f"Tollgate: {result['status']} in scenario {scenario} (target {target}), against its pinned baseline."
     ]
-    lines += [f"- {judge.describe_cost(c)}" for c in moved(result)]
+    lines += [f"- {judgements.describe_cost(c)}" for c in moved(result)]
     lines.append(
         f"Tolerance: {result['tolerance_pct']:g}% of the baseline's cost; 95% intervals must not overlap."
     )
     changes = result.get("changes") or []
     if changes:
         lines.append("What changed since the baseline:")
-        lines += [f"- {judge.describe_change(c)}" for c in changes]
+        lines += [f"- {judgements.describe_change(c)}" for c in changes]
     else:
         lines.append("Nothing recorded in the setup differs from the baseline's.")
     lines.append(f"Compare: {links['compare']}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from portal.lib.watching import alerts, judge
+from portal.lib.watching import alerts, judgements
 
 
 def report(
@@ -66,14 +66,14 @@ BASE = report("base", {"handshake": (2000, [1900, 2100]), "resumption_saving": (
 )
 def test_a_cost_is_judged_by_interval_gap_against_the_tolerance(handshake, tolerance_pct, expected):
     run = report("run", {"handshake": handshake})
-    [cost] = judge.judge(run, BASE, tolerance_pct)["costs"]
+    [cost] = judgements.judge(run, BASE, tolerance_pct)["costs"]
     assert cost["judgement"] == expected, cost
     assert cost["tolerance_us"] == max(1.0, 2000 * tolerance_pct / 100)
 
 
 def test_a_shrinking_saving_is_the_regression_and_the_worst_wins():
     run = report("run", {"handshake": (1000, [900, 1100]), "resumption_saving": (100, [0, 200])})
-    result = judge.judge(run, BASE)
+    result = judgements.judge(run, BASE)
     by_name = {c["name"]: c["judgement"] for c in result["costs"]}
     assert by_name == {"handshake": "improvement", "resumption_saving": "regression"}
     assert result["status"] == "regression" and result["baseline"] == "base"
@@ -82,7 +82,7 @@ def test_a_shrinking_saving_is_the_regression_and_the_worst_wins():
 def test_a_not_judged_cost_makes_no_claim():
     run = report("run", {"handshake": (4000, [3900, 4100])})
     run["costs"][0]["not_judged"] = "tls_new is invalid: …"
-    assert judge.judge(run, BASE)["status"] == "unknown"
+    assert judgements.judge(run, BASE)["status"] == "unknown"
 
 
 def test_what_changed_lists_the_setup_before_and_after_in_words():
@@ -93,7 +93,7 @@ def test_what_changed_lists_the_setup_before_and_after_in_words():
         users=4,
         version=2,
     )
-    changes = {c["key"]: (c["label"], c["before"], c["after"]) for c in judge.what_changed(run, BASE)}
+    changes = {c["key"]: (c["label"], c["before"], c["after"]) for c in judgements.what_changed(run, BASE)}
     assert changes["cert_key"] == ("certificate key", "EC 256", "RSA 4096")
     assert changes["cert_chain_bytes"] == ("certificate chain bytes", 480, 1310)
     assert changes["tls_resumption"] == ("session resumption", "resumed", "not resumed")
@@ -103,7 +103,7 @@ def test_what_changed_lists_the_setup_before_and_after_in_words():
 
 def test_the_alert_names_the_cost_change_with_intervals_what_changed_and_the_links():
     run = report("run", {"handshake": (4000, [3900, 4100])}, {"cert_key_type": "RSA", "cert_key_bits": 4096})
-    result = judge.judge(run, BASE)
+    result = judgements.judge(run, BASE)
     links = {"run": "http://p/runs/r/", "baseline": "http://p/runs/b/", "compare": "http://p/c?runs=b,r"}
     text = alerts.text(result, "nightly", "t", links)
     assert (
@@ -122,7 +122,7 @@ def test_the_alert_names_the_cost_change_with_intervals_what_changed_and_the_lin
 def test_a_server_upgrade_is_among_what_changed_and_in_the_alert():
     upgraded = {"tls": "nginx/1.26.0", "plain": "nginx/1.26.0"}
     run = report("run", {"handshake": (4000, [3900, 4100])}, server=upgraded)
-    result = judge.judge(run, BASE)
+    result = judgements.judge(run, BASE)
     [change] = [c for c in result["changes"] if c["key"] == "server_software"]
     assert change == {
         "key": "server_software",
@@ -134,14 +134,14 @@ def test_a_server_upgrade_is_among_what_changed_and_in_the_alert():
     assert "- server software: nginx/1.22.1 → nginx/1.26.0" in text
     # Only the TLS URL's server changed: both are named, by URL.
     split = report("run", {}, server={"tls": "nginx/1.26.0", "plain": "nginx/1.22.1"})
-    [change] = [c for c in judge.what_changed(split, BASE) if c["key"] == "server_software"]
+    [change] = [c for c in judgements.what_changed(split, BASE) if c["key"] == "server_software"]
     assert change["after"] == "nginx/1.26.0 (TLS URL), nginx/1.22.1 (plain URL)"
     # One URL that sent nothing (or had no arm) is no change; a report from before it was kept says
     # nothing, and the change reads "—".
     tls_only = report("run", {}, server={"tls": "nginx/1.22.1", "plain": None})
-    assert "server_software" not in {c["key"] for c in judge.what_changed(tls_only, BASE)}
+    assert "server_software" not in {c["key"] for c in judgements.what_changed(tls_only, BASE)}
     older = report("run", {}, server={})
     older["run"]["target"]["server_software"] = None
-    [change] = [c for c in judge.what_changed(run, older) if c["key"] == "server_software"]
+    [change] = [c for c in judgements.what_changed(run, older) if c["key"] == "server_software"]
     assert (change["before"], change["after"]) == (None, "nginx/1.26.0")
-    assert judge.describe_change(change) == "server software: — → nginx/1.26.0"
+    assert judgements.describe_change(change) == "server software: — → nginx/1.26.0"
