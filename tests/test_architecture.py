@@ -1,6 +1,6 @@
 """The layout of docs/architecture.md, checked: one direction between portal and workers and between
-the portal's apps (the doc's picture is this file's scan), a Django-free portal/lib, small modules
-and functions, no private helpers borrowed across apps.
+the portal's apps (the doc's picture is this file's scan), a Django-free portal/lib, no folder crowded
+with modules, no function too complex, no private helpers borrowed across apps.
 
 ``python tests/test_architecture.py`` prints the picture of the apps for the doc."""
 
@@ -16,11 +16,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-MAX_MODULE_LINES = 400
-# Declarations, not logic: RunSpec holds one field per run option, each with its bounds, labels and
-# help, so it grows by a dozen lines with every option (its functions are held to the usual limit).
-DECLARATION_MODULES = {"portal/lib/runs/runspec.py": 700}
-MAX_FUNCTION_LINES = 60
+# Cohesion over a line count: a module holds one responsibility however long it is, a function stays
+# readable (ruff's C901, max-complexity in pyproject.toml), and a folder keeps few enough modules side
+# by side to be read as a list: more, and it is split into packages by role.
+MAX_COMPLEXITY = 15
+MAX_MODULES_PER_FOLDER = 20
+# Folders still above it, with their count today: each may only shrink, and must leave this list once
+# it fits (issue 33 groups them: portal/runs loses the console, workers/engine becomes packages).
+CROWDED = {"portal/runs": 27, "workers/engine": 25}
 # What the web process must never load: the worker side and its heavy libraries.
 WORKER_ONLY = ("workers.runner", "workers.driver", "workers.tasks", "workers.engine", "workers.probes")
 HEAVY = ("paramiko", "locust", "gevent", "hdrh.log")
@@ -140,19 +143,45 @@ def test_no_private_helper_is_imported_across_apps():
                 assert not private, f"{rel}:{node.lineno} borrows {private} from {node.module}"
 
 
-def test_modules_and_functions_stay_small():
-    too_long = []
-    for path in _sources("portal", "workers"):
-        text = path.read_text()
-        rel = path.relative_to(ROOT)
-        if len(text.splitlines()) > DECLARATION_MODULES.get(str(rel), MAX_MODULE_LINES):
-            too_long.append(f"{rel}: {len(text.splitlines())} lines")
-        for node in ast.walk(ast.parse(text)):
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                length = node.end_lineno - node.lineno + 1
-                if length > MAX_FUNCTION_LINES:
-                    too_long.append(f"{rel}:{node.lineno} {node.name}(): {length} lines")
-    assert too_long == []
+def test_no_function_is_too_complex():
+    """ruff's C901 (mccabe) with pyproject.toml's limit, over the whole tree as ``ruff check`` sees it:
+    a function with more paths through it than a reader holds at once is split by what each part does."""
+    config = (ROOT / "pyproject.toml").read_text()
+    assert f"max-complexity = {MAX_COMPLEXITY}" in config and '"C901"' in config
+    command = [sys.executable, "-m", "ruff", "check", "--select", "C901", "--output-format", "concise", "."]
+    proc = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=120)  # noqa: S603
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def _folders(*tops: str) -> dict[str, int]:
+    """Each folder of product code (migrations aside) and how many modules it holds side by side
+    (``__init__.py`` is the folder itself, not one of them)."""
+    counts = {}
+    for top in tops:
+        for folder in [ROOT / top, *(p for p in (ROOT / top).rglob("*") if p.is_dir())]:
+            if "migrations" in folder.parts or "__pycache__" in folder.parts:
+                continue
+            modules = [p for p in folder.glob("*.py") if p.name != "__init__.py"]
+            if modules:
+                counts[str(folder.relative_to(ROOT))] = len(modules)
+    return counts
+
+
+def test_no_folder_is_crowded():
+    counts = _folders("portal", "workers")
+    crowded = {folder: n for folder, n in counts.items() if n > MAX_MODULES_PER_FOLDER}
+    grown = {folder: n for folder, n in crowded.items() if n > CROWDED.get(folder, MAX_MODULES_PER_FOLDER)}
+    assert not grown, f"more than {MAX_MODULES_PER_FOLDER} modules side by side (group them by role): {grown}"
+    fits = sorted(set(CROWDED) - set(crowded))
+    assert not fits, f"no longer crowded, drop from CROWDED: {fits}"
+
+
+def test_the_folder_count_sees_every_product_package():
+    # Not vacuous: the count reaches into packages (portal/lib's) and skips migrations.
+    counts = _folders("portal", "workers")
+    assert counts["portal/lib/stats"] == len(list((ROOT / "portal/lib/stats").glob("*.py"))) - 1
+    assert not any("migrations" in folder for folder in counts)
+    assert counts["portal"] > 0 and counts["workers/probes"] > 0
 
 
 def _modules_taken(node: ast.AST, module: str) -> list[str]:

@@ -113,6 +113,27 @@ class _EngineConfig:
     the engine directly (benches, tests) give the load they want."""
 
     def validate(self) -> None:
+        """The config as the engine may run it, or a ValueError saying what is wrong (the first thing
+        found, in this order: arms, matrix words, options, paths, the matrix's arms, client
+        certificates, generators, saturation, pinned addresses)."""
+        self._check_arms()
+        if self.tls_matrix:  # in the matrix's own words first ("unknown matrix dimension …")
+            matrix.parse_dimensions(self.tls_matrix)
+        self.tls_groups = matrix.parse_groups(self.tls_groups)  # "a,b" or a list, OpenSSL's names
+        self._check_options()
+        for spec in self.paths:
+            if not spec.path.startswith("/"):
+                raise ValueError(f"a path must start with /: {spec}")
+        if self.tls_matrix and (why := matrix.needs_arm_error([arm.name for arm in self.arms])):
+            raise ValueError(why)
+        self._check_client_certs()
+        if self.generators != 1 and self.tls_matrix:
+            raise ValueError("the TLS matrix runs with one generator process (generators 1)")
+        self.saturation = saturation_plan.normalise(self.saturation, [arm.name for arm in self.arms])
+        self._check_pinned()
+
+    def _check_arms(self) -> None:
+        """At least one arm, each known, once, with a URL of its scheme."""
         if not self.arms:
             raise ValueError("no arms")
         seen = set()
@@ -124,15 +145,9 @@ class _EngineConfig:
             seen.add(arm.name)
             if not arm.url.startswith(ARM_SCHEMES[arm.name] + "://"):
                 raise ValueError(f"arm {arm.name!r} needs an {ARM_SCHEMES[arm.name]}:// URL, got {arm.url!r}")
-        if self.tls_matrix:  # in the matrix's own words first ("unknown matrix dimension …")
-            matrix.parse_dimensions(self.tls_matrix)
-        self.tls_groups = matrix.parse_groups(self.tls_groups)  # "a,b" or a list, OpenSSL's names
-        self._check_options()
-        for spec in self.paths:
-            if not spec.path.startswith("/"):
-                raise ValueError(f"a path must start with /: {spec}")
-        if self.tls_matrix and (why := matrix.needs_arm_error([arm.name for arm in self.arms])):
-            raise ValueError(why)
+
+    def _check_client_certs(self) -> None:
+        """Their shape: ``{"rsa"|"ecdsa": {"cert": PEM, "key": PEM}}``."""
         for kind, pair in self.client_certs.items():
             if (
                 kind not in clientcerts.KEY_TYPES
@@ -142,16 +157,17 @@ class _EngineConfig:
                 raise ValueError(
                     f"client_certs: {{{'|'.join(clientcerts.KEY_TYPES)}: {{cert, key}}}} expected"
                 )
-        if self.generators != 1 and self.tls_matrix:
-            raise ValueError("the TLS matrix runs with one generator process (generators 1)")
-        self.saturation = saturation_plan.normalise(self.saturation, [arm.name for arm in self.arms])
-        if self.pinned is not None:
-            for arm in self.arms:
-                address = self.pinned.get(pin_key(arm.url), "")
-                try:
-                    ipaddress.ip_address(address)
-                except ValueError:
-                    raise ValueError(f"no pinned address for {pin_key(arm.url)} (arm {arm.name!r})") from None
+
+    def _check_pinned(self) -> None:
+        """When addresses are pinned, every arm's host:port has one, an IP address."""
+        if self.pinned is None:
+            return
+        for arm in self.arms:
+            address = self.pinned.get(pin_key(arm.url), "")
+            try:
+                ipaddress.ip_address(address)
+            except ValueError:
+                raise ValueError(f"no pinned address for {pin_key(arm.url)} (arm {arm.name!r})") from None
 
     def _check_options(self) -> None:
         """Each run option against its type and bounds in ``RunSpec`` (the engine's own where the field
