@@ -17,6 +17,10 @@ probe measured it. Rows, in order:
   ``projection.DEFAULT_NEW_SHARE`` of the requests on new connections, with its interval
   (``portal.lib.stats.projection.cores_interval``); the cost projection below recomputes it for other loads.
 
+Every row has the same fields (``row``) and reads the same way: its cells as the page prints them
+(``shown``) and the row in one sentence for the CSV, the CLI and callbacks (``text``), so a new kind
+of question needs no template code.
+
 ``unanswered`` says why a run answered none of the questions it asked (every requested cost
 refused, invalid or not reached): such a run ends ``incomplete``, not ``succeeded``.
 """
@@ -25,12 +29,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from portal.lib.report import answerrow
-from portal.lib.stats import projection
+from portal.lib.report import metrics
+from portal.lib.stats import projection, verdicts
 from portal.lib.stats.costs import UNCONFIRMED, compare
 from portal.lib.tls.matrix import REPORT_KEYS, base_arm
 
-TTLB = answerrow.TTLB
+TTLB = "ttlb_p50_us"
 CPU = "server_cpu_ms_per_req"
 
 
@@ -65,6 +69,122 @@ QUESTIONS = (
 WORDS = {question.cost: question.words for question in QUESTIONS}
 
 
+# How a row reads: its fields, its cells (``shown``) and its sentence (``text``).
+
+
+def _pct(value: float | None) -> str:
+    return "" if value is None else f" ({value:+.0f}%)"
+
+
+def cpu_text(value: float | None, signed: bool = True) -> str:
+    """CPU-ms to three significant digits: ``+0.0312``, ``2.24`` (never ``2.241767``)."""
+    if value is None:
+        return "—"
+    text = f"{value:.3g}" if abs(value) >= 1e-4 or value == 0 else f"{value:.1e}"
+    return ("+" if signed and value > 0 else "") + text
+
+
+def _cpu_cell(cpu: dict | None) -> str:
+    if not cpu:
+        return "—"
+    ci = cpu.get("ci95")
+    shown = f"{cpu_text(cpu['value'])} ms"
+    return shown + (f" ({cpu_text(ci[0])} … {cpu_text(ci[1])})" if ci else " (unconfirmed)")
+
+
+def verdict_fields(cost: dict) -> dict:
+    """A cost's verdict as a row's fields: none without an interval, its words, tone and direction."""
+    said = verdicts.verdict_words(cost)
+    return {
+        "verdict": cost.get("verdict") if cost.get("ci95") else None,
+        "verdict_label": said["label"],
+        "tone": said["tone"],
+        "verdict_title": said["title"],
+        "direction": said["direction"],
+    }
+
+
+def row(key: str, kind: str, question: str, **fields) -> dict:
+    row = {
+        "key": key,
+        "kind": kind,
+        "question": question,
+        "arms": None,
+        "metric": TTLB,
+        "value": None,
+        "value_pct": None,
+        "ci95": None,
+        "ci_method": "none",
+        "samples": None,
+        "verdict": None,
+        "verdict_label": "",
+        "tone": "none",
+        "verdict_title": "",
+        "direction": None,
+        "unconfirmed": None,
+        "not_judged": None,
+        "not_measured": None,
+        "why_not": None,
+        "server_cpu": None,
+        "extra": None,
+    }
+    row.update(fields)
+    row["shown"] = _shown(row)
+    row["text"] = _text(row)
+    return row
+
+
+def _shown(row: dict) -> dict:
+    """The row's cells as the page prints them."""
+    if row["not_measured"]:
+        return {"answer": "not measured", "interval": "—", "verdict": "", "cpu": "—"}
+    if row["metric"] == "cores":
+        answer = f"{row['value']:+.2f} cores"
+        ci = row["ci95"]
+        interval = f"{ci[0]:+.2f} … {ci[1]:+.2f} cores" if ci else "—"
+    else:
+        answer = metrics.with_unit(row["value"], TTLB, signed=True) + _pct(row["value_pct"])
+        interval = metrics.interval(row["ci95"], TTLB)
+    extra = row.get("extra") or {}
+    if extra.get("bytes") is not None:
+        answer += f", {extra['bytes']:+,} bytes"
+    return {
+        "answer": answer,
+        "interval": interval,
+        "verdict": row["verdict_label"],
+        "cpu": _cpu_cell(row["server_cpu"]),
+    }
+
+
+def _text(row: dict) -> str:
+    """The row in one sentence (CSV, CLI, callbacks)."""
+    if row["not_measured"]:
+        return f"{row['question']}: not measured — {row['why_not'] or row['not_measured']}"
+    shown = row["shown"]
+    text = f"{row['question']}: {shown['answer']}"
+    text += f", 95% CI {shown['interval']}" if row["ci95"] else ""
+    why = row["not_judged"] or row["unconfirmed"]
+    text += f" — {shown['verdict']}" + (f": {why}" if why else "")
+    if row["server_cpu"]:
+        text += f"; server CPU {shown['cpu']} per {row['server_cpu'].get('per', 'request')}"
+    return text
+
+
+def two_sided(word: str | None, delta: float | None) -> dict:
+    """A verdict on a comparison either way can go (a matrix pair, the hybrid's price): a cost when
+    the first is dearer, a saving when it is cheaper; unconfirmed without an interval."""
+    if word is None:
+        return {"verdict": None, "verdict_label": "unconfirmed", "tone": "none", "verdict_title": UNCONFIRMED}
+    if word == "negligible" or not delta:
+        return {"verdict": word, "verdict_label": word, "tone": word, "verdict_title": ""}
+    if delta < 0:
+        return {"verdict": word, "verdict_label": f"{word} saving", "tone": "saving", "verdict_title": ""}
+    return {"verdict": word, "verdict_label": word, "tone": word, "verdict_title": ""}
+
+
+# The rows, chosen from the report's parts.
+
+
 def _cpu_source(inputs: dict[str, dict], probes: dict | None) -> str | None:
     """Whose CPU the rows show: the server probe's when it sampled any arm, else the sampled local
     process's (a server on the generator host, e.g. the demo's target)."""
@@ -94,7 +214,7 @@ def _not_measured(question: Question, missing: dict[str, tuple[str, str]]) -> di
     gone = [arm for arm in question.arms if arm in missing]
     short = "; ".join(f"{arm} arm {missing[arm][0]}" for arm in gone) or "no samples"
     full = "; ".join(f"{arm} arm {': '.join(part for part in missing[arm] if part)}" for arm in gone)
-    return answerrow.row(
+    return row(
         question.cost,
         "cost",
         question.words,
@@ -117,7 +237,7 @@ def cost_rows(config: dict, costs: list[dict], missing: dict[str, tuple[str, str
                 rows.append(_not_measured(q, missing))
             continue
         rows.append(
-            answerrow.row(
+            row(
                 q.cost,
                 "cost",
                 q.words,
@@ -130,7 +250,7 @@ def cost_rows(config: dict, costs: list[dict], missing: dict[str, tuple[str, str
                 unconfirmed=None if cost.get("not_judged") or cost["ci95"] else UNCONFIRMED,
                 not_judged=cost.get("not_judged"),
                 server_cpu=_cpu(cost["arm"], cost["base"], *cpu),
-                **answerrow.verdict(cost),
+                **verdict_fields(cost),
             )
         )
     return rows
@@ -196,7 +316,7 @@ def matrix_rows(advice: list[dict], entries: list[dict], cpu: tuple) -> list[dic
             continue
         ci = item.get("ci95")
         rows.append(
-            answerrow.row(
+            row(
                 f"matrix:{cheap}:{costly}",
                 "matrix",
                 matrix_question(dim, *values, cheap),
@@ -207,7 +327,7 @@ def matrix_rows(advice: list[dict], entries: list[dict], cpu: tuple) -> list[dic
                 ci_method=item.get("ci_method") or "none",
                 unconfirmed=None if ci else UNCONFIRMED,
                 server_cpu=_cpu(cheap, costly, *cpu),
-                **answerrow.two_sided(item.get("verdict") if ci else None, -item["saving_us"]),
+                **two_sided(item.get("verdict") if ci else None, -item["saving_us"]),
             )
         )
     return rows
@@ -225,7 +345,7 @@ def hybrid_row(item: dict, question: str) -> dict:
             "source": h.get("cpu_source"),
             "per": "handshake",
         }
-    return answerrow.row(
+    return row(
         f"hybrid:{h['arms'][0]}:{h['arms'][1]}",
         "hybrid",
         question,
@@ -242,7 +362,7 @@ def hybrid_row(item: dict, question: str) -> dict:
             "server_bytes": sent[1],
             "bytes": None if None in sent else sum(sent),
         },
-        **answerrow.two_sided(item.get("verdict") if h["ttlb_ci95"] else None, h["ttlb_us"]),
+        **two_sided(item.get("verdict") if h["ttlb_ci95"] else None, h["ttlb_us"]),
     )
 
 
@@ -257,7 +377,7 @@ def cores_row(proj: dict | None) -> dict | None:
     per_ci = None
     if ci:
         per_ci = [c * 1000.0 / peak for c in ci]
-    return answerrow.row(
+    return row(
         "cores",
         "cores",
         f"Extra server cores for TLS at {peak:,.0f} req/s, {share:.0%} on new connections",

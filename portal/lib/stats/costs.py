@@ -75,8 +75,6 @@ from typing import NotRequired, TypedDict
 
 from portal.lib.stats.bootstrap import bootstrap_mean as _bootstrap_mean
 from portal.lib.stats.bootstrap import bootstrap_median_diff as _bootstrap_median_diff
-from portal.lib.stats.bootstrap import percentile as _percentile  # noqa: F401 - tests reach it here
-from portal.lib.stats.bootstrap import resampled_median as _resampled_median  # noqa: F401 - likewise
 from portal.lib.stats.bootstrap import rng as _rng
 
 VERDICT_THRESHOLDS_PCT = (5.0, 25.0)

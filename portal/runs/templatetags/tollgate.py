@@ -9,7 +9,7 @@ from django import template
 from django.utils.html import escape
 from django.utils.safestring import mark_safe
 
-from portal.lib.report import answerrow, answers, metrics
+from portal.lib.report import answers, metrics
 from portal.lib.stats import verdicts
 from portal.lib.stats.costs import UNCONFIRMED
 from portal.lib.tls import clientcerts, tlswords
@@ -55,7 +55,7 @@ def cpu_ms(value) -> str:
     """CPU-ms to three significant digits with the unit: ``2.24 CPU-ms`` (never ``2.241767``)."""
     if value is None or value == "":
         return "—"
-    return f"{answerrow.cpu_text(value, signed=False)} CPU-ms"
+    return f"{answers.cpu_text(value, signed=False)} CPU-ms"
 
 
 _NAME_BREAKS = re.compile(r"(/| )")

@@ -1,5 +1,9 @@
-"""The ``tls_sessions`` check: did the arms that open a TLS connection per request open sessions the
-way their names say?
+"""Did each arm's connections behave as its name says? The keep-alive arms kept one connection per
+user (``keepalive``); the arms that open a TLS connection per request did full handshakes or resumed
+as their names say (``tls_sessions``). Either way a connection the arm did not mean to open (or a
+handshake it did not mean to skip) puts another cost into the arm's numbers.
+
+``tls_sessions``:
 
 - **Full handshakes**: ``tls_new``, ``tls_mtls`` (a resumed session would skip the client
   certificate) and ``h2_new`` never offer a session, so none of their handshakes may resume; nor may a
@@ -16,7 +20,13 @@ no handshake in its window is not judged; no such arm at all: ``skip``.
 from __future__ import annotations
 
 from portal.lib.tls import matrix
-from portal.lib.validity.verdict import FAIL, PASS, SKIP, finding, result
+from portal.lib.tls.matrix import base_arm
+from portal.lib.validity.verdict import FAIL, PASS, SKIP, WARN, finding, result, worst
+
+# keepalive: a keep-alive arm whose server closed connections warns; it fails from this share of its
+# requests paying a new connection, where the arm's p95 (a cost metric) may be a connection's time.
+KEEPALIVE_FAIL_SHARE = 0.05
+KEEPALIVE_ARMS = ("plain", "tls", "h2", "h2c")  # h2, h2c: a GOAWAY ends the connection (validity.http2)
 
 # Share of a resuming arm's handshakes that must really resume.
 RESUMPTION_MIN_SHARE = 0.9
@@ -107,3 +117,77 @@ def check_tls_sessions(arms: dict[str, dict]) -> dict:
             f"{RESUMPTION_MIN_SHARE:.0%} of their handshakes, {len(variants) - resumed} never resumed)"
         )
     return result("tls_sessions", PASS, "; ".join(said) + ".", evidence)
+
+
+def _reopened(name: str, arm: dict) -> dict:
+    """One keep-alive arm's connections in its window, against its requests."""
+    opened, requests = arm.get("connections_opened") or 0, arm["requests"]
+    return {
+        "users": arm.get("users"),
+        "requests": requests,
+        "connections_opened": opened,
+        "connections_reopened": arm["connections_reopened"],
+        "new_connection_share": round(opened / requests, 4),
+        "requests_per_connection": round(requests / opened, 1) if opened else None,
+    }
+
+
+def check_keepalive(arms: dict[str, dict]) -> dict:
+    """Did the keep-alive arms (``plain``, ``tls`` and the matrix's ``tls@…``) keep one connection per
+    user? A server that closes them (nginx ``keepalive_requests``, Apache ``MaxKeepAliveRequests``,
+    an idle timeout shorter than the think time) makes every N-th request pay a new connection, and
+    on ``tls`` a full handshake: the arm is then not the warm-connection cost it is read as."""
+    evidence: dict[str, dict] = {}
+    findings = []
+    unjudged = {}
+    for name, arm in arms.items():
+        if base_arm(name) not in KEEPALIVE_ARMS:
+            continue
+        if arm.get("connections_reopened") is None:
+            unjudged[name] = "stored before the engine counted reopened connections"
+            continue
+        if not arm["requests"]:
+            unjudged[name] = "no request in its window"
+            continue
+        evidence[name] = entry = _reopened(name, arm)
+        if not entry["connections_reopened"]:
+            continue
+        share = entry["new_connection_share"]
+        tls = base_arm(name) in ("tls", "h2")
+        paid = "a new connection and a TLS handshake" if tls else "a new TCP connection"
+        per = entry["requests_per_connection"]
+        findings.append(
+            finding(
+                [name],
+                FAIL if share >= KEEPALIVE_FAIL_SHARE else WARN,
+                f"{name}: the server closed its connections, {entry['connections_reopened']:,} reopened "
+                f"({entry['connections_opened']:,} opened for {entry['requests']:,} requests by "
+                f"{entry['users']} users, about {per:g} requests each): {100 * share:.1f}% of requests paid "
+                f"{paid}",
+            )
+        )
+    note = f" Not judged: {'; '.join(f'{n} ({why})' for n, why in unjudged.items())}." if unjudged else ""
+    if findings:
+        return result(
+            "keepalive",
+            worst(findings),
+            f"Keep-alive connections were not kept ({'; '.join(f['reason'] for f in findings)}). Those "
+            "requests paid for opening a connection, so these arms mix the warm-connection cost with a "
+            "new connection's: the server ends a connection after a number of requests (nginx "
+            "keepalive_requests, Apache MaxKeepAliveRequests) or when it is idle (keepalive_timeout, "
+            "KeepAliveTimeout). Its clients pay that too; to measure the warm connection alone, raise "
+            f"them for the test.{note}",
+            evidence,
+            findings,
+        )
+    if not evidence:
+        if not unjudged:
+            return result("keepalive", SKIP, "Not judged: no keep-alive arm (plain, tls) was measured.")
+        return result("keepalive", SKIP, note.strip())
+    return result(
+        "keepalive",
+        PASS,
+        "Every keep-alive arm kept its connections: none was closed by the server and reopened in the "
+        f"measured window.{note}",
+        evidence,
+    )
