@@ -54,6 +54,7 @@ ENGINE_LIB = {
     "portal.lib.tls.clientcerts",
 }
 DIAGRAM_HEADING = "## The apps and their arrows"
+LIB_HEADING = "### `portal/lib/`, by domain"
 
 
 def _sources(*tops: str) -> list[Path]:
@@ -269,6 +270,40 @@ def test_the_docs_picture_of_the_apps_is_the_scan():
     )
     for pair in BOTH_WAYS:
         assert all(f"`portal/{app}`" in after for app in pair), f"the doc does not justify {sorted(pair)}"
+
+
+def _lib_section() -> str:
+    doc = (ROOT / "docs/architecture.md").read_text()
+    return doc.split(LIB_HEADING, 1)[1].split("\n### ", 1)[0]
+
+
+def test_the_docs_table_of_portal_lib_names_every_module():
+    """Each row is a package and its modules (the package named on its first row only), or a module
+    of portal/lib itself; every module of the tree is named, every name is a module."""
+    named, package = set(), ""
+    for line in _lib_section().splitlines():
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        if not line.startswith("| `") and not line.startswith("| |"):
+            continue
+        first = cells[0].split("`")[1] if cells[0] else package
+        if first.endswith("/"):
+            package = first
+            named |= {package + name for name in cells[1].split("`")[1::2] if name.endswith(".py")}
+        else:
+            named.add(first)
+    tree = {str(p.relative_to(ROOT / "portal/lib")) for p in (ROOT / "portal/lib").rglob("*.py")}
+    tree -= {"__init__.py"} | {p for p in tree if p.endswith("/__init__.py") and p != "validity/__init__.py"}
+    assert named == tree, f"not in the doc: {sorted(tree - named)}; not in the tree: {sorted(named - tree)}"
+
+
+def test_a_features_pure_half_and_its_app_half_share_a_name():
+    section = _lib_section().split("| feature |", 1)[1]
+    pairs = [line.split("|")[2:4] for line in section.splitlines()[2:] if line.startswith("| ")]
+    assert len(pairs) == 8
+    for lib_cell, app_cell in pairs:
+        lib, app = lib_cell.split("`")[1], app_cell.split("`")[1]
+        assert (ROOT / lib).is_file() and (ROOT / app).exists(), (lib, app)
+        assert Path(lib).stem == Path(app.rstrip("/")).stem, f"{lib} and {app} are one feature: one name"
 
 
 if __name__ == "__main__":

@@ -1,2 +1,2 @@
-"""Security: the outbound address policy, secrets at rest, report signing, SSH keys, webhook
-signatures, redaction and target verification."""
+"""What goes out, what stays secret, what is signed: the outbound address policy, secrets at rest,
+report signing, webhook signatures, target verification, SSH keys, credentials kept out of reports."""

@@ -1,1 +1,2 @@
-"""TLS: certificates, client certificates, the TLS matrix, TLS errors in words, and tuning advice."""
+"""TLS: the configuration matrix and the advice it gives, client certificates, self-signed
+certificates, TLS errors in words."""
