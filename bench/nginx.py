@@ -199,7 +199,7 @@ class Nginx:
         """Write the site, start nginx and return once both ports accept and a worker answers."""
         if self._proc is not None:
             raise RuntimeError("nginx is already started")
-        from portal.lib.certs import make_self_signed
+        from portal.lib.tls.certs import make_self_signed
 
         self._tempdir = tempfile.TemporaryDirectory(prefix="tollgate-nginx-")
         self.directory = Path(self._tempdir.name)

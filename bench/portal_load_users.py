@@ -31,7 +31,7 @@ import uuid
 import gevent
 from locust import FastHttpUser, between, constant, constant_pacing, events, task
 
-from portal.lib import webhooks
+from portal.lib.security import hooks as webhooks
 
 CONFIG = json.loads(open(os.environ["PORTAL_LOAD_CONFIG"]).read())  # noqa: SIM115, PTH123 - read once
 CSRF = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')

@@ -1,4 +1,4 @@
-"""The outbound address policy of the settings: ``portal.lib.netpolicy.Policy`` with the operator's
+"""The outbound address policy of the settings: ``portal.lib.security.netpolicy.Policy`` with the operator's
 ``TOLLGATE_ALLOW_NETWORKS`` (parsed and checked by ``portal/settings.py``).
 
 Used by every outbound path: the run, target and SSH forms and the CLI (refuse before anything is
@@ -12,8 +12,8 @@ from collections.abc import Iterable
 
 from django.conf import settings
 
-from portal.lib.netpolicy import Decision, Policy
-from portal.lib.protocol import pin_key
+from portal.lib.runs.protocol import pin_key
+from portal.lib.security.netpolicy import Decision, Policy
 
 __all__ = ["Decision", "Refused", "check_host", "check_url", "pins", "policy"]
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from portal.lib import secrets as secretlib
+from portal.lib.security import secrets as secretlib
 from portal.settings_env import envbool, envint, envlist
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -25,7 +25,8 @@ VAR_DIR = Path(os.environ.get("TOLLGATE_VAR_DIR", BASE_DIR / "var"))
 
 
 def secret_file(path: Path, make: Callable[[], str]) -> str:
-    """The secret kept in ``path``, generated there (0600) on first start; see portal/lib/secrets.py."""
+    """The secret kept in ``path``, generated there (0600) on first start; see
+    portal/lib/security/secrets.py."""
     try:
         return secretlib.read_or_create(path, make)
     except (OSError, ValueError) as exc:

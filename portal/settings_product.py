@@ -8,10 +8,10 @@ import os
 
 from django.core.exceptions import ImproperlyConfigured
 
-from portal.lib import netpolicy
+from portal.lib.security import netpolicy
 from portal.settings_env import envbool, envint, envlist
 
-# Quotas: the operator's defaults of what one project may ask for (portal/lib/quotas.py); a project's
+# Quotas: the operator's defaults of what one project may ask for (portal/lib/runs/quotas.py); a project's
 # ProjectQuota (Django admin) overrides any of them.
 TOLLGATE_MAX_USERS = envint("TOLLGATE_MAX_USERS", "500")
 TOLLGATE_MAX_DURATION_S = envint("TOLLGATE_MAX_DURATION_S", "3600")
@@ -20,9 +20,9 @@ TOLLGATE_MAX_ROUNDS = envint("TOLLGATE_MAX_ROUNDS", "20")
 TOLLGATE_MAX_ARRIVAL_RATE = envint("TOLLGATE_MAX_ARRIVAL_RATE", "100000")
 # Locust worker processes per generator host a run may ask for (``generators``; docs/scaling.md).
 TOLLGATE_MAX_GENERATORS = envint("TOLLGATE_MAX_GENERATORS", "16")
-# Outbound address policy (portal/lib/netpolicy.py): internal ranges the operator lets runs, redirects
-# and SSH probes reach, CIDRs, comma-separated; empty: public addresses only. The demo, the tests and
-# CI set 127.0.0.0/8,::1/128.
+# Outbound address policy (portal/lib/security/netpolicy.py): internal ranges the operator lets runs,
+# redirects and SSH probes reach, CIDRs, comma-separated; empty: public addresses only. The demo, the
+# tests and CI set 127.0.0.0/8,::1/128.
 try:
     TOLLGATE_ALLOW_NETWORKS = [str(net) for net in netpolicy.parse_networks(envlist(netpolicy.ALLOW_ENV, ""))]
 except netpolicy.PolicyError as exc:

@@ -9,11 +9,11 @@ from urllib.parse import urlsplit
 from django.core.exceptions import ValidationError
 
 from portal import outbound
-from portal.lib.names import process_name_problem
+from portal.lib.runs.names import process_name_problem
 
 
 def validate_process_name(value: str) -> None:
-    """The one rule for a sampled process name (``portal.lib.names``), as a Django validator."""
+    """The one rule for a sampled process name (``portal.lib.runs.names``), as a Django validator."""
     problem = process_name_problem(value)
     if problem:
         raise ValidationError(problem, code="process_name")

@@ -1,4 +1,4 @@
-"""Secrets at rest for the portal: ``portal.lib.secrets.Vault`` with the keys of the settings.
+"""Secrets at rest for the portal: ``portal.lib.security.secrets.Vault`` with the keys of the settings.
 
 ``settings.TOLLGATE_SECRET_KEYS`` (Fernet keys, newest first; ``portal/settings.py`` decides where
 they come from and refuses to start without them) is read on every call, so an overridden setting
@@ -12,7 +12,7 @@ import functools
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from portal.lib.secrets import InvalidKeyError, SecretError, Vault, generate_key
+from portal.lib.security.secrets import InvalidKeyError, SecretError, Vault, generate_key
 
 __all__ = ["SecretError", "decrypt", "encrypt", "generate_key", "rotate", "seal", "unseal"]
 

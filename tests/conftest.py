@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="session")
 def tls_cert(tmp_path_factory) -> tuple[Path, Path]:
-    from portal.lib.certs import make_self_signed
+    from portal.lib.tls.certs import make_self_signed
 
     return make_self_signed(tmp_path_factory.mktemp("certs"), name="server")
 
@@ -152,7 +152,7 @@ class Sshd:
         import getpass
         import socket
 
-        from portal.lib.sshkeys import generate_key
+        from portal.lib.security.sshkeys import generate_key
 
         self.dir = directory
         self.user = getpass.getuser()

@@ -19,7 +19,7 @@ import h2.config
 import h2.connection
 import h2.events
 
-from portal.lib.certs import make_self_signed
+from portal.lib.tls.certs import make_self_signed
 
 PAGE = b"x" * 1024
 

@@ -20,7 +20,7 @@ import pytest
 
 from bench.caddy import Caddy
 from bench.nginx import Nginx
-from portal.lib import caddy as caddy_lib
+from portal.lib.demo import caddy as caddy_lib
 
 STACKS = ("nginx", "caddy")
 NGINX_LOG = (

@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from bench import bound
-from portal.lib import hostcapacity
+from portal.lib.stats import hostcapacity
 from tests.conftest import bench_report, bench_run
 
 

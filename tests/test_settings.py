@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from portal.lib.secrets import derive_key, generate_key, generate_secret_key
+from portal.lib.security.secrets import derive_key, generate_key, generate_secret_key
 from tests.demo_mode import own_redis_db
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""The portal's vault: portal.lib.secrets.Vault with the Fernet keys of the settings."""
+"""The portal's vault: portal.lib.security.secrets.Vault with the Fernet keys of the settings."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from portal import vault
-from portal.lib import secrets
+from portal.lib.security import secrets
 
 
 def test_round_trip_with_the_configured_keys(settings):

@@ -6,7 +6,7 @@ secret of the scenario's webhook trigger, so a CI verifies the callback with the
 holds. No webhook, no callback: the attempt is logged as failed and says so.
 
 The URL goes through the outbound address policy on every attempt and the POST connects to the
-address checked (``portal.lib.webhooks.post``): a receiver outside ``TOLLGATE_ALLOW_NETWORKS`` is
+address checked (``portal.lib.security.hooks.post``): a receiver outside ``TOLLGATE_ALLOW_NETWORKS`` is
 refused and logged, never contacted. Each attempt is one ``CallbackDelivery`` row; a 5xx, 408, 429
 or a network error is retried by the task with exponential backoff
 (``TOLLGATE_CALLBACK_BACKOFF_S * 2^(attempt - 1)`` s, ``TOLLGATE_CALLBACK_ATTEMPTS`` attempts in
@@ -26,7 +26,8 @@ from django.utils import timezone
 from portal import outbound, vault
 from portal.hooks import services as hooks
 from portal.hooks.models import CallbackDelivery, WebhookDelivery
-from portal.lib import evidence, webhooks
+from portal.lib.report import evidence
+from portal.lib.security import hooks as webhooks
 from portal.runs.models import Run
 from portal.scenarios.models import Scenario
 from workers.celery_app import app

@@ -25,7 +25,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 from django.utils import timezone
 
-from portal.lib.protocol import EngineConfig
+from portal.lib.runs.protocol import EngineConfig
 from portal.runs.live import PROGRESS_TTL_S, cache_set, progress_key, with_point
 from portal.runs.models import ArmResult, Run, RunAttempt
 from workers import generators, presence, storage

@@ -13,7 +13,7 @@ import time
 
 from django.conf import settings
 
-from portal.lib.protocol import MAX_GENERATORS
+from portal.lib.runs.protocol import MAX_GENERATORS
 
 log = logging.getLogger(__name__)
 PREFIX = "gen."

@@ -22,8 +22,8 @@ from django.db.models import Max, Q
 from django.utils import timezone
 
 from portal import outbound
-from portal.lib import quotas
-from portal.lib.protocol import EngineConfig, engine_limit_s, run_limit_s
+from portal.lib.runs import quotas
+from portal.lib.runs.protocol import EngineConfig, engine_limit_s, run_limit_s
 from portal.projects.models import Project
 from portal.runs import fragments
 from portal.runs.configs import engine_dict

@@ -7,7 +7,7 @@
   + ``X-Tollgate-Signature`` with its webhook's current secret; no webhook, no signature: not sent).
 
 Every URL goes through the outbound address policy at every attempt and the POST connects to the
-address checked (``portal.lib.webhooks.post``); an e-mail goes to the operator's own SMTP server,
+address checked (``portal.lib.security.hooks.post``); an e-mail goes to the operator's own SMTP server,
 never to an address a project chose. Each attempt is an ``AlertDelivery`` row. A network error, a
 5xx, 408 or 429, or a failed SMTP exchange is retried with exponential backoff
 (``TOLLGATE_CALLBACK_BACKOFF_S * 2^(attempt - 1)`` s, ``TOLLGATE_CALLBACK_ATTEMPTS`` in all, as
@@ -29,8 +29,8 @@ from portal import outbound
 from portal.alerts.models import Alert, AlertChannel, AlertDelivery
 from portal.alerts.services import destination, payload
 from portal.hooks import services as hooks
-from portal.lib import alerts as alertlib
-from portal.lib import webhooks
+from portal.lib.security import hooks as webhooks
+from portal.lib.watching import alerts as alertlib
 
 log = logging.getLogger(__name__)
 RETRYABLE = {408, 429}

@@ -11,7 +11,7 @@ from django.urls import reverse
 from portal import vault
 from portal.alerts.models import Alert, AlertChannel, AlertSettings
 from portal.judgements.models import Judgement
-from portal.lib import alerts as alertlib
+from portal.lib.watching import alerts as alertlib
 from portal.sharing import services as sharing
 
 ALERTING = {Judgement.Status.REGRESSION, Judgement.Status.IMPROVEMENT}

@@ -4,8 +4,9 @@
 Saved through the CLI's service (``portal.runs.starting.save_scenario``): the run keys are checked
 as a run's (the run form), the scenario's own — ``name``, ``budgets``, ``callback_url``,
 ``tolerance_pct`` — with the scenario page's bounds and words (``portal.scenarios.forms``,
-``portal.lib.judge``). A change keeps what its body leaves out (sealed secrets included) and raises
-the scenario's version, as its edit page does; both are audited as that page's saves are."""
+``portal.lib.watching.judgements``). A change keeps what its body leaves out (sealed secrets
+included) and raises the scenario's version, as its edit page does; both are audited as that page's
+saves are."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from portal.api import serializers as s
 from portal.api.errors import Refused
 from portal.api.schedules import SCENARIO_ID, scenario_of
 from portal.api.views import Page, errors
-from portal.lib import judge
+from portal.lib.watching import judgements as judge
 from portal.runs.starting import RunRefused, save_scenario
 from portal.scenarios.auditing import scenario_saved
 from portal.scenarios.forms import ScenarioForm

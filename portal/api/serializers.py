@@ -1,7 +1,7 @@
 """What the API answers (output serializers) and what it accepts (input serializers, which also
 document the request bodies in the OpenAPI schema). Runs are validated by the run form through
 ``portal.runs.starting``; the inline run serializer describes the keys it takes, made from
-``portal.lib.runspec.RunSpec`` like the form's fields."""
+``portal.lib.runs.runspec.RunSpec`` like the form's fields."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from portal.lib import evidence, runspec
+from portal.lib.report import evidence
+from portal.lib.runs import runspec
 from portal.runs.configs import public_config
 from portal.runs.models import Run
 from portal.runs.reporting import report_url

@@ -27,7 +27,7 @@ from portal import vault
 from portal.audit.log import client_network
 from portal.hooks import services
 from portal.hooks.models import WebhookDelivery, WebhookTrigger
-from portal.lib import webhooks
+from portal.lib.security import hooks as webhooks
 from portal.projects.access import can, role_in
 from portal.projects.models import Role
 from portal.runs import starting

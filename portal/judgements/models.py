@@ -1,4 +1,4 @@
-"""A run of a scenario judged against its target's pinned baseline (``portal.lib.judge``)."""
+"""A run of a scenario judged against its target's pinned baseline (``portal.lib.watching.judgements``)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ class Judgement(models.Model):
     baseline = models.ForeignKey("runs.Run", models.SET_NULL, null=True, related_name="+")
     status = models.CharField(max_length=12, choices=Status.choices)
     tolerance_pct = models.FloatField()
-    # portal.lib.judge.judge(): {"status", "baseline", "tolerance_pct", "costs", "changes"}.
+    # portal.lib.watching.judgements.judge(): {"status", "baseline", "tolerance_pct", "costs", "changes"}.
     result = models.JSONField(default=dict)
     created = models.DateTimeField(auto_now_add=True)
 

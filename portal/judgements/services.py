@@ -1,5 +1,5 @@
 """Judging a run that has ended against its target's pinned baseline, and the series the scenario
-page shows. The rule is ``portal.lib.judge``; this reads the two frozen reports and stores the
+page shows. The rule is ``portal.lib.watching.judgements``; this reads the two frozen reports and stores the
 verdict. Runs the maintenance worker's ``workers.tasks.judge_run`` once a run of a scenario has ended.
 """
 
@@ -10,7 +10,7 @@ import logging
 from django.db import IntegrityError, transaction
 
 from portal.judgements.models import Judgement
-from portal.lib import judge as judgelib
+from portal.lib.watching import judgements as judgelib
 from portal.runs import reporting
 from portal.runs.models import Run
 

@@ -13,7 +13,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from portal.lib import hostcapacity
+from portal.lib.stats import hostcapacity
 from portal.ops import checks
 from portal.ops.models import GeneratorBench
 from portal.runs.models import WorkerSeen

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
-from portal.lib import hostcapacity
+from portal.lib.stats import hostcapacity
 from portal.ops.models import GeneratorBench
 from portal.runs.models import ArmResult, GeneratorHost, Run, RunAttempt, WorkerSeen
 

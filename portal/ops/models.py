@@ -11,7 +11,7 @@ class GeneratorBench(models.Model):
 
     host = models.CharField(max_length=255, unique=True)
     recorded = models.DateTimeField()
-    # portal.lib.hostcapacity.bench_figures: {"plain", "tls", "tls_new"} requests per CPU-s, "cores".
+    # portal.lib.stats.hostcapacity.bench_figures: {"plain", "tls", "tls_new"} requests per CPU-s, "cores".
     figures = models.JSONField(default=dict)
 
     def __str__(self) -> str:

@@ -1,11 +1,11 @@
 """A run's stored config vs. what the engine gets: secrets are sealed in one and opened for the other.
 
-``Run.config`` holds the engine config (``portal.lib.protocol.EngineConfig``) without any secret,
+``Run.config`` holds the engine config (``portal.lib.runs.protocol.EngineConfig``) without any secret,
 plus three portal-only keys:
 
-* ``secrets``: a Fernet token (``portal.lib.secrets``) of ``{"headers": {...}, "auth": {...},
+* ``secrets``: a Fernet token (``portal.lib.security.secrets``) of ``{"headers": {...}, "auth": {...},
   "client_certs": {key type: {"cert", "key"}}}`` (the target's client certificates, when the run
-  presents one: ``portal.lib.clientcerts.needs_client_cert``);
+  presents one: ``portal.lib.tls.clientcerts.needs_client_cert``);
 * ``client_certs``: ``{key type: facts}`` of those certificates (subject, issuer, expiry,
   fingerprint: public; the engine's ``client_certs`` are the sealed pairs);
 * ``auth``: ``{"type": "basic"|"bearer"}``: which credentials were sealed (the Basic user name is
@@ -13,8 +13,9 @@ plus three portal-only keys:
   runs 0026 took it out);
 * ``header_names``: the names of the sealed headers, for the report;
 * ``probes``: which server-side probes to run (``workers.probes.session``);
-* ``budgets``: ``{budget name: limit}`` (``portal.lib.budgets``), judged in the report, not the engine's;
-* ``wan_rtt_ms``: the RTTs of the report's WAN projection (``portal.lib.wan``).
+* ``budgets``: ``{budget name: limit}`` (``portal.lib.report.budgets``), judged in the report, not the
+  engine's;
+* ``wan_rtt_ms``: the RTTs of the report's WAN projection (``portal.lib.stats.wan``).
 
 The engine config with the real headers exists only in memory, on its way to the engine's stdin.
 """

@@ -20,7 +20,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
-from portal.lib.clientcerts import load_pair
+from portal.lib.tls.clientcerts import load_pair
 from portal.projects.models import personal_project
 from portal.runs.demo_target import (  # noqa: F401 - start_python_target: the tests' door to it
     PROCESS_NAME,

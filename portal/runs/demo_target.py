@@ -18,12 +18,12 @@ from pathlib import Path
 
 from django.conf import settings
 
-from portal.lib import caddy
-from portal.lib.certs import make_ca, make_client_cert, make_self_signed
-from portal.lib.demo_target import INDEX, LOGO, PAGES
-from portal.lib.demo_target import PROCESS_NAME as PYTHON_PROCESS_NAME
+from portal.lib.demo import caddy
+from portal.lib.demo.target import INDEX, LOGO, PAGES
+from portal.lib.demo.target import PROCESS_NAME as PYTHON_PROCESS_NAME
+from portal.lib.tls.certs import make_ca, make_client_cert, make_self_signed
 
-GUNICORN_TLS_CONFIG = "python:portal.lib.demo_gunicorn"
+GUNICORN_TLS_CONFIG = "python:portal.lib.demo.gunicorn_tls"
 # The demo's Caddy runs under this name (a symlink to the binary), the form's "Sample a local process"
 # pre-fill: ``pgrep -x caddy`` would also count every other Caddy on the machine (the tests' own).
 PROCESS_NAME = "tollgate-caddy"
@@ -186,21 +186,21 @@ def start_demo_target(
 def start_python_target(
     workdir: Path, host: str = "127.0.0.1", plain_port: int = 8081, tls_port: int = 8443
 ) -> list[subprocess.Popen]:
-    """The former demo target, kept for the tests of its special behaviours: portal.lib.demo_target
+    """The former demo target, kept for the tests of its special behaviours: portal.lib.demo.target
     on Gunicorn over HTTP and HTTPS (self-signed), counting its TLS sessions at ``/tls-sessions``
-    (portal/lib/demo_gunicorn.py); its workers are called ``PYTHON_PROCESS_NAME``. Returns the
+    (portal/lib/demo/gunicorn_tls.py); its workers are called ``PYTHON_PROCESS_NAME``. Returns the
     processes."""
     cert, key = workdir / "demo.crt", workdir / "demo.key"
     if not cert.exists() or not key.exists():
         make_self_signed(workdir, name="demo")
     logs = settings.VAR_DIR / "logs"
-    app = "portal.lib.demo_target:app"
+    app = "portal.lib.demo.target:app"
     procs: list[subprocess.Popen] = []
     try:
         for port, extra, name in (
             (plain_port, (), "python-target-plain"),
             # One TLS context per worker, so sessions resume (Gunicorn's default makes one per
-            # connection); it also counts resumed sessions server-side (portal/lib/demo_gunicorn.py).
+            # connection); it also counts resumed sessions server-side (portal/lib/demo/gunicorn_tls.py).
             (
                 tls_port,
                 ("--config", GUNICORN_TLS_CONFIG, "--certfile", str(cert), "--keyfile", str(key)),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from portal.lib.protocol import EngineConfig, run_limit_s
+from portal.lib.runs.protocol import EngineConfig, run_limit_s
 from portal.runs.configs import engine_dict
 from portal.runs.models import Run
 from workers.celery_app import app

@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
-from portal.lib import report, verdicts
+from portal.lib.report import report
+from portal.lib.stats import verdicts
 
 HEADER = ["run", "arm", "metric", "statistic", "value", "unit", "samples"]
 LATENCY_STATISTICS = ("p50", "p90", "p95", "p99", "min", "max", "mean")
@@ -48,7 +49,7 @@ def _arm_rows(run_id: str, name: str, arm: dict) -> Iterator[list]:
 
 
 def _answer_rows(run_id: str, answer: dict) -> Iterator[list]:
-    """One answer of the table (``portal.lib.answers``): its question, value, interval, verdict, server
+    """One answer of the table (``portal.lib.report.answers``): its question, value, interval, verdict, server
     CPU and sentence; a field that does not exist is left out (never an empty verdict read as one)."""
     arms = "-".join(answer.get("arms") or [])
     metric = f"answer:{answer['key']}"

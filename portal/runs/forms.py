@@ -5,10 +5,12 @@ import math
 from django import forms
 from django.conf import settings
 
-from portal.lib import clientcerts, evidence, quotas, targetnames
-from portal.lib.names import PROCESS_NAME_MAX
-from portal.lib.protocol import ARM_SCHEMES, ARMS
-from portal.lib.runspec import ENGINE_KEYS, OPTIONS
+from portal.lib.report import evidence, targetnames
+from portal.lib.runs import quotas
+from portal.lib.runs.names import PROCESS_NAME_MAX
+from portal.lib.runs.protocol import ARM_SCHEMES, ARMS
+from portal.lib.runs.runspec import ENGINE_KEYS, OPTIONS
+from portal.lib.tls import clientcerts
 from portal.runs.inputs import MAX_HEADERS_FIELD, parse_headers, parse_paths, parse_status
 from portal.runs.quotas import count_problems, limits_for
 from portal.runs.specform import SpecFields
@@ -19,7 +21,7 @@ from portal.targets.forms import SecretTextarea
 from portal.targets.models import ClientCertificate, Target
 from portal.validators import check_url, non_ascii, validate_process_name, validate_text
 
-# The form fields behind a spec option that has no field of its own (portal.lib.runspec: custom).
+# The form fields behind a spec option that has no field of its own (portal.lib.runs.runspec: custom).
 CUSTOM_FIELDS = {
     "auth": ("auth_type", "auth_user", "auth_secret"),
     "probes": ("probe_server", "openssl_speed", "cryptsetup", "local_process"),
@@ -31,7 +33,7 @@ SECRET_INPUTS = ("arms", "plain_url", "tls_url", "headers", "auth_secret")
 
 
 class RunForm(TuningFields, SpecFields):
-    """The run's options: the fields of ``portal.lib.runspec.RunSpec`` (``portal.runs.specform``) and
+    """The run's options: the fields of ``portal.lib.runs.runspec.RunSpec`` (``portal.runs.specform``) and
     the hand-written ones behind its custom options (URLs, headers, credentials, probes, saturation)."""
 
     field_order = [
@@ -300,7 +302,7 @@ class RunForm(TuningFields, SpecFields):
         return [{"name": arm, "url": urls[ARM_SCHEMES[arm]]} for arm in ARMS if arm in data["arms"]]
 
     def engine_config(self) -> dict:
-        """The engine config (portal.lib.protocol.EngineConfig) for the cleaned values."""
+        """The engine config (portal.lib.runs.protocol.EngineConfig) for the cleaned values."""
         data = self.cleaned_data
         config = {"arms": self._arms(data)}
         for key in ENGINE_KEYS:  # the spec's options as cleaned; a blank optional one: its default

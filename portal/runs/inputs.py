@@ -10,7 +10,7 @@ import re
 
 from django import forms
 
-from portal.lib.runspec import MAX_HEADERS_FIELD  # noqa: F401 (the run form's headers field)
+from portal.lib.runs.runspec import MAX_HEADERS_FIELD  # noqa: F401 (the run form's headers field)
 from portal.validators import non_ascii
 
 # The client owns these: they define connection handling and framing, which the arms control.

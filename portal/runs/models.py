@@ -8,7 +8,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from portal.lib import evidence
+from portal.lib.report import evidence
 from portal.scenarios.models import Scenario
 from portal.targets.models import Target
 
@@ -49,10 +49,10 @@ class Run(models.Model):
     # The Server header each URL answered the preflight with: {"tls": "nginx/1.26.0", "plain": …}
     # (None: no arm went there, or no header). Empty for runs from before it was recorded.
     server_software = models.JSONField(default=dict, blank=True)
-    # The TLS configuration matrix's variants as the engine probed them (portal.lib.matrix): name,
+    # The TLS configuration matrix's variants as the engine probed them (portal.lib.tls.matrix): name,
     # variant, status measured|refused, detail, negotiated parameters. Empty without a matrix.
     variants = models.JSONField(default=list, blank=True)
-    # The saturation search's stages as the engine ran them (portal.lib.capacity.stage_point):
+    # The saturation search's stages as the engine ran them (portal.lib.stats.capacity.stage_point):
     # {"settings": EngineConfig.saturation, "arms": {"<arm>": [point, …]}}. Empty without a search.
     capacity = models.JSONField(default=dict, blank=True)
     # Arms the server's protocols could not serve, found in the preflight and not measured (an h2 arm
@@ -96,7 +96,7 @@ class Run(models.Model):
     @property
     def failure_reason(self) -> str:
         """Why it failed or is incomplete (the first line of its error), said first wherever its
-        status is shown; "" otherwise (``portal.lib.evidence.failure_reason``)."""
+        status is shown; "" otherwise (``portal.lib.report.evidence.failure_reason``)."""
         return evidence.failure_reason(self.status, self.error)
 
     @property
@@ -211,7 +211,7 @@ class ArmResult(models.Model):
     """One arm of one run. Latencies are encoded HDR histograms in µs (never raw samples)."""
 
     run = models.ForeignKey(Run, models.CASCADE, related_name="arms")
-    # An arm, or a TLS matrix sub-arm such as "tls_new@1.2+x25519+ecdsa+ticket" (portal.lib.matrix).
+    # An arm, or a TLS matrix sub-arm such as "tls_new@1.2+x25519+ecdsa+ticket" (portal.lib.tls.matrix).
     arm = models.CharField(max_length=64)
     round = models.PositiveSmallIntegerField(default=0)  # rounds interleave arms: A B C A B C …
     position = models.PositiveSmallIntegerField()

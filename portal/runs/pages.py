@@ -4,11 +4,13 @@
 
 from __future__ import annotations
 
-from portal.lib import answers, compare, costs, evidence, validity
+from portal.lib import validity
+from portal.lib.report import answers, compare, evidence
+from portal.lib.stats import costs
 from portal.runs import reporting
 from portal.runs.models import Run
 
-# A cost's name in words, as the answer table asks it (declared once: portal.lib.answers.QUESTIONS).
+# A cost's name in words, as the answer table asks it (declared once: portal.lib.report.answers.QUESTIONS).
 COST_LABELS = answers.WORDS
 
 

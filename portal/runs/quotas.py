@@ -1,5 +1,5 @@
 """A project's effective quota: its ProjectQuota over the operator's defaults in settings, and its
-runs in flight and of the last day. The judging itself is ``portal.lib.quotas`` (Django-free)."""
+runs in flight and of the last day. The judging itself is ``portal.lib.runs.quotas`` (Django-free)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from portal.audit import log as audit
 from portal.audit.models import AuditEvent
-from portal.lib.quotas import DAY_S, Limits, check_counts
+from portal.lib.runs.quotas import DAY_S, Limits, check_counts
 from portal.projects.models import Project, ProjectQuota
 from portal.runs.models import Run
 

@@ -1,5 +1,5 @@
-"""Adapter from models to the pure report functions in portal.lib.report (and its chart data,
-portal.lib.charts)."""
+"""Adapter from models to the pure report functions in portal.lib.report.report (and its chart data,
+portal.lib.report.charts)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from django.db import transaction
 from django.urls import reverse
 
 import portal
-from portal.lib import answers, budgets, costs, hdr, report
-from portal.lib.charts import histogram_overlay, percentile_curve
+from portal.lib.report import answers, budgets, report
+from portal.lib.report.charts import histogram_overlay, percentile_curve
+from portal.lib.stats import costs, hdr
 from portal.runs.configs import public_config
 from portal.runs.live import cache_get, cache_set
 from portal.runs.models import ArmResult, Run, RunReport
@@ -116,13 +117,13 @@ def arms_of(run: Run) -> list[dict]:
 
 def measured_nothing(run: Run) -> str:
     """Why none of the run's stored arms measured the page ("no arm measured the page: 404 × 1,200
-    on every arm"), or "" when one did (``portal.lib.report.measured_nothing``)."""
+    on every arm"), or "" when one did (``portal.lib.report.report.measured_nothing``)."""
     return report.measured_nothing(public_config(run.config), arms_of(run)) or ""
 
 
 def unanswered(run: Run) -> str:
     """Why the run answered none of the costs it asked for ("no cost could be computed — plain arm
-    refused: …"), or "" when it answered one (``portal.lib.answers.unanswered``)."""
+    refused: …"), or "" when it answered one (``portal.lib.report.answers.unanswered``)."""
     rows = run_report(run, arms=arms_of(run))["answers"]
     return answers.unanswered(rows) or ""
 
@@ -144,7 +145,7 @@ def run_report(run: Run, request=None, arms: list[dict] | None = None) -> dict:
 
 
 def with_budgets(run: Run, data: dict) -> dict:
-    """The report with its budget verdicts (``portal.lib.budgets``) under ``"budgets"``: null for a
+    """The report with its budget verdicts (``portal.lib.report.budgets``) under ``"budgets"``: null for a
     run without budgets. Part of the report, so the frozen, signed report carries them."""
     limits = (run.config or {}).get("budgets")
     try:
@@ -272,7 +273,7 @@ def summarize(run: Run) -> dict:
         "checks": data["run"].get("checks"),
         "invalid_arms": list(data["run"].get("invalid_arms") or {}),
         "headline": data["headline"],
-        # The answer table in one sentence per row (callbacks, lists): portal.lib.answers.
+        # The answer table in one sentence per row (callbacks, lists): portal.lib.report.answers.
         "answers": [
             {"key": row["key"], "verdict": row["verdict"], "text": row["text"]}
             for row in data.get("answers") or []

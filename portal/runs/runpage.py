@@ -44,7 +44,7 @@ from django.utils.timezone import template_localtime
 
 from portal.compiled import Compiled
 from portal.lib.kept import Kept
-from portal.lib.targetnames import display_names
+from portal.lib.report.targetnames import display_names
 from portal.projects import switcher
 from portal.projects.access import SESSION_KEY
 from portal.projects.models import Membership

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from portal.lib.clientcerts import MTLS_ARM, ClientCert, needs_client_cert
-from portal.lib.protocol import EngineConfig
+from portal.lib.runs.protocol import EngineConfig
+from portal.lib.tls.clientcerts import MTLS_ARM, ClientCert, needs_client_cert
 from portal.runs.configs import engine_dict, seal_into
 from portal.runs.models import Run
 from portal.scenarios.models import Scenario
@@ -29,9 +29,9 @@ def create_run(
 ) -> Run:
     """``secrets`` (``{"headers": {...}, "auth": {"type", "user", "secret"}}``) are encrypted into the
     run's config; the plaintext is never stored. The run belongs to its target's project; ``owner``
-    is who started it. ``budgets`` (checked ``{name: limit}``, ``portal.lib.budgets``) go into
+    is who started it. ``budgets`` (checked ``{name: limit}``, ``portal.lib.report.budgets``) go into
     ``config["budgets"]``; None: the scenario's, if any (``{}``: none at all). ``client_cert`` (checked
-    by ``portal.lib.clientcerts.load_pair``) is stored on the target first; a run that presents a
+    by ``portal.lib.tls.clientcerts.load_pair``) is stored on the target first; a run that presents a
     client certificate gets the target's sealed into its secrets (what it presents stays the same
     whatever the target holds later)."""
     secrets = dict(secrets or {})

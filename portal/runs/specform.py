@@ -1,4 +1,4 @@
-"""The run form's fields derived from ``portal.lib.runspec.RunSpec``: label, help, bounds and initial
+"""The run form's fields derived from ``portal.lib.runs.runspec.RunSpec``: label, help, bounds and initial
 value come from the spec, so the form, the API (which fills the same form) and the CLI agree.
 
 Text fields the form parses (``paths``, ``expected_status``, ``wan_rtt_ms``, ``generators``) take a
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from django import forms
 
-from portal.lib import runspec
-from portal.lib.runspec import Option
+from portal.lib.runs import runspec
+from portal.lib.runs.runspec import Option
 
 
 def as_text(value, separator: str = ",") -> str:

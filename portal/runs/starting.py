@@ -5,7 +5,7 @@ Everything goes through ``RunForm``, so limits, quotas, target verification and 
 policy apply exactly as in the form; a refusal is ``RunRefused`` with field messages under the JSON
 names. The JSON keys are those of a report's ``run.config`` (``arms`` as a list of names), plus
 ``plain_url``, ``tls_url`` and ``target_name``; and ``budgets`` (``{name: limit}``,
-``portal.lib.budgets``): a run's budgets, judged in its report (on a scenario's run they replace the
+``portal.lib.report.budgets``): a run's budgets, judged in its report (on a scenario's run they replace the
 scenario's), a scenario's budgets when saving one (with ``callback_url``).
 """
 
@@ -15,8 +15,9 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import F
 
-from portal.lib import budgets as budgetlib
-from portal.lib import judge, runspec
+from portal.lib.report import budgets as budgetlib
+from portal.lib.runs import runspec
+from portal.lib.watching import judgements as judge
 from portal.runs import dispatch, services
 from portal.runs.forms import CUSTOM_FIELDS, RunForm
 from portal.runs.models import Run
@@ -24,7 +25,7 @@ from portal.scenarios.models import Scenario
 from portal.scenarios.secrets import SCENARIO_ONLY_KEYS, SavedSecrets, scenario_config
 from portal.validators import check_callback_url
 
-# The JSON keys (portal.lib.runspec.RunSpec); a spec option without a custom form field goes to its
+# The JSON keys (portal.lib.runs.runspec.RunSpec); a spec option without a custom form field goes to its
 # form field as the JSON gives it (the form's fields take typed values), the others are unpacked here.
 KEYS = runspec.KEYS
 OVERRIDABLE = runspec.OVERRIDABLE
@@ -110,7 +111,7 @@ def _structured(data: dict) -> dict:
 
 def _saturation_fields(value) -> dict:
     """The run form's ``saturation_*`` fields for the JSON ``saturation``: an object
-    ``{"arms", "mode", "start", "max", "stage_s"}`` (``portal.lib.saturation``), a list or
+    ``{"arms", "mode", "start", "max", "stage_s"}`` (``portal.lib.stats.saturation``), a list or
     comma-separated string of arms, or null/{} for no search."""
     if isinstance(value, str | list):
         value = {"arms": value}
@@ -241,7 +242,7 @@ def start_run(owner, project, data: dict, *, scenario: Scenario | None = None, s
 def tolerance_of(data: dict) -> tuple[dict, float | None]:
     """``data`` without ``tolerance_pct``, and that tolerance checked (None: absent, keep the
     scenario's): a number of percent from 0 to 1,000, in the scenario page's words
-    (``portal.lib.judge.TOLERANCE_ERROR``)."""
+    (``portal.lib.watching.judgements.TOLERANCE_ERROR``)."""
     if "tolerance_pct" not in data:
         return data, None
     rest = {key: value for key, value in data.items() if key != "tolerance_pct"}

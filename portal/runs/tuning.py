@@ -1,11 +1,11 @@
 """The run form's TLS matrix, WAN projection and saturation search: their checks, and the saturation
 search's fields, kept beside ``RunForm`` (``tls_matrix``, ``wan_rtt_ms`` and ``generators`` are fields
-of ``portal.lib.runspec.RunSpec``, made by ``portal.runs.specform``).
+of ``portal.lib.runs.runspec.RunSpec``, made by ``portal.runs.specform``).
 
 ``tls_matrix`` goes to the engine (``EngineConfig.tls_matrix``: which dimensions ``tls_new`` and
-``h2_new`` are repeated under, ``portal.lib.matrix``); ``wan_rtt_ms`` is portal-only
-(``portal.runs.configs``): the RTTs of the report's WAN projection (``portal.lib.wan``). The
-``saturation_*`` fields make ``EngineConfig.saturation`` (``portal.lib.saturation``; issue 15): the
+``h2_new`` are repeated under, ``portal.lib.tls.matrix``); ``wan_rtt_ms`` is portal-only
+(``portal.runs.configs``): the RTTs of the report's WAN projection (``portal.lib.stats.wan``). The
+``saturation_*`` fields make ``EngineConfig.saturation`` (``portal.lib.stats.saturation``; issue 15): the
 capacity search after the arms.
 """
 
@@ -13,9 +13,11 @@ from __future__ import annotations
 
 from django import forms
 
-from portal.lib import advice, capacity, matrix, runspec, saturation, wan
-from portal.lib.costs import UNCONFIRMED
-from portal.lib.protocol import ARMS
+from portal.lib.runs import runspec
+from portal.lib.runs.protocol import ARMS
+from portal.lib.stats import capacity, saturation, wan
+from portal.lib.stats.costs import UNCONFIRMED
+from portal.lib.tls import advice, matrix
 
 SATURATION_FIELDS = (
     "saturation_arms",
@@ -92,7 +94,7 @@ class TuningFields(forms.Form):
 
     def clean_tuning(self, data: dict) -> None:
         """The matrix repeats tls_new or h2_new: without either there is nothing to repeat. The
-        saturation search's settings, checked (``portal.lib.saturation.normalise``), become
+        saturation search's settings, checked (``portal.lib.stats.saturation.normalise``), become
         ``data["saturation"]``."""
         if data.get("tls_matrix") and matrix.needs_arm_error(data.get("arms") or []):
             self.add_error(
@@ -134,7 +136,7 @@ def report_lines(report: dict) -> list[str]:
     ]
     for item in report.get("advice") or []:
         low_high = item["ci95"]
-        # No verdict without an interval (portal.lib.costs.UNCONFIRMED).
+        # No verdict without an interval (portal.lib.stats.costs.UNCONFIRMED).
         ci = (
             f"95% CI {low_high[0] / 1000:.3f} … {low_high[1] / 1000:.3f} ms, {item['verdict']}"
             if low_high

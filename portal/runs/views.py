@@ -14,7 +14,7 @@ from django.urls import reverse
 from django.utils.dateparse import parse_date
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from portal.lib import evidence
+from portal.lib.report import evidence
 from portal.projects.access import can, current_project, require_role
 from portal.projects.models import Role
 from portal.runs import exports, fragments, pages, quotas, reporting, runpage, services, starting

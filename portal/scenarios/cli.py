@@ -18,7 +18,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from portal.hooks import services as hooks
-from portal.lib import budgets, targetnames
+from portal.lib.report import budgets, targetnames
 from portal.projects import cli as project_cli
 from portal.runs import starting
 from portal.runs.management import cli_options
@@ -81,7 +81,7 @@ def _owner(username: str):
 def scenario_data(options: dict) -> dict:
     """The JSON keys of ``save_scenario`` for the options of ``scenario create``."""
     auth = cli_options.auth_from_env(options)
-    values = cli_options.spec_values(options)  # the options of portal.lib.runspec, as JSON keys
+    values = cli_options.spec_values(options)  # the options of portal.lib.runs.runspec, as JSON keys
     data = {key: values[opt.form_name] for key, opt in cli_options.SPEC_OPTIONS.items()}
     if options["closed_loop"]:
         data["arrival_rate"] = None

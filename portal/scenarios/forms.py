@@ -5,7 +5,8 @@ from __future__ import annotations
 from django import forms
 from django.core.exceptions import ValidationError
 
-from portal.lib import budgets, judge
+from portal.lib.report import budgets
+from portal.lib.watching import judgements as judge
 from portal.scenarios.models import Scenario
 from portal.validators import check_callback_url, validate_text
 

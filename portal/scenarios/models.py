@@ -19,10 +19,10 @@ class Scenario(models.Model):
     config = models.JSONField(default=dict)
     # Goes up with every edit; a run records the version it ran (Run.scenario_version).
     version = models.PositiveIntegerField(default=1)
-    # {budget name: limit} (portal.lib.budgets): judged on every run of the scenario.
+    # {budget name: limit} (portal.lib.report.budgets): judged on every run of the scenario.
     budgets = models.JSONField(default=dict, blank=True)
     # A run whose cost interval lies further than this (% of the baseline's cost) above the pinned
-    # baseline's is a regression, below it an improvement (portal.lib.judge, portal/judgements).
+    # baseline's is a regression, below it an improvement (portal.lib.watching.judgements, portal/judgements).
     # db_default too: rows written by code that predates the column (older migration states) get it.
     tolerance_pct = models.FloatField(default=10.0, db_default=10.0)
     # POSTed (signed like a webhook) when a run of the scenario ends; empty: no callback.

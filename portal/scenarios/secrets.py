@@ -16,7 +16,7 @@ from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 
 from portal import vault
-from portal.lib.protocol import ARM_SCHEMES
+from portal.lib.runs.protocol import ARM_SCHEMES
 from portal.scenarios.models import Scenario
 
 DEFAULT_PORTS = {"http": 80, "https": 443}

@@ -11,7 +11,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
-from portal.lib import budgets
+from portal.lib.report import budgets
 from portal.projects.access import can, current_project, require_role
 from portal.projects.deleting import confirm_then_delete
 from portal.projects.models import Role

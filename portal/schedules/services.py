@@ -19,7 +19,7 @@ from django.utils import timezone
 from django_celery_beat.models import CrontabSchedule, PeriodicTask
 from django_celery_beat.tzcrontab import TzAwareCrontab
 
-from portal.lib import cronspec
+from portal.lib.watching import schedules as cronspec
 from portal.projects.access import can, role_in
 from portal.projects.models import Role
 from portal.schedules.models import Schedule

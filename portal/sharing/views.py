@@ -17,7 +17,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 
-from portal.lib import evidence
+from portal.lib.report import evidence
 from portal.runs import exports, fragments, pages, reporting
 from portal.runs.models import Run
 from portal.sharing import services

@@ -9,7 +9,7 @@ import sys
 
 from django.core.management.base import BaseCommand
 
-from portal.lib import signing
+from portal.lib.security import signing
 from portal.signing import services
 
 ACTIONS: tuple[str, ...] = ("verify-report", "report-keys")

@@ -15,7 +15,9 @@ class SigningKey(models.Model):
     """An Ed25519 key pair. Exactly one is active (``retired_at`` null) and signs new reports;
     retired ones stay published so the reports they signed still verify."""
 
-    key_id = models.CharField(max_length=16, unique=True)  # portal.lib.signing.key_id of the public key
+    key_id = models.CharField(
+        max_length=16, unique=True
+    )  # portal.lib.security.signing.key_id of the public key
     public_key = models.CharField(max_length=64)  # base64 of the raw 32 bytes, published
     # {"ed25519": base64 of the raw private bytes}, sealed with portal.vault (never rendered, never logged).
     private_key_enc = models.TextField()
@@ -40,8 +42,8 @@ class SigningKey(models.Model):
 
 class FrozenReport(models.Model):
     """A run's report as it was when the run ended, signed once and never recomputed. ``body`` is the
-    canonical JSON text (``portal.lib.signing.canonical``) with its ``integrity`` block; it is kept as
-    text, not jsonb, so its numbers come back exactly as they were signed."""
+    canonical JSON text (``portal.lib.security.signing.canonical``) with its ``integrity`` block; it is
+    kept as text, not jsonb, so its numbers come back exactly as they were signed."""
 
     run = models.OneToOneField(Run, models.CASCADE, related_name="frozen_report")
     body = models.TextField()

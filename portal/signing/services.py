@@ -14,7 +14,7 @@ from django.utils import timezone
 from portal import vault
 from portal.audit.log import record
 from portal.audit.models import AuditEvent
-from portal.lib import redaction, signing
+from portal.lib.security import redaction, signing
 from portal.runs.models import Run
 from portal.runs.reporting import run_report
 from portal.signing.models import FrozenReport, SigningKey
@@ -96,7 +96,7 @@ def published() -> list[dict]:
 
 
 def public_keys() -> dict[str, Ed25519PublicKey]:
-    """This portal's published keys, for ``portal.lib.signing.verify``."""
+    """This portal's published keys, for ``portal.lib.security.signing.verify``."""
     return signing.parse_keys({"keys": published()})
 
 
@@ -142,7 +142,7 @@ def freeze_after_end(run: Run) -> FrozenReport | None:
 
 def redact_credential_names(frozen_model=FrozenReport, key_model=SigningKey) -> int:
     """Sign again, once, each frozen report that names a Basic-auth user (frozen before reports left
-    the name out: ``portal.lib.redaction``), without the name, with the active key and the time of
+    the name out: ``portal.lib.security.redaction``), without the name, with the active key and the time of
     the redaction — the one case a frozen report is signed again (docs/auditors.md). Returns how
     many. The models are parameters so that migration signing 0002 runs it on its historical ones."""
     count, key = 0, None

@@ -9,14 +9,14 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.cache import cache_control
 from django.views.decorators.http import require_safe
 
-from portal.lib import signing
+from portal.lib.security import signing
 from portal.signing.services import published
 
 # Keys change only on rotation and a retired key stays listed, so a cached copy verifies every report
 # it lists; short enough that a report signed by a freshly rotated key soon verifies everywhere.
 KEYS_MAX_AGE_S = 300
 KEYS_FILENAME = "tollgate-report-keys.json"
-# The verifier an auditor downloads is portal/lib/signing.py itself, byte for byte (it imports only
+# The verifier an auditor downloads is portal/lib/security/signing.py itself, byte for byte (it imports only
 # the standard library and ``cryptography``): one source, served, never a copy kept elsewhere.
 VERIFIER_FILENAME = "tollgate-verify-report.py"
 

@@ -19,7 +19,7 @@ from django.views.decorators.http import require_http_methods
 
 from portal.audit import log as audit
 from portal.audit.models import AuditEvent
-from portal.lib.clientcerts import KEY_TYPES, LABELS, MAX_PEM_CHARS, MTLS_ARM
+from portal.lib.tls.clientcerts import KEY_TYPES, LABELS, MAX_PEM_CHARS, MTLS_ARM
 from portal.projects.access import can, require_role
 from portal.projects.deleting import confirm_then_delete
 from portal.projects.models import Role

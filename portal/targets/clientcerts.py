@@ -9,12 +9,12 @@ import datetime as dt
 from portal import vault
 from portal.audit import log as audit
 from portal.audit.models import AuditEvent
-from portal.lib.clientcerts import ClientCert
+from portal.lib.tls.clientcerts import ClientCert
 from portal.targets.models import ClientCertificate, Target
 
 
 def save_client_cert(target: Target, cert: ClientCert, *, request=None) -> ClientCertificate:
-    """Store ``cert`` (checked by ``portal.lib.clientcerts.load_pair``) on ``target``, replacing the
+    """Store ``cert`` (checked by ``portal.lib.tls.clientcerts.load_pair``) on ``target``, replacing the
     one of its key type. Audited (the facts, never the key)."""
     stored, _ = ClientCertificate.objects.update_or_create(
         target=target,

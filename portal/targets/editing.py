@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from django.db import transaction
 from django.urls import reverse
 
-from portal.lib.protocol import ARM_SCHEMES
-from portal.lib.targetnames import default_name
-from portal.lib.verification import origin_or_none
+from portal.lib.report.targetnames import default_name
+from portal.lib.runs.protocol import ARM_SCHEMES
+from portal.lib.security.verification import origin_or_none
 from portal.scenarios.models import Scenario
 from portal.scenarios.secrets import origin as secret_origin
 from portal.scenarios.secrets import secret_origins

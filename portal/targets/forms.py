@@ -3,10 +3,15 @@ from __future__ import annotations
 from django import forms
 
 from portal import outbound
-from portal.lib import clientcerts
-from portal.lib.names import PROCESS_NAME_MAX
-from portal.lib.protocol import ARM_SCHEMES
-from portal.lib.sshkeys import KeyFormatError, key_from_known_hosts, known_hosts_name, load_private_key
+from portal.lib.runs.names import PROCESS_NAME_MAX
+from portal.lib.runs.protocol import ARM_SCHEMES
+from portal.lib.security.sshkeys import (
+    KeyFormatError,
+    key_from_known_hosts,
+    known_hosts_name,
+    load_private_key,
+)
+from portal.lib.tls import clientcerts
 from portal.targets import editing
 from portal.targets.models import Target
 from portal.validators import (
@@ -178,7 +183,7 @@ class MtlsUrlForm(forms.Form):
 
 class ClientCertForm(forms.Form):
     """A client certificate and its key for a target (mutual TLS), each as a PEM file or pasted; the
-    pair is checked by ``portal.lib.clientcerts.load_pair`` (``self.pair`` when valid). Nothing given
+    pair is checked by ``portal.lib.tls.clientcerts.load_pair`` (``self.pair`` when valid). Nothing given
     is ever rendered back."""
 
     PARTS = (("cert", "certificate"), ("key", "private key"))

@@ -11,7 +11,7 @@ from uuid import uuid4
 
 from django.db import models
 
-from portal.lib.verification import new_token
+from portal.lib.security.verification import new_token
 from portal.validators import validate_process_name
 
 
@@ -53,7 +53,7 @@ class Target(models.Model):
 
 class SshAccess(models.Model):
     """How Tollgate reaches a target's server for probes. The private key is stored Fernet-encrypted
-    (``portal.lib.secrets``) and never rendered; the host key is pinned on first use."""
+    (``portal.lib.security.secrets``) and never rendered; the host key is pinned on first use."""
 
     target = models.OneToOneField(Target, models.CASCADE, related_name="ssh")
     host = models.CharField(max_length=255)
@@ -64,7 +64,7 @@ class SshAccess(models.Model):
     known_hosts = models.TextField(blank=True)  # the pinned host key, OpenSSH known_hosts format
     host_key_fingerprint = models.CharField(max_length=100, blank=True)
     pinned_at = models.DateTimeField(null=True, blank=True)
-    # Sampled with pgrep -x; the same rule as the forms (portal.lib.names).
+    # Sampled with pgrep -x; the same rule as the forms (portal.lib.runs.names).
     server_process = models.CharField(max_length=64, default="nginx", validators=[validate_process_name])
     updated = models.DateTimeField(auto_now=True)
 
@@ -74,8 +74,8 @@ class SshAccess(models.Model):
 
 class ClientCertificate(models.Model):
     """A client certificate (mutual TLS) the target's runs present: one per key type, so the matrix
-    can compare RSA and ECDSA (``portal.lib.clientcerts``). The certificate and its key are stored
-    Fernet-encrypted together (``portal.lib.secrets``: ``{"cert", "key"}``) and never rendered; the
+    can compare RSA and ECDSA (``portal.lib.tls.clientcerts``). The certificate and its key are stored
+    Fernet-encrypted together (``portal.lib.security.secrets``: ``{"cert", "key"}``) and never rendered; the
     facts beside them are public (what the page and the report show)."""
 
     class KeyType(models.TextChoices):

@@ -1,5 +1,5 @@
 """Labels of targets in lists: a target's name, with a part of its URL when names collide
-(``portal.lib.targetnames``)."""
+(``portal.lib.report.targetnames``)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from collections.abc import Iterable
 
 from django.db.models import QuerySet
 
-from portal.lib import targetnames
-from portal.lib.targetnames import display_names
+from portal.lib.report import targetnames
+from portal.lib.report.targetnames import display_names
 from portal.targets.models import Target
 
 
@@ -25,7 +25,7 @@ def target_labels(scope: QuerySet[Target], names: Iterable[str] | None = None) -
 
 
 def run_title(run, label: str | None = None) -> str:
-    """A run's title (``portal.lib.targetnames.run_title``): its target's ``label`` (default: the
+    """A run's title (``portal.lib.report.targetnames.run_title``): its target's ``label`` (default: the
     target's name), with the paths the run requested when it was given its own."""
     config = run.config or {}
     urls = [arm.get("url") for arm in config.get("arms", [])]

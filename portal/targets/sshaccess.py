@@ -7,7 +7,7 @@ from django.utils import timezone
 from portal import vault
 from portal.audit import log as audit
 from portal.audit.models import AuditEvent
-from portal.lib.sshkeys import generate_key, key_from_known_hosts, public_line
+from portal.lib.security.sshkeys import generate_key, key_from_known_hosts, public_line
 from portal.targets.models import SshAccess, Target
 
 

@@ -1,5 +1,5 @@
 """Target ownership verification with the settings: which targets need it, whether one is verified,
-and the check itself (``portal.lib.verification`` through the outbound address policy).
+and the check itself (``portal.lib.security.verification`` through the outbound address policy).
 
 A target needs verification when any origin of its URLs resolves to a public address or to one in
 ``TOLLGATE_VERIFY_NETWORKS``; every address allow-listed (``TOLLGATE_ALLOW_NETWORKS``) and outside
@@ -16,9 +16,9 @@ from django.conf import settings
 from django.utils import timezone
 
 from portal import outbound
-from portal.lib import verification as lib
-from portal.lib.netpolicy import parse_networks
-from portal.lib.protocol import pin_key
+from portal.lib.runs.protocol import pin_key
+from portal.lib.security import verification as lib
+from portal.lib.security.netpolicy import parse_networks
 from portal.targets.models import Target
 
 NOT_NEEDED, VERIFIED, EXPIRED, UNVERIFIED = "not needed", "verified", "expired", "unverified"

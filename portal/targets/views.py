@@ -9,9 +9,9 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from portal.audit import log as audit
 from portal.audit.models import AuditEvent
-from portal.lib.targetnames import default_name
-from portal.lib.verification import HEADER, WELL_KNOWN_PATH
-from portal.lib.verification import origin as lib_origin
+from portal.lib.report.targetnames import default_name
+from portal.lib.security.verification import HEADER, WELL_KNOWN_PATH
+from portal.lib.security.verification import origin as lib_origin
 from portal.projects.access import current_project, require_role
 from portal.projects.models import Role
 from portal.targets import editing, verification

@@ -220,8 +220,8 @@
       function (v) { return fixed(v, 1); }, "% of a core");
   }
 
-  // Extra cores = peak req/s × ((1 − f) × Δkeep-alive + f × Δnew) / 1000 (portal.lib.projection.project_cores),
-  // its 95% interval the two CPU costs' intervals combined end to end (portal.lib.projection.cores_interval).
+  // Extra cores = peak req/s × ((1 − f) × Δkeep-alive + f × Δnew) / 1000 (portal.lib.stats.projection.project_cores),
+  // its 95% interval the two CPU costs' intervals combined end to end (portal.lib.stats.projection.cores_interval).
   function projection(data) {
     var form = document.getElementById("projection-form");
     if (!form || !data.projection) { return; }
@@ -254,7 +254,7 @@
     update();
   }
 
-  // The post-quantum hybrid's price at the user's peak (portal.lib.advice.hybrid_at_peak): handshakes/s =
+  // The post-quantum hybrid's price at the user's peak (portal.lib.tls.advice.hybrid_at_peak): handshakes/s =
   // peak × share of new connections; extra cores = handshakes/s × Δ CPU-ms / 1000, its interval alike;
   // extra bytes/s = handshakes/s × the handshake bytes both sides sent more.
   function hybridPrice() {

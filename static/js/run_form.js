@@ -1,5 +1,5 @@
 // Run form: say before submitting when the run is too short for confidence intervals
-// (the same rule as portal.lib.evidence.too_short_for_intervals, which renders the note's first state).
+// (the same rule as portal.lib.report.evidence.too_short_for_intervals, which renders the note's first state).
 (function () {
   "use strict";
 

@@ -19,7 +19,7 @@ from portal.alerts.services import add_channel
 from portal.hooks import services as hooks
 from portal.judgements import services as judgements
 from portal.judgements.models import Judgement
-from portal.lib import webhooks
+from portal.lib.security import hooks as webhooks
 from portal.projects.models import Membership, Role
 from portal.sharing.models import ShareLink
 

@@ -9,7 +9,7 @@ import pytest
 from django.core.management import CommandError
 
 from portal import vault
-from portal.lib import certs
+from portal.lib.tls import certs
 from portal.runs.configs import engine_dict
 from portal.runs.forms import RunForm
 from portal.runs.management import cli_options

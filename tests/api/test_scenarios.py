@@ -10,7 +10,7 @@ from django.urls import reverse
 from portal import vault
 from portal.audit.models import AuditEvent
 from portal.judgements.services import judge_run
-from portal.lib import judge
+from portal.lib.watching import judgements as judge
 from portal.runs import services
 from portal.runs.models import Run
 from portal.runs.starting import save_scenario

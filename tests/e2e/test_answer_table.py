@@ -20,7 +20,8 @@ from django.test import Client
 
 from portal.api import tokens
 from portal.hooks import services as hooks
-from portal.lib import costs, webhooks
+from portal.lib.security import hooks as webhooks
+from portal.lib.stats import costs
 from portal.projects.models import personal_project
 from portal.runs import reporting, services
 from portal.runs.models import Run

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from portal.lib import certs
+from portal.lib.tls import certs
 from portal.targets.models import ClientCertificate
 from tests.e2e.conftest import ARTIFACTS
 from tests.e2e.test_csp import WATCH

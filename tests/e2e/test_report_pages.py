@@ -104,7 +104,7 @@ def test_compare_and_trend_pages(page, live_server, django_user_model):
 def test_probed_run_shows_server_cpu_openssl_speed_and_projects_cores(page, live_server, django_user_model):
     from pathlib import Path
 
-    from portal.lib import projection
+    from portal.lib.stats import projection
     from workers.probes.parsers import parse_openssl_speed
 
     user = login(page, live_server, django_user_model)
@@ -146,7 +146,7 @@ def test_probed_run_shows_server_cpu_openssl_speed_and_projects_cores(page, live
 
 
 def test_the_hybrids_price_at_the_users_peak(page, live_server, django_user_model):
-    from portal.lib import advice
+    from portal.lib.tls import advice
     from portal.runs import reporting
 
     user = login(page, live_server, django_user_model)

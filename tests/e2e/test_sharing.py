@@ -16,7 +16,7 @@ from urllib.parse import urldefrag, urlsplit
 
 import pytest
 
-from portal.lib import signing
+from portal.lib.security import signing
 from portal.sharing import services
 from portal.signing.services import freeze
 from tests.e2e.conftest import ARTIFACTS
@@ -26,7 +26,7 @@ from tests.runs.factories import make_run
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
-# The public report-signing keys and the verifier that reads them (portal/lib/signing.py): public by
+# The public report-signing keys and the verifier that reads them (portal/lib/security/signing.py): public by
 # design, the only portal URLs outside the link that a shared page links to.
 KEYS = "/.well-known/tollgate-report-keys.json"
 VERIFIER = "/.well-known/tollgate-verify-report.py"
@@ -126,7 +126,7 @@ def test_an_auditor_verifies_offline_what_the_shared_page_offers(
 ):
     """Logged out, the auditor downloads the report JSON, the public keys and the verification script
     from the shared page's links, then runs the command the page shows with a plain Python: no Django,
-    no settings, no network. The script is portal/lib/signing.py itself; a changed digit fails."""
+    no settings, no network. The script is portal/lib/security/signing.py itself; a changed digit fails."""
     owner = django_user_model.objects.create_user("gail", password="gail-pass-123")
     run = make_run(owner, arms=ARMS, seconds=8, summarize=True)
     frozen = freeze(run)

@@ -1,4 +1,4 @@
-"""The known_hosts parser (portal/lib/sshkeys.py): whatever a user pastes, ``key_from_known_hosts``
+"""The known_hosts parser (portal/lib/security/sshkeys.py): whatever a user pastes, ``key_from_known_hosts``
 returns a key of a supported type whose blob names that type, or None — it never raises. A
 well-formed entry for the host (plain or hashed, among other lines) is found; an entry for another
 host or port never is. The private-key reader raises KeyFormatError with its message, nothing else.
@@ -14,7 +14,13 @@ import struct
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from portal.lib.sshkeys import KEY_TYPES, KeyFormatError, PublicKey, key_from_known_hosts, load_private_key
+from portal.lib.security.sshkeys import (
+    KEY_TYPES,
+    KeyFormatError,
+    PublicKey,
+    key_from_known_hosts,
+    load_private_key,
+)
 from tests.fuzz.budget import count, fuzz
 
 HOSTS = st.one_of(

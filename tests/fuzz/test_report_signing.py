@@ -1,4 +1,4 @@
-"""Report verification (portal/lib/signing.py): a signed random report is intact, and any random
+"""Report verification (portal/lib/security/signing.py): a signed random report is intact, and any random
 change to it — a value anywhere in its content, a key added or removed, any field of its integrity
 block, an unsigned field slipped into that block — is never reported intact. The keys document
 parser returns keys whose ids are their own or raises KeysError; ``tollgate verify-report`` (``main``)
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
-from portal.lib import signing
+from portal.lib.security import signing
 from tests.fuzz.budget import count, fuzz
 
 PRIVATE = signing.generate()

@@ -19,7 +19,8 @@ from django.utils.html import escape
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from portal.lib import protocol, wan
+from portal.lib.runs import protocol
+from portal.lib.stats import wan
 from portal.projects.access import SESSION_KEY
 from portal.projects.models import Membership, Project, ProjectQuota, Role
 from portal.runs import inputs, starting

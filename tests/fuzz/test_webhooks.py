@@ -1,4 +1,4 @@
-"""Webhooks: the signature checks (portal/lib/webhooks.py), the body parser and the receiving view
+"""Webhooks: the signature checks (portal/lib/security/hooks.py), the body parser and the receiving view
 (portal/hooks/receive.py) on random bodies and headers — random signatures, and valid signatures
 over random bodies.
 
@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from portal.hooks import services
 from portal.hooks.models import WebhookTrigger
 from portal.hooks.receive import BODY_KEYS, parse
-from portal.lib import webhooks
+from portal.lib.security import hooks as webhooks
 from portal.projects.models import ProjectQuota, personal_project
 from portal.runs import starting
 from tests.fuzz.budget import count, fuzz

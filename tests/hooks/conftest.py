@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from portal.lib import webhooks
+from portal.lib.security import hooks as webhooks
 from tests.conftest import ROOT, database_url_for_children
 
 # Callbacks are retried after 1 s, 2 s, … in the tests (the default base is 2 s).

@@ -15,7 +15,7 @@ from django.db import transaction
 from portal import vault
 from portal.hooks import services
 from portal.hooks.models import CallbackDelivery
-from portal.lib import webhooks
+from portal.lib.security import hooks as webhooks
 from portal.runs.models import Run
 from portal.scenarios.models import Scenario
 from tests.runs.factories import make_run

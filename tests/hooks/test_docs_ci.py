@@ -11,7 +11,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from portal.lib import budgets, webhooks
+from portal.lib.report import budgets
+from portal.lib.security import hooks as webhooks
 from tests.hooks.test_end_to_end import run_shell_step
 
 SECRET = "whsec_docs-test"

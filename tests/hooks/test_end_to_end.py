@@ -14,7 +14,7 @@ import pytest
 
 from portal.hooks import services
 from portal.hooks.models import CallbackDelivery
-from portal.lib import webhooks
+from portal.lib.security import hooks as webhooks
 from portal.projects.models import personal_project
 from portal.runs import starting
 from portal.runs.models import Run

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from portal.hooks import services
 from portal.hooks.models import WebhookDelivery, WebhookTrigger
-from portal.lib import webhooks
+from portal.lib.security import hooks as webhooks
 from portal.projects.models import Membership, Project, Role, personal_project
 from portal.runs import starting
 from portal.runs.models import Run

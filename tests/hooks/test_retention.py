@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from portal.hooks import services
 from portal.hooks.models import WebhookDelivery
-from portal.lib import webhooks
+from portal.lib.security import hooks as webhooks
 from portal.projects.models import personal_project
 from portal.runs import starting
 from portal.sharing.models import ShareLink, ShareView

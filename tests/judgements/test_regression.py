@@ -16,7 +16,7 @@ from portal.alerts.models import AlertDelivery, AlertSettings
 from portal.alerts.sending import deliver
 from portal.alerts.services import add_channel
 from portal.judgements.models import Judgement
-from portal.lib.certs import make_self_signed
+from portal.lib.tls.certs import make_self_signed
 from portal.projects.models import personal_project
 from portal.runs import services, starting
 from portal.runs.models import Run

@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from portal.lib import compare, judge
+from portal.lib.report import compare
+from portal.lib.watching import judgements as judge
 from portal.projects.models import personal_project
 from portal.runs import reporting, services
 from portal.runs.models import Run

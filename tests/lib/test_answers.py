@@ -1,4 +1,4 @@
-"""The answer table (portal.lib.answers, portal.lib.answerrow): a row per question, no verdict
+"""The answer table (portal.lib.report.answers): a row per question, no verdict
 without an interval, questions declared once (HTTP/3's by declaring them), the run that answered
 nothing, and the cores at peak with their interval. Pure: no database."""
 
@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from portal.lib import answers, budgets, costs, evidence, projection, report
+from portal.lib.report import answers, budgets, evidence, report
+from portal.lib.stats import costs, projection
 from tests.lib.test_costs import arm, seconds
 from tests.lib.test_evidence import row
 
@@ -105,8 +106,8 @@ def test_an_asked_question_whose_arm_was_refused_says_so_and_the_run_answered_no
 
 
 def test_invalid_arms_leave_the_run_unanswered_but_a_failed_check_does_not():
-    voided = answers.answerrow.row("keepalive_tls", "cost", "q", not_judged="plain is invalid: 404 × 300")
-    failed_check = answers.answerrow.row("handshake", "cost", "q", not_judged="drifted (drift)")
+    voided = answers.row("keepalive_tls", "cost", "q", not_judged="plain is invalid: 404 × 300")
+    failed_check = answers.row("handshake", "cost", "q", not_judged="drifted (drift)")
     assert answers.unanswered([voided]) == "no cost could be computed — plain is invalid: 404 × 300"
     assert answers.unanswered([voided, failed_check]) is None
 
@@ -194,4 +195,4 @@ def test_a_matrix_pair_reads_as_the_cheaper_instead_of_the_dearer_and_the_hybrid
     [(2.241767, "2.24"), (0.0312345, "0.0312"), (0.6, "0.6"), (0, "0"), (0.00004, "4.0e-05"), (None, "—")],
 )
 def test_cpu_figures_have_three_significant_digits(value, text):
-    assert answers.answerrow.cpu_text(value, signed=False) == text
+    assert answers.cpu_text(value, signed=False) == text

@@ -1,11 +1,12 @@
-"""portal.lib.capacity and portal.lib.saturation on synthetic curves: verdicts, knees, the plan."""
+"""portal.lib.stats.capacity and portal.lib.stats.saturation on synthetic curves: verdicts, knees, the
+plan."""
 
 from __future__ import annotations
 
 import pytest
 
-from portal.lib import capacity, saturation
-from portal.lib.hdr import encode, new_histogram
+from portal.lib.stats import capacity, saturation
+from portal.lib.stats.hdr import encode, new_histogram
 
 USERS = {
     "arms": ["plain"],

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from portal.lib import compare
+from portal.lib.report import compare
 
 
 def fake_report(users: int, tls_p50: int, ci: list | None, tls_info: dict | None = None) -> dict:
@@ -79,7 +79,7 @@ def test_cost_and_arm_tables_change_against_the_first_run():
 def test_openssl_speed_compared_across_hosts_and_runs():
     from pathlib import Path
 
-    from portal.lib.compare import openssl_speed_table
+    from portal.lib.report.compare import openssl_speed_table
     from workers.probes.parsers import parse_openssl_speed
 
     data = Path(__file__).resolve().parent.parent / "probes" / "data"

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from portal.lib import budgets, costs, evidence, headline, verdicts
+from portal.lib.report import budgets, evidence, headline
+from portal.lib.stats import costs, verdicts
 from portal.runs import exports
 from tests.lib.test_costs import arm, seconds
 

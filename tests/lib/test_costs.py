@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from portal.lib import costs
+from portal.lib.stats import bootstrap, costs
 
 
 def summary(p50: int, p95: int | None = None, count: int = 1000) -> dict:
@@ -266,13 +266,13 @@ def test_empty_seconds_are_skipped_and_five_is_enough():
 def test_median_sampler_matches_literal_resampling(n):
     # The O(1) sampler draws from the same distribution as median(rng.choices(values, k=n)).
     values = [random.Random(n).randint(100, 1000) for _ in range(n)]
-    fast = costs._resampled_median(values, random.Random(1))
+    fast = bootstrap.resampled_median(values, random.Random(1))
     literal_rng = random.Random(2)
     a = sorted(fast() for _ in range(20000))
     b = sorted(statistics.median(literal_rng.choices(values, k=n)) for _ in range(20000))
     spread = max(values) - min(values)
     for q in (0.025, 0.25, 0.5, 0.75, 0.975):
-        assert abs(costs._percentile(a, q) - costs._percentile(b, q)) <= 0.05 * spread
+        assert abs(bootstrap.percentile(a, q) - bootstrap.percentile(b, q)) <= 0.05 * spread
 
 
 # --- rounds bootstrap -----------------------------------------------------------------------------

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from portal.lib import evidence, hdr, report
+from portal.lib.report import evidence, report
+from portal.lib.stats import hdr
 from portal.lib.validity.verdict import finding, result
 
 

@@ -1,4 +1,5 @@
-"""Merging Locust workers' recorder results: exact HDR addition, summed counts (portal.lib.generators)."""
+"""Merging Locust workers' recorder results: exact HDR addition, summed counts
+(portal.lib.stats.generators)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import random
 
 from hdrh.histogram import HdrHistogram
 
-from portal.lib import generators
+from portal.lib.stats import generators
 
 
 def _hist(values: list[int]) -> str:

@@ -6,7 +6,7 @@ import random
 import threading
 import time
 
-from portal.lib import hdr
+from portal.lib.stats import hdr
 
 
 def _hist(seed: int):

@@ -1,10 +1,10 @@
-"""portal/lib/hostcapacity.py: requests per generator CPU-second from stored arms and bench figures."""
+"""portal/lib/stats/hostcapacity.py: requests per generator CPU-second from stored arms and bench figures."""
 
 from __future__ import annotations
 
 import pytest
 
-from portal.lib import hostcapacity
+from portal.lib.stats import hostcapacity
 
 
 def test_a_single_process_arm_divides_its_rate_by_its_median_cpu():

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from portal.lib import matrix, report
-from portal.lib.protocol import EngineConfig
+from portal.lib.report import report
+from portal.lib.runs.protocol import EngineConfig
+from portal.lib.tls import matrix
 from tests.lib.test_report import arm
 
 
@@ -124,7 +125,7 @@ def test_matrix_entries_and_advice_ranked_by_measured_saving():
 
 
 def test_the_request_budget_counts_the_sub_arms():
-    from portal.lib import quotas
+    from portal.lib.runs import quotas
 
     config = {
         "arms": ["plain_new", "tls_new"],
@@ -208,7 +209,7 @@ def hybrid_probe(name: str, group: str, client_bytes: int, server_bytes: int) ->
 
 @pytest.mark.parametrize("hybrid_p50", [1300, 1150])
 def test_the_hybrid_is_priced_per_handshake_and_at_peak_whichever_way_it_measured(hybrid_p50):
-    from portal.lib import advice
+    from portal.lib.tls import advice
 
     probes = [
         hybrid_probe("tls_new@x25519", "x25519", 300, 1400),

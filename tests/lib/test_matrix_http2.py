@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from portal.lib import matrix, report, wan
-from portal.lib.protocol import EngineConfig
+from portal.lib.report import report
+from portal.lib.runs.protocol import EngineConfig
+from portal.lib.stats import wan
+from portal.lib.tls import matrix
 from tests.lib.test_matrix import probe, rows
 
 

@@ -8,8 +8,8 @@ import socket
 
 import pytest
 
-from portal.lib.netpolicy import Policy, PolicyError, parse_ipv4, parse_networks
-from portal.lib.protocol import ArmSpec, EngineConfig, pin_key
+from portal.lib.runs.protocol import ArmSpec, EngineConfig, pin_key
+from portal.lib.security.netpolicy import Policy, PolicyError, parse_ipv4, parse_networks
 
 LOOPBACK = ["127.0.0.0/8", "::1/128"]  # what the demo, the tests and CI allow
 NAMES = {

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from portal.lib import metrics, projection, targetnames
+from portal.lib.report import metrics, targetnames
+from portal.lib.stats import projection
 
 
 @pytest.mark.parametrize(

@@ -1,8 +1,8 @@
-"""portal.lib.quotas: planned requests and the messages of each limit."""
+"""portal.lib.runs.quotas: planned requests and the messages of each limit."""
 
 from __future__ import annotations
 
-from portal.lib import quotas
+from portal.lib.runs import quotas
 
 LIMITS = quotas.Limits(
     max_users=10,

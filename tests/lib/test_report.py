@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from hdrh.histogram import HdrHistogram
 
-from portal.lib import charts, hdr, headline, projection, report, rounds
+from portal.lib.report import charts, headline, report
+from portal.lib.stats import hdr, projection, rounds
 
 
 def encoded(values: list[int]) -> str:

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from portal.lib import secrets
-from portal.lib.secrets import InvalidKeyError, SecretError, Vault
+from portal.lib.security import secrets
+from portal.lib.security.secrets import InvalidKeyError, SecretError, Vault
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_module_does_not_use_django():
-    tree = ast.parse((ROOT / "portal" / "lib" / "secrets.py").read_text())
+    tree = ast.parse((ROOT / "portal/lib/security/secrets.py").read_text())
     imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
     imported |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert not [name for name in imported if name.split(".")[0] == "django"]
@@ -88,7 +88,7 @@ def test_read_or_create_agrees_across_processes_starting_together(tmp_path):
     path = tmp_path / "fernet_keys"
     code = (
         "import sys, time\n"
-        "from portal.lib import secrets\n"
+        "from portal.lib.security import secrets\n"
         "time.sleep(max(0, float(sys.argv[1]) - time.time()))\n"
         "print(secrets.read_or_create(sys.argv[2], secrets.generate_key))\n"
     )

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from portal.lib.sshkeys import (
+from portal.lib.security.sshkeys import (
     KeyFormatError,
     generate_key,
     key_from_known_hosts,

@@ -1,11 +1,12 @@
-"""A failed TLS handshake in words (portal.lib.tlswords), the library's own text kept as evidence;
-and a run's reason said once (portal.lib.evidence: the status line in words, the rest apart)."""
+"""A failed TLS handshake in words (portal.lib.tls.tlswords), the library's own text kept as evidence;
+and a run's reason said once (portal.lib.report.evidence: the status line in words, the rest apart)."""
 
 from __future__ import annotations
 
 import pytest
 
-from portal.lib import evidence, tlswords
+from portal.lib.report import evidence
+from portal.lib.tls import tlswords
 
 SYSTEM = "SSLError: [SSL: SSLV3_ALERT_HANDSHAKE_FAILURE] sslv3 alert handshake failure (_ssl.c:1006)"
 BUNDLED = "SSLError: [Errno 1] [pyOpenSSL] [('SSL routines', '', 'tls alert handshake failure')]"

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from portal.lib import evidence, hdr
-from portal.lib.validity import answers, check_all, content, measurement, sessions
+from portal.lib.report import evidence
+from portal.lib.stats import hdr
+from portal.lib.validity import answers, check_all, connections, content, measurement
 
 
 def arm(requests: int = 2000, **extra) -> dict:
@@ -107,7 +108,7 @@ def test_content_length_warns_about_a_size_that_varies_within_an_arm():
 
 
 def test_tls_sessions_fail_when_tls_new_resumes():
-    found = sessions.check_tls_sessions({"tls_new": arm(connections_opened=10, tls_sessions_reused=2)})
+    found = connections.check_tls_sessions({"tls_new": arm(connections_opened=10, tls_sessions_reused=2)})
     assert found["status"] == "fail" and "must do full handshakes" in found["detail"]
     assert found["arms"] == ["tls_new"]
 
@@ -117,12 +118,12 @@ def test_tls_sessions_judge_the_mtls_arm_as_full_handshakes_too():
         "tls_new": arm(connections_opened=300, tls_handshake_us={"count": 300}),
         "tls_mtls": arm(connections_opened=280, tls_handshake_us={"count": 280}),
     }
-    held = sessions.check_tls_sessions(both)
+    held = connections.check_tls_sessions(both)
     assert held["status"] == "pass" and held["evidence"]["tls_mtls"] == {"reused": 0, "connections": 280}
     assert "tls_mtls did a full handshake on each of its 280 connections" in held["detail"]
     # A resumed mTLS session presented no certificate: the arm fails, and with it the client_certificate
     # cost (its finding names tls_mtls only, so the tls_new costs keep their verdicts).
-    resumed = sessions.check_tls_sessions(
+    resumed = connections.check_tls_sessions(
         {**both, "tls_mtls": arm(connections_opened=280, tls_sessions_reused=7)}
     )
     assert resumed["status"] == "fail" and resumed["arms"] == ["tls_mtls"]
@@ -140,14 +141,14 @@ def test_tls_sessions_judge_the_mtls_arm_as_full_handshakes_too():
         and "tls_mtls resumed 7" in (judged["client_certificate"]["not_judged"])
     )
     assert judged["handshake"]["verdict"] == "noticeable"
-    alone = sessions.check_tls_sessions(
+    alone = connections.check_tls_sessions(
         {"tls_mtls": arm(connections_opened=50, tls_handshake_us={"count": 50})}
     )
     assert alone["status"] == "pass" and list(alone["evidence"]) == ["tls_mtls"]
 
 
 def test_tls_sessions_fail_the_resumed_arm_that_did_not_resume():
-    found = sessions.check_tls_sessions(
+    found = connections.check_tls_sessions(
         {
             "tls_new": arm(connections_opened=4210),
             "tls_resumed": arm(connections_opened=4210, tls_handshake_us={"count": 4210}),
@@ -156,15 +157,17 @@ def test_tls_sessions_fail_the_resumed_arm_that_did_not_resume():
     assert found["status"] == "fail" and found["arms"] == ["tls_resumed"]
     assert found["findings"][0]["reason"] == "tls_resumed did not resume — 0 of 4,210 handshakes resumed"
     # 89% is not enough, 90% is.
-    few = sessions.check_tls_sessions({"tls_resumed": arm(connections_opened=100, tls_sessions_reused=89)})
+    few = connections.check_tls_sessions({"tls_resumed": arm(connections_opened=100, tls_sessions_reused=89)})
     assert few["status"] == "fail" and "resumed only 89%" in few["detail"]
-    enough = sessions.check_tls_sessions({"tls_resumed": arm(connections_opened=100, tls_sessions_reused=90)})
+    enough = connections.check_tls_sessions(
+        {"tls_resumed": arm(connections_opened=100, tls_sessions_reused=90)}
+    )
     assert enough["status"] == "pass"
 
 
 def test_keepalive_warns_on_reopened_connections_and_fails_from_five_percent():
     # Apache's MaxKeepAliveRequests 100: 1% of requests pay a new connection and a TLS handshake.
-    apache = answers.check_keepalive(
+    apache = connections.check_keepalive(
         {
             "plain": arm(10_000, users=10, connections_opened=0, connections_reopened=0),
             "tls": arm(10_000, users=10, connections_opened=100, connections_reopened=100),
@@ -186,37 +189,41 @@ def test_keepalive_warns_on_reopened_connections_and_fails_from_five_percent():
     )
     assert "MaxKeepAliveRequests" in apache["detail"] and "tls_new" not in apache["evidence"]
     # nginx keepalive_requests 5: a fifth of the requests; just under and at the threshold.
-    every_fifth = answers.check_keepalive(
+    every_fifth = connections.check_keepalive(
         {"plain": arm(1000, users=2, connections_opened=200, connections_reopened=198)}
     )
     assert (
         every_fifth["status"] == "fail"
         and "20.0% of requests paid a new TCP connection" in every_fifth["detail"]
     )
-    under = answers.check_keepalive(
+    under = connections.check_keepalive(
         {"tls": arm(1000, users=2, connections_opened=49, connections_reopened=47)}
     )
-    at = answers.check_keepalive({"tls": arm(1000, users=2, connections_opened=50, connections_reopened=48)})
+    at = connections.check_keepalive(
+        {"tls": arm(1000, users=2, connections_opened=50, connections_reopened=48)}
+    )
     assert (under["status"], at["status"]) == ("warn", "fail")
     # The first connection of each user in the window (no warm-up) is not a reopening.
-    cold = answers.check_keepalive(
+    cold = connections.check_keepalive(
         {"tls@1.3": arm(1000, users=4, connections_opened=4, connections_reopened=0)}
     )
     assert cold["status"] == "pass" and cold["evidence"]["tls@1.3"]["new_connection_share"] == 0.004
 
 
 def test_keepalive_skips_arms_stored_before_the_count_and_runs_without_keep_alive_arms():
-    old = answers.check_keepalive({"plain": arm(connections_opened=0), "tls": arm(connections_opened=0)})
+    old = connections.check_keepalive({"plain": arm(connections_opened=0), "tls": arm(connections_opened=0)})
     assert old["status"] == "skip" and old["detail"] == (
         "Not judged: plain (stored before the engine counted reopened connections); tls (stored before the "
         "engine counted reopened connections)."
     )
-    mixed = answers.check_keepalive({"plain": arm(connections_reopened=0), "tls": arm(connections_opened=0)})
+    mixed = connections.check_keepalive(
+        {"plain": arm(connections_reopened=0), "tls": arm(connections_opened=0)}
+    )
     assert mixed["status"] == "pass" and "Not judged: tls (stored before" in mixed["detail"]
     assert list(mixed["evidence"]) == ["plain"]
-    none = answers.check_keepalive({"tls_new": arm(connections_opened=2000, connections_reopened=0)})
+    none = connections.check_keepalive({"tls_new": arm(connections_opened=2000, connections_reopened=0)})
     assert none["status"] == "skip" and "no keep-alive arm" in none["detail"]
-    empty = answers.check_keepalive({"tls": arm(0, connections_reopened=0)})
+    empty = connections.check_keepalive({"tls": arm(0, connections_reopened=0)})
     assert empty["status"] == "skip" and "no request in its window" in empty["detail"]
 
 
@@ -374,14 +381,14 @@ def test_an_arm_the_engine_stopped_as_unreachable_is_invalid_and_fails_the_error
 
 
 def test_tls_sessions_judge_h2_new_and_the_matrix_sub_arms_by_their_names():
-    assert [sessions.must_resume(n) for n in ("tls", "plain_new", "h2", "tls@1.3", "h2@1.2")] == [None] * 5
+    assert [connections.must_resume(n) for n in ("tls", "plain_new", "h2", "tls@1.3", "h2@1.2")] == [None] * 5
     assert [
-        sessions.must_resume(n) for n in ("tls_new", "h2_new", "tls_new@1.3+x25519", "h2_new@1.2+full")
+        connections.must_resume(n) for n in ("tls_new", "h2_new", "tls_new@1.3+x25519", "h2_new@1.2+full")
     ] == [False] * 4
-    assert [sessions.must_resume(n) for n in ("tls_resumed", "tls_new@1.3+ticket", "h2_new@1.2+sessid")] == [
-        True
-    ] * 3
-    held = sessions.check_tls_sessions(
+    assert [
+        connections.must_resume(n) for n in ("tls_resumed", "tls_new@1.3+ticket", "h2_new@1.2+sessid")
+    ] == [True] * 3
+    held = connections.check_tls_sessions(
         {
             "tls_new": arm(connections_opened=100, tls_handshake_us={"count": 100}),
             "tls_new@1.3+full": arm(connections_opened=90, tls_handshake_us={"count": 90}),
@@ -399,7 +406,7 @@ def test_tls_sessions_judge_h2_new_and_the_matrix_sub_arms_by_their_names():
         "their names say (1 resumed at least 90% of their handshakes, 1 never resumed)."
     )
     # h2_new offers no session: a resumption there is a failure; a ticket sub-arm that did not resume too.
-    found = sessions.check_tls_sessions(
+    found = connections.check_tls_sessions(
         {
             "h2_new": arm(connections_opened=50, tls_sessions_reused=3),
             "h2_new@1.3+ticket": arm(connections_opened=40, tls_handshake_us={"count": 40}),

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from portal.lib import report, wan
+from portal.lib.report import report
+from portal.lib.stats import wan
 from tests.lib.test_report import arm
 
 

@@ -10,7 +10,7 @@ import pytest
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from portal.api import tokens
-from portal.lib import certs, clientcerts
+from portal.lib.tls import certs, clientcerts
 from portal.projects.access import SESSION_KEY
 from portal.projects.models import Invitation
 from portal.sharing.models import ShareLink
@@ -29,9 +29,9 @@ NOT_OURS = {
     "signing-keys": "/.well-known/tollgate-report-keys.json: the public report-signing keys, public by "
     "design (auditors without an account verify with them); tests/signing/test_keys_endpoint checks it "
     "needs no login, serves only public keys and refuses POST",
-    "signing-verifier": "/.well-known/tollgate-verify-report.py: the offline verifier (portal/lib/signing.py "
-    "as it is), public by design like the keys; tests/signing/test_keys_endpoint checks it needs no login "
-    "and refuses POST",
+    "signing-verifier": "/.well-known/tollgate-verify-report.py: the offline verifier "
+    "(portal/lib/security/signing.py as it is), public by design like the keys; "
+    "tests/signing/test_keys_endpoint checks it needs no login and refuses POST",
     # Share links: public capability URLs, the token is the credential (no login, no role). Wrong
     # token 404, revoked/expired 410, compare vs run links: tests/sharing/test_links.py.
     "sharing-view": "public share page /s/<token>/ (capability URL): tests/sharing/test_links.py",

@@ -14,7 +14,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
 
-from portal.lib.sshkeys import generate_key
+from portal.lib.security.sshkeys import generate_key
 from portal.runs.models import Run
 from portal.scenarios.models import Scenario
 from portal.targets.models import SshAccess, Target

@@ -10,7 +10,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from portal.lib import quotas
+from portal.lib.runs import quotas
 from portal.runs import reporting
 from portal.runs.forms import RunForm
 from portal.runs.models import Run

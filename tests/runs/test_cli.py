@@ -230,14 +230,14 @@ def test_cli_scenario_options_rounds_and_preemptive_auth(admin, tls_cert, monkey
 
 @pytest.mark.django_db
 def test_bad_ssh_options_give_clear_errors_and_store_nothing(owner, tmp_path):
-    from portal.lib.sshkeys import generate_key
+    from portal.lib.security.sshkeys import generate_key
     from portal.targets.models import SshAccess, Target
 
     key = tmp_path / "key"
     key.write_text(generate_key()[0])
     bad_key = tmp_path / "bad"
     bad_key.write_text("not a key")
-    from portal.lib.sshkeys import known_hosts_line, public_key_from_pem
+    from portal.lib.security.sshkeys import known_hosts_line, public_key_from_pem
 
     known = tmp_path / "known_hosts"  # a valid line for another host, and a malformed one for this
     known.write_text(

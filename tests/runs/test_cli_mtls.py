@@ -10,7 +10,7 @@ import io
 import pytest
 from django.core.management import CommandError, call_command
 
-from portal.lib import certs
+from portal.lib.tls import certs
 from portal.runs.models import Run
 from tests import stacks
 

@@ -14,7 +14,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from portal.lib import signing
+from portal.lib.security import signing
 from portal.runs.models import Run
 from portal.sharing import services as sharing
 from portal.signing import services as signing_services

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from portal.lib.certs import make_self_signed
+from portal.lib.tls.certs import make_self_signed
 from portal.projects.models import personal_project
 from portal.runs import reporting, services
 from tests.servers import LocalServer

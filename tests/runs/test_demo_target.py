@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from portal.lib.demo_target import PROCESS_NAME as PYTHON_PROCESS_NAME
+from portal.lib.demo.target import PROCESS_NAME as PYTHON_PROCESS_NAME
 from portal.runs.demo import PROCESS_NAME, start_demo_target, start_python_target, stop_processes
 from tests.conftest import run_engine
 from tests.servers import closed_port

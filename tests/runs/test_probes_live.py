@@ -16,7 +16,7 @@ import pytest
 from django.core.management import call_command
 
 from portal import vault
-from portal.lib.sshkeys import generate_key
+from portal.lib.security.sshkeys import generate_key
 from portal.projects.models import personal_project
 from portal.runs import reporting, services
 from portal.runs.models import Run
@@ -171,7 +171,7 @@ def test_sampler_accounting_matches_the_kernel_for_the_same_pid(sshd):
 
 
 def test_a_changed_host_key_stops_the_probe_and_the_run_still_completes(owner, sshd, plain_server):
-    from portal.lib.sshkeys import known_hosts_line, public_key_from_pem
+    from portal.lib.security.sshkeys import known_hosts_line, public_key_from_pem
 
     other_pem, _ = generate_key()
     wrong = known_hosts_line("127.0.0.1", sshd.port, public_key_from_pem(other_pem))

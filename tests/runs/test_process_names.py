@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import ValidationError
 
-from portal.lib.names import process_name_problem
+from portal.lib.runs.names import process_name_problem
 from portal.runs.forms import RunForm
 from portal.targets.forms import SshAccessForm
 from portal.targets.models import SshAccess

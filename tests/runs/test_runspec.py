@@ -1,4 +1,4 @@
-"""One definition of a run (portal/lib/runspec.py): every field of ``RunSpec`` is offered by each
+"""One definition of a run (portal/lib/runs/runspec.py): every field of ``RunSpec`` is offered by each
 surface — the run form, the API's schema and its validation, the CLI, a scenario's overrides and
 the engine config — with the spec's bounds, default and error wording; and a field added to a copy
 of the spec appears on every surface without another file changing."""
@@ -15,7 +15,8 @@ from pydantic import create_model
 
 from portal.api import tokens
 from portal.api.serializers import InlineRunIn, inline_run_fields
-from portal.lib import compare, protocol, runspec
+from portal.lib.report import compare
+from portal.lib.runs import protocol, runspec
 from portal.projects.models import personal_project
 from portal.runs import starting
 from portal.runs.forms import CUSTOM_FIELDS, RunForm

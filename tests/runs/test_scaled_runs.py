@@ -13,7 +13,7 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
-from portal.lib import capacity
+from portal.lib.stats import capacity
 from portal.projects.access import SESSION_KEY
 from portal.projects.models import Membership, Project, Role
 from portal.runs import reporting

@@ -7,7 +7,7 @@ import pytest
 from django.urls import reverse
 
 from portal import vault
-from portal.lib.sshkeys import generate_key, known_hosts_line, public_key_from_pem, public_line
+from portal.lib.security.sshkeys import generate_key, known_hosts_line, public_key_from_pem, public_line
 from portal.targets.models import SshAccess
 from tests.runs.factories import make_run
 

@@ -42,7 +42,7 @@ def test_form_data_turns_report_config_keys_into_form_values():
         }
     )
     assert data["arms"] == ["plain", "tls"]
-    # The JSON lists go to the form as they are (portal.lib.runspec), never written out as text.
+    # The JSON lists go to the form as they are (portal.lib.runs.runspec), never written out as text.
     assert data["paths"] == [{"path": "/1k", "weight": 2}, {"path": "/2k"}]
     assert data["expected_status"] == [200, 204]
     assert data["headers"] == "X-Client: ci"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from portal.lib import advice
+from portal.lib.tls import advice
 from portal.projects.models import personal_project
 from portal.runs import reporting, services
 from portal.runs.models import ArmResult, Run

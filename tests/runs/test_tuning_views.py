@@ -182,7 +182,7 @@ def test_a_matrix_whose_variants_were_all_refused_gives_no_advice_and_says_why(c
 
 
 def test_cli_text_output_lists_refusals_advice_and_the_wan_table():
-    from portal.lib import report
+    from portal.lib.report import report
     from portal.runs import tuning
     from tests.lib.test_matrix import probe, rows
 
@@ -213,7 +213,7 @@ def test_cli_text_output_lists_refusals_advice_and_the_wan_table():
 
 
 def test_form_api_and_cli_take_named_groups_and_the_cli_prints_the_hybrids_price(owner):
-    from portal.lib import report
+    from portal.lib.report import report
     from portal.runs import tuning
     from tests.lib.test_matrix import hybrid_probe, rows
 
@@ -254,7 +254,7 @@ def test_form_api_and_cli_take_named_groups_and_the_cli_prints_the_hybrids_price
 def test_cli_text_output_aligns_the_long_sub_arm_names():
     import io
 
-    from portal.lib import report
+    from portal.lib.report import report
     from portal.runs.management.commands.tollgate import Command
     from tests.lib.test_matrix import probe, rows
 

@@ -1,12 +1,13 @@
 """Budgets judged on real reports: runs stored with real histograms (tests/runs/factories.py), their
-report computed by the portal (``portal.runs.reporting.run_report``), then ``portal.lib.budgets``."""
+report computed by the portal (``portal.runs.reporting.run_report``), then ``portal.lib.report.budgets``."""
 
 from __future__ import annotations
 
 import pytest
 from django.utils import timezone
 
-from portal.lib import budgets, signing
+from portal.lib.report import budgets
+from portal.lib.security import signing
 from portal.runs.models import ArmResult, Run
 from portal.runs.reporting import export_report, run_report, summarize
 from portal.signing import services

@@ -12,7 +12,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from portal import vault
-from portal.lib import webhooks
+from portal.lib.security import hooks as webhooks
 from portal.projects.models import Membership, Project, Role
 from portal.runs.models import Run
 from portal.scenarios.models import Scenario

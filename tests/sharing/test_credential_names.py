@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from portal.lib import report as lib_report
-from portal.lib import signing
+from portal.lib.report import report as lib_report
+from portal.lib.security import signing
 from portal.runs import configs
 from portal.runs.models import ArmResult, Run
 from portal.sharing import services as sharing

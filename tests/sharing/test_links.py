@@ -15,7 +15,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from portal.audit.models import AuditEvent
-from portal.lib import signing
+from portal.lib.security import signing
 from portal.projects.models import Membership, Project, Role
 from portal.runs.models import Run
 from portal.sharing import services

@@ -11,7 +11,7 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
-from portal.lib import signing
+from portal.lib.security import signing
 from portal.runs.models import Run
 from portal.signing.models import FrozenReport
 

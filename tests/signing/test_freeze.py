@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from portal import vault
 from portal.audit.models import AuditEvent
-from portal.lib import signing
+from portal.lib.security import signing
 from portal.runs import reporting
 from portal.runs.models import Run
 from portal.signing import services

@@ -1,6 +1,6 @@
 """``/.well-known/tollgate-report-keys.json``: public (no login), cacheable, every key that ever
 signed, public halves only; ``/.well-known/tollgate-verify-report.py``: the verifier that reads them,
-portal/lib/signing.py as it is (NOT_OURS in tests/projects/test_permissions.py points here)."""
+portal/lib/security/signing.py as it is (NOT_OURS in tests/projects/test_permissions.py points here)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from django.urls import reverse
 
-from portal.lib import signing
+from portal.lib.security import signing
 from portal.signing import services
 
 pytestmark = pytest.mark.django_db

@@ -1,4 +1,4 @@
-"""portal.lib.signing on its own (no Django, no database): the canonical form, the signature, what
+"""portal.lib.security.signing on its own (no Django, no database): the canonical form, the signature, what
 verification names when it fails, and the standalone verifier an auditor runs."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from portal.lib import signing
+from portal.lib.security import signing
 from tests.signing.helpers import get_at, number_paths, one_digit_changed, set_at
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -154,11 +154,11 @@ def _write(tmp_path: Path, report: dict, private, kid: str) -> tuple[Path, Path]
 
 
 def test_the_single_file_verifies_on_its_own_without_django(tmp_path):
-    """An auditor copies portal/lib/signing.py and runs it: nothing of the portal, Django blocked."""
+    """An auditor copies portal/lib/security/signing.py and runs it: nothing of the portal, Django blocked."""
     private, kid = new_key()
     report = signed(REPORT, private, kid)
     report_file, keys_file = _write(tmp_path, report, private, kid)
-    shutil.copy(ROOT / "portal" / "lib" / "signing.py", tmp_path / "signing.py")
+    shutil.copy(ROOT / "portal/lib/security/signing.py", tmp_path / "signing.py")
     blocker = "import sys, runpy; sys.modules['django'] = None; sys.argv[0] = 'signing.py'; "
     command = [sys.executable, "-c", blocker + "runpy.run_path('signing.py', run_name='__main__')"]
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "DJANGO_SETTINGS_MODULE")}
@@ -187,7 +187,7 @@ def test_python_dash_m_in_a_checkout(tmp_path):
     private, kid = new_key()
     report_file, keys_file = _write(tmp_path, signed(REPORT, private, kid), private, kid)
     proc = subprocess.run(  # noqa: S603
-        [sys.executable, "-m", "portal.lib.signing", str(report_file), "--keys", str(keys_file)],
+        [sys.executable, "-m", "portal.lib.security.signing", str(report_file), "--keys", str(keys_file)],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -15,7 +15,7 @@ from django.urls import reverse
 
 from portal import vault
 from portal.audit.models import AuditEvent
-from portal.lib import certs
+from portal.lib.tls import certs
 from portal.projects.access import SESSION_KEY
 from portal.projects.models import Membership, Project
 from portal.runs.models import Run

@@ -12,8 +12,8 @@ import pytest
 from django.utils import timezone
 
 from portal.audit.models import AuditEvent
-from portal.lib import verification as lib
-from portal.lib.verification import HEADER, WELL_KNOWN_PATH
+from portal.lib.security import verification as lib
+from portal.lib.security.verification import HEADER, WELL_KNOWN_PATH
 from portal.projects.models import personal_project
 from portal.runs import services
 from portal.runs.forms import RunForm

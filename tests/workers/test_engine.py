@@ -10,7 +10,7 @@ import time
 
 from hdrh.histogram import HdrHistogram
 
-from portal.lib.protocol import EXIT_BAD_CONFIG
+from portal.lib.runs.protocol import EXIT_BAD_CONFIG
 from tests.conftest import ROOT
 from tests.servers import LocalServer, Paced, PassesPreflight, closed_port
 

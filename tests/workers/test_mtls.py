@@ -13,8 +13,8 @@ import threading
 import pytest
 
 from bench.nginx import Nginx, find_binary
-from portal.lib import certs, clientcerts
-from portal.lib.protocol import ArmSpec, EngineConfig
+from portal.lib.runs.protocol import ArmSpec, EngineConfig
+from portal.lib.tls import certs, clientcerts
 from tests import stacks
 from tests.workers.test_engine import arm_results, config
 from workers.engine import mtls, variants

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from portal.lib.protocol import pin_key
+from portal.lib.runs.protocol import pin_key
 from tests.conftest import ROOT
 from tests.servers import HostsSeen, LocalServer, pages_handler
 

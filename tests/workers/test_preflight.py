@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from portal.lib.protocol import ArmSpec, EngineConfig, PathSpec
+from portal.lib.runs.protocol import ArmSpec, EngineConfig, PathSpec
 from tests.h2_servers import GoAwayServer
 from tests.servers import AuthPages, LocalServer, ServerSoftware, closed_port, redirecting_pages
 from workers.engine.preflight import (

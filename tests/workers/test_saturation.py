@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from bench.nginx import Nginx
-from portal.lib import capacity
+from portal.lib.stats import capacity
 from tests.conftest import ROOT
 from tests.servers import LocalServer, RateCapped
 

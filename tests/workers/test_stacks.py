@@ -164,7 +164,7 @@ def test_the_resumption_matrix_follows_what_the_server_resumes(stack, tickets, l
     """The matrix's ``resumption`` variants, probed as the engine does before any window: a variant is
     measured only when the server resumed its session, as the server logged it; against a server with
     no resumption every resuming variant is refused with the reason, the full handshakes measured."""
-    from portal.lib.protocol import ArmSpec
+    from portal.lib.runs.protocol import ArmSpec
     from workers.engine import variants
     from workers.engine.client import Endpoint
 

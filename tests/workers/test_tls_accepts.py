@@ -19,7 +19,7 @@ from OpenSSL import SSL
 from OpenSSL._util import ffi, lib
 
 from bench.nginx import Nginx
-from portal.lib.certs import make_self_signed
+from portal.lib.tls.certs import make_self_signed
 from workers.engine import tlslib
 from workers.engine.tlsaccept import key_type, probe_accepts
 from workers.engine.tlsinfo import probe_tls

@@ -10,7 +10,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from bench.nginx import Nginx
-from portal.lib.certs import make_self_signed
+from portal.lib.tls.certs import make_self_signed
 from tests.servers import LocalServer, closed_port
 from workers.engine.tlsinfo import parse_s_client, probe_tls
 

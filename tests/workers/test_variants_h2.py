@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from portal.lib.protocol import ArmSpec
+from portal.lib.runs.protocol import ArmSpec
 from tests import stacks
 from workers.engine import variants
 from workers.engine.client import Endpoint

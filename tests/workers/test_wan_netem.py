@@ -1,6 +1,6 @@
 """The WAN model against real delay: the arms run through a network namespace whose loopback gets
 ``tc netem delay``, and each arm's measured TTLB lands within 10% of the projection made from the
-same arms measured without delay (``portal.lib.wan``).
+same arms measured without delay (``portal.lib.stats.wan``).
 
 Where the machine cannot (no ``ip``/``tc``, no privilege for a namespace, no ``sch_netem`` kernel
 module: "Error: Specified qdisc kind is unknown."), the test skips with the tool's own words,

@@ -1,6 +1,6 @@
 """The WAN model against real delay on a machine without ``tc netem``: the engine's arms run through
 a delaying relay on loopback (``tests/delay_relay.py``) at 20 and 40 ms RTT, and each arm's
-measured TTLB p50 lands within 10% of the projection ``portal.lib.wan`` makes from the same arms
+measured TTLB p50 lands within 10% of the projection ``portal.lib.stats.wan`` makes from the same arms
 measured directly, without the relay, in the same test (the model's own inputs: the loopback p50,
 the TLS facts, each variant's handshake flight, each arm's resumed share).
 
@@ -35,7 +35,7 @@ import time
 import pytest
 
 from bench.nginx import Nginx, find_binary
-from portal.lib import wan
+from portal.lib.stats import wan
 from tests.delay_relay import DelayRelay
 from tests.workers import wan_check
 

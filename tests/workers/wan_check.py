@@ -1,11 +1,11 @@
 """What the WAN model's checks share (``test_wan_netem`` through ``netem_child``, ``test_wan_relay``):
 one run of the real engine's arms and the TLS matrix's sub-arms against a plain and a TLS URL,
 reduced to each arm's figures, and the comparison of a delayed run with the projection
-``portal.lib.wan`` makes from the same arms measured without delay."""
+``portal.lib.stats.wan`` makes from the same arms measured without delay."""
 
 from __future__ import annotations
 
-from portal.lib import hdr, wan
+from portal.lib.stats import hdr, wan
 from tests.conftest import run_engine
 
 ARMS = ("plain", "tls", "plain_new", "tls_new", "tls_resumed")
@@ -71,7 +71,7 @@ def measure(
 
 def compare(base: dict, delayed: dict, rtt_ms: float) -> list[dict]:
     """Per arm and sub-arm: the delayed run's measured TTLB p50 and the projection at ``rtt_ms`` from
-    the base run's p50 (``portal.lib.wan.arm_model``). The resumed share comes from the delayed run's
+    the base run's p50 (``portal.lib.stats.wan.arm_model``). The resumed share comes from the delayed run's
     own arm (the same connection policy); the TLS facts and flights from the base run."""
     tls_info = base["tls_info"]
     assert tls_info and tls_info["protocol"] in ("TLSv1.2", "TLSv1.3") and tls_info["chain_bytes"]

@@ -28,7 +28,7 @@ def _bad_config(text: str) -> str | None:
     """Why the config cannot be run (bad JSON, a field outside RunSpec's bounds), or None."""
     import json
 
-    from portal.lib.protocol import EngineConfig
+    from portal.lib.runs.protocol import EngineConfig
 
     try:
         data = json.loads(text)
@@ -42,7 +42,7 @@ def _bad_config(text: str) -> str | None:
 
 
 if __name__ == "__main__":
-    from portal.lib.protocol import EXIT_BAD_CONFIG
+    from portal.lib.runs.protocol import EXIT_BAD_CONFIG
     from workers.engine.swarm import main
 
     stream = _protocol_stream()

@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from portal.lib.protocol import pin_key
+from portal.lib.runs.protocol import pin_key
 from workers.engine import tlslib
 from workers.engine.coop import CoopConnection, UserWaits
 from workers.engine.http1 import ConnectionClosed, ProtocolError, parse_head

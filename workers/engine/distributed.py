@@ -5,7 +5,7 @@ The engine process becomes a Locust master (``Fleet``) and starts N local Locust
 (``workers.tasks.join_run``). Per arm the master sends the arm to its workers (``tg_arm``), lets Locust
 split the users across them, decides the warm-up's end, each measured second and the window's end
 (``tg_window``, ``tg_tick``, ``tg_end``), and merges the workers' per-second buckets and final recorder
-results exactly (``portal.lib.generators``). A worker that never connects or is lost mid-arm is
+results exactly (``portal.lib.stats.generators``). A worker that never connects or is lost mid-arm is
 reported with its share and the arm is marked partial. Documented in docs/engine-protocol.md.
 """
 
@@ -26,7 +26,7 @@ from locust.env import Environment
 from locust.event import Events
 from locust.exception import RPCError
 
-from portal.lib.protocol import EXIT_ARM_ERROR, MAX_GENERATORS, emit
+from portal.lib.runs.protocol import EXIT_ARM_ERROR, MAX_GENERATORS, emit
 
 USER_CLASS = "ArmUser"
 TICK_S = 1.0

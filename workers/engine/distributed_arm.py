@@ -2,7 +2,7 @@
 
 Same result shape as ``Swarm.run_arm`` on one process, plus ``generators``: each Locust worker's share
 (requests, failures, generator CPU, its histograms, and when it was lost). The merged figures are the
-exact sum of the workers' (``portal.lib.generators.merge_results``).
+exact sum of the workers' (``portal.lib.stats.generators.merge_results``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections import Counter
 
 import gevent
 
-from portal.lib import generators as merging
+from portal.lib.stats import generators as merging
 from workers.engine.distributed import READY_TIMEOUT_S, RESULT_TIMEOUT_S, SECOND_WAIT_S, TICK_S, Fleet
 
 

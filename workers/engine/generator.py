@@ -19,7 +19,7 @@ import gevent
 from locust.env import Environment
 from locust.event import Events
 
-from portal.lib.protocol import ArmSpec, EngineConfig
+from portal.lib.runs.protocol import ArmSpec, EngineConfig
 from workers.engine.client import ConnectionPolicy, Endpoint
 from workers.engine.tlslib import run_context
 from workers.engine.distributed import USER_CLASS, ArmUser, process_cpu_s

@@ -58,7 +58,7 @@ from workers.engine.h2state import (
 )
 from workers.engine.http1 import ConnectionClosed, ProtocolError
 
-MAX_STREAMS = 100  # the most ``h2_streams`` a run may ask (portal.lib.runspec)
+MAX_STREAMS = 100  # the most ``h2_streams`` a run may ask (portal.lib.runs.runspec)
 BODY_KEPT_BYTES = 1024  # the preflight's look at an unexpected answer (``keep_body``)
 
 

@@ -16,8 +16,8 @@ import ssl
 from dataclasses import dataclass
 from urllib.parse import urljoin
 
-from portal.lib import clientcerts
-from portal.lib.protocol import ArmSpec, EngineConfig
+from portal.lib.runs.protocol import ArmSpec, EngineConfig
+from portal.lib.tls import clientcerts
 from workers.engine import mtls
 from workers.engine.client import (
     ARM_POLICIES,

@@ -2,8 +2,8 @@
 
 Runs after the run's own arms and rounds (``Swarm.run``), so the report's comparisons are those of a
 normal run and the search adds the capacity curve. Each stage is ``Swarm.run_arm`` at a ``Load`` of its
-own (users, or arrival rate in open loop); its point (``portal.lib.capacity.stage_point``) is sent as
-a ``capacity`` message; ``portal.lib.saturation.next_load`` chooses the next stage from the verdicts
+own (users, or arrival rate in open loop); its point (``portal.lib.stats.capacity.stage_point``) is sent as
+a ``capacity`` message; ``portal.lib.stats.saturation.next_load`` chooses the next stage from the verdicts
 so far: coarse steps (× factor) until a stage is bad, then bisection between the last good and the
 first bad load. A saturated generator ends the arm's search (nothing more is learnt of the server).
 """
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from portal.lib import capacity, saturation
-from portal.lib.matrix import SEPARATOR
-from portal.lib.protocol import ArmSpec, emit
+from portal.lib.runs.protocol import ArmSpec, emit
+from portal.lib.stats import capacity, saturation
+from portal.lib.tls.matrix import SEPARATOR
 from workers.engine.unreachable import TargetUnreachable, Watch
 
 # The stages run under their own name (progress and the live page show "plain@capacity", not more

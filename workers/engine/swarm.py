@@ -18,8 +18,8 @@ from locust import User
 from locust.env import Environment
 from locust.event import Events
 
-from portal.lib.matrix import MATRIX_ARMS, base_arm
-from portal.lib.protocol import EXIT_ARM_ERROR, EXIT_OK, ArmSpec, EngineConfig, emit
+from portal.lib.runs.protocol import EXIT_ARM_ERROR, EXIT_OK, ArmSpec, EngineConfig, emit
+from portal.lib.tls.matrix import MATRIX_ARMS, base_arm
 from workers.engine import saturation
 from workers.engine.client import ARM_POLICIES
 from workers.engine.clients import client_factory

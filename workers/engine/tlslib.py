@@ -30,8 +30,8 @@ from OpenSSL import SSL
 from OpenSSL._util import ffi as _ffi
 from OpenSSL._util import lib as _lib
 
-from portal.lib import clientcerts
-from portal.lib.protocol import EngineConfig
+from portal.lib.runs.protocol import EngineConfig
+from portal.lib.tls import clientcerts
 
 # pyOpenSSL's cffi binding (``OpenSSL._util.lib``) and ``Connection._ssl`` are private: checked on this
 # version (tests/workers/test_private_api.py fails on another until checked again).

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from portal.lib import clientcerts, matrix
+from portal.lib.tls import clientcerts, matrix
 from workers.engine import mtls
 from workers.engine.client import ARM_POLICIES, ConnectionPolicy
 from workers.engine.tlslib import BUNDLED, SYSTEM, load_client_cert

@@ -56,8 +56,8 @@ import socket
 import ssl
 import time
 
-from portal.lib import matrix
-from portal.lib.protocol import ArmSpec
+from portal.lib.runs.protocol import ArmSpec
+from portal.lib.tls import matrix
 from workers.engine import variants_bundled
 from workers.engine.client import ARM_POLICIES, ConnectionPolicy, make_ssl_context
 from workers.engine.h2state import probe_request

@@ -11,7 +11,7 @@ import time
 
 from cryptography.hazmat.primitives import serialization
 
-from portal.lib import matrix
+from portal.lib.tls import matrix
 from workers.engine import mtls, tlslib
 from workers.engine.client import ARM_POLICIES
 from workers.engine.h2state import probe_request

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 import paramiko
 
-from portal.lib.names import process_name_problem
-from portal.lib.sshkeys import PublicKey, key_from_known_hosts, known_hosts_line
+from portal.lib.runs.names import process_name_problem
+from portal.lib.security.sshkeys import PublicKey, key_from_known_hosts, known_hosts_line
 from workers.probes.cpu import Sample
 from workers.probes.parsers import parse_proc_pid_stat, parse_proc_stat_cpu
 

@@ -9,7 +9,7 @@ from django import template
 
 from portal.judgements import services
 from portal.judgements.models import Judgement
-from portal.lib import judge as judgelib
+from portal.lib.watching import judgements as judgelib
 
 register = template.Library()
 

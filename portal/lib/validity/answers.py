@@ -1,19 +1,14 @@
 """Validity checks on what the server answered: were the answers the page that was meant to be
-measured (status codes, transport errors, redirects, authentication), did the keep-alive arms keep
-their connections, and is an arm valid at all (``invalid_arm``)? Body sizes and content are in
-``portal.lib.validity.content``, TLS sessions in ``portal.lib.validity.sessions``."""
+measured (status codes, transport errors, redirects, authentication), and is an arm valid at all
+(``invalid_arm``)? Body sizes and content are in ``portal.lib.validity.content``, how the arms'
+connections behaved (kept alive, resumed) in ``portal.lib.validity.connections``."""
 
 from __future__ import annotations
 
-from portal.lib.matrix import base_arm
 from portal.lib.validity.verdict import FAIL, PASS, SKIP, WARN, finding, result, worst
 
 # errors: transport errors (timeouts, resets) as a share of requests.
 ERRORS_FAIL_SHARE = 0.01
-# keepalive: a keep-alive arm whose server closed connections warns; it fails from this share of its
-# requests paying a new connection, where the arm's p95 (a cost metric) may be a connection's time.
-KEEPALIVE_FAIL_SHARE = 0.05
-KEEPALIVE_ARMS = ("plain", "tls", "h2", "h2c")  # h2, h2c: a GOAWAY ends the connection (validity.http2)
 # An arm is invalid when more than this share of its attempts failed (transport error or an answer
 # outside the expected set): its numbers measure failures, not the page.
 INVALID_FAILED_SHARE = 0.5
@@ -236,7 +231,7 @@ def check_auth(config: dict, arms: dict[str, dict]) -> dict:
             for name, codes in demanded.items()
         ]
         if auth:
-            # Never whose: the user name is half a credential (portal/lib/redaction.py).
+            # Never whose: the user name is half a credential (portal/lib/security/redaction.py).
             why = f"the {auth.get('type')} credentials were rejected"
         else:
             why = "the server wants credentials and none were configured"
@@ -258,77 +253,3 @@ def check_auth(config: dict, arms: dict[str, dict]) -> dict:
             {"configured": auth["type"]},
         )
     return result("auth", PASS, "No authentication configured, and the server asked for none.")
-
-
-def _reopened(name: str, arm: dict) -> dict:
-    """One keep-alive arm's connections in its window, against its requests."""
-    opened, requests = arm.get("connections_opened") or 0, arm["requests"]
-    return {
-        "users": arm.get("users"),
-        "requests": requests,
-        "connections_opened": opened,
-        "connections_reopened": arm["connections_reopened"],
-        "new_connection_share": round(opened / requests, 4),
-        "requests_per_connection": round(requests / opened, 1) if opened else None,
-    }
-
-
-def check_keepalive(arms: dict[str, dict]) -> dict:
-    """Did the keep-alive arms (``plain``, ``tls`` and the matrix's ``tls@…``) keep one connection per
-    user? A server that closes them (nginx ``keepalive_requests``, Apache ``MaxKeepAliveRequests``,
-    an idle timeout shorter than the think time) makes every N-th request pay a new connection, and
-    on ``tls`` a full handshake: the arm is then not the warm-connection cost it is read as."""
-    evidence: dict[str, dict] = {}
-    findings = []
-    unjudged = {}
-    for name, arm in arms.items():
-        if base_arm(name) not in KEEPALIVE_ARMS:
-            continue
-        if arm.get("connections_reopened") is None:
-            unjudged[name] = "stored before the engine counted reopened connections"
-            continue
-        if not arm["requests"]:
-            unjudged[name] = "no request in its window"
-            continue
-        evidence[name] = entry = _reopened(name, arm)
-        if not entry["connections_reopened"]:
-            continue
-        share = entry["new_connection_share"]
-        tls = base_arm(name) in ("tls", "h2")
-        paid = "a new connection and a TLS handshake" if tls else "a new TCP connection"
-        per = entry["requests_per_connection"]
-        findings.append(
-            finding(
-                [name],
-                FAIL if share >= KEEPALIVE_FAIL_SHARE else WARN,
-                f"{name}: the server closed its connections, {entry['connections_reopened']:,} reopened "
-                f"({entry['connections_opened']:,} opened for {entry['requests']:,} requests by "
-                f"{entry['users']} users, about {per:g} requests each): {100 * share:.1f}% of requests paid "
-                f"{paid}",
-            )
-        )
-    note = f" Not judged: {'; '.join(f'{n} ({why})' for n, why in unjudged.items())}." if unjudged else ""
-    if findings:
-        return result(
-            "keepalive",
-            worst(findings),
-            f"Keep-alive connections were not kept ({'; '.join(f['reason'] for f in findings)}). Those "
-            "requests paid for opening a connection, so these arms mix the warm-connection cost with a "
-            "new connection's: the server ends a connection after a number of requests (nginx "
-            "keepalive_requests, Apache MaxKeepAliveRequests) or when it is idle (keepalive_timeout, "
-            "KeepAliveTimeout). Its clients pay that too; to measure the warm connection alone, raise "
-            f"them for the test.{note}",
-            evidence,
-            findings,
-        )
-    if not evidence:
-        if not unjudged:
-            return result("keepalive", SKIP, "Not judged: no keep-alive arm (plain, tls) was measured.")
-        return result("keepalive", SKIP, note.strip())
-    return result(
-        "keepalive",
-        PASS,
-        "Every keep-alive arm kept its connections: none was closed by the server and reopened in the "
-        f"measured window.{note}",
-        evidence,
-    )

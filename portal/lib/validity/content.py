@@ -11,7 +11,7 @@ expected answers must agree, and over the arm the status mix.
 
 from __future__ import annotations
 
-from portal.lib.costs import compared_pairs
+from portal.lib.stats.costs import compared_pairs
 from portal.lib.validity.verdict import FAIL, PASS, SKIP, WARN, finding, result
 
 # same_content: a status code counts in an arm's mix from this share of its answers; two mixes

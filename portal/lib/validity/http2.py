@@ -19,7 +19,7 @@ Runs without HTTP/2 arms get no entry (the check does not apply).
 
 from __future__ import annotations
 
-from portal.lib.matrix import base_arm
+from portal.lib.tls.matrix import base_arm
 from portal.lib.validity.verdict import FAIL, PASS, SKIP, WARN, finding, result, worst
 
 HTTP2_ARMS = ("h2", "h2_new", "h2c")

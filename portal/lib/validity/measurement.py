@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import statistics
 
-from portal.lib import hdr
+from portal.lib.stats import hdr
 from portal.lib.validity.verdict import FAIL, PASS, SKIP, WARN, finding, result, worst
 
 # generator_saturation: the generator's CPU (% of one core: it is one process) and event-loop lag.

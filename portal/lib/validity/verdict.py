@@ -3,7 +3,7 @@ implicates.
 
 ``findings`` say which arms (one arm, or the two arms of a pair) each problem is about, with its own
 status and a short reason that names them; ``arms`` lists every arm a finding names. A cost is judged
-only on the findings about its own two arms (``portal.lib.evidence.judge_costs``): a warning about
+only on the findings about its own two arms (``portal.lib.report.evidence.judge_costs``): a warning about
 ``tls_resumed`` does not cast doubt on ``tls`` − ``plain``.
 """
 

@@ -6,10 +6,10 @@ import os
 
 from django.core.management.base import CommandError, CommandParser
 
-from portal.lib import runspec
-from portal.lib.clientcerts import MAX_PEM_CHARS
+from portal.lib.runs import runspec
+from portal.lib.tls.clientcerts import MAX_PEM_CHARS
 
-# The options made from portal.lib.runspec (those with a ``cli`` and no hand-written form field);
+# The options made from portal.lib.runs.runspec (those with a ``cli`` and no hand-written form field);
 # --path, the URLs, credentials, probes and the saturation search are written below by hand.
 SPEC_OPTIONS = {key: opt for key, opt in runspec.OPTIONS.items() if opt.cli and opt.kind != "custom"}
 TUNING = ("tls_matrix", "tls_groups", "wan_rtt_ms", "generators")  # the "TLS configuration matrix, WAN" group
@@ -58,7 +58,7 @@ def _default_text(value) -> str:
 
 
 def add_spec_argument(parser, opt: runspec.Option) -> None:
-    """One option of ``portal.lib.runspec``: its flag, type, default and help."""
+    """One option of ``portal.lib.runs.runspec``: its flag, type, default and help."""
     if opt.extra.get("cli_flag"):
         parser.add_argument(opt.cli, action="store_true", help=opt.extra.get("cli_help"))
         return
@@ -88,7 +88,7 @@ def spec_values(options: dict) -> dict:
 def add_run_arguments(run: CommandParser) -> None:
     run.add_argument("--plain-url", default="")
     run.add_argument("--tls-url", default="")
-    # The defaults are the run form's (portal/lib/runspec.py): a paced open loop.
+    # The defaults are the run form's (portal/lib/runs/runspec.py): a paced open loop.
     loop = run.add_mutually_exclusive_group()
     for key, opt in SPEC_OPTIONS.items():
         if key not in TUNING:

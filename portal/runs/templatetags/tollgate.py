@@ -9,8 +9,10 @@ from django import template
 from django.utils.html import escape
 from django.utils.safestring import mark_safe
 
-from portal.lib import answerrow, answers, clientcerts, metrics, tlswords, verdicts
-from portal.lib.costs import UNCONFIRMED
+from portal.lib.report import answers, metrics
+from portal.lib.stats import verdicts
+from portal.lib.stats.costs import UNCONFIRMED
+from portal.lib.tls import clientcerts, tlswords
 from portal.targets import naming
 
 register = template.Library()
@@ -18,7 +20,7 @@ register = template.Library()
 
 @register.filter
 def client_cert_method(config) -> str:
-    """The method's line on client certificates (``portal.lib.clientcerts.method_text``)."""
+    """The method's line on client certificates (``portal.lib.tls.clientcerts.method_text``)."""
     return clientcerts.method_text(config or {})
 
 
@@ -31,7 +33,7 @@ def ms(value_us) -> str:
 
 @register.filter
 def has_hybrid(advice) -> bool:
-    """Whether an advice list prices a post-quantum hybrid (portal.lib.advice.hybrid_cost)."""
+    """Whether an advice list prices a post-quantum hybrid (portal.lib.tls.advice.hybrid_cost)."""
     return any(item.get("hybrid") for item in advice or [])
 
 
@@ -53,7 +55,7 @@ def cpu_ms(value) -> str:
     """CPU-ms to three significant digits with the unit: ``2.24 CPU-ms`` (never ``2.241767``)."""
     if value is None or value == "":
         return "—"
-    return f"{answerrow.cpu_text(value, signed=False)} CPU-ms"
+    return f"{answers.cpu_text(value, signed=False)} CPU-ms"
 
 
 _NAME_BREAKS = re.compile(r"(/| )")
@@ -73,7 +75,7 @@ def prose(text) -> str:
 
 @register.filter
 def cost_words(name: str) -> str:
-    """A cost's name as the answer table asks it (``portal.lib.answers.QUESTIONS``): ``keepalive_tls``
+    """A cost's name as the answer table asks it (``portal.lib.report.answers.QUESTIONS``): ``keepalive_tls``
     → "TLS on warm (keep-alive) connections"; an undeclared name with spaces for its underscores."""
     return answers.WORDS.get(name) or str(name).replace("_", " ")
 
@@ -102,7 +104,7 @@ def breakable(name) -> str:
 
 @register.filter
 def tls_words(text) -> str:
-    """A TLS library's text of a failed handshake in words (``portal.lib.tlswords.reword``); other
+    """A TLS library's text of a failed handshake in words (``portal.lib.tls.tlswords.reword``); other
     text as it is."""
     return tlswords.reword(text or "")
 
@@ -122,13 +124,14 @@ def any_cpu(rows) -> bool:
 
 @register.filter
 def unconfirmed_any(rows) -> bool:
-    """Whether any answer (``portal.lib.answers``) or cost is unconfirmed: measured without an interval."""
+    """Whether any answer (``portal.lib.report.answers``) or cost is unconfirmed: measured without an
+    interval."""
     return any(row.get("unconfirmed") for row in rows or ())
 
 
 @register.simple_tag
 def unconfirmed_reason() -> str:
-    """Why a cost without an interval has no verdict (``portal.lib.costs.UNCONFIRMED``)."""
+    """Why a cost without an interval has no verdict (``portal.lib.stats.costs.UNCONFIRMED``)."""
     return UNCONFIRMED
 
 

@@ -3,13 +3,13 @@ AddField would give them all the same one)."""
 
 from django.db import migrations, models
 
-import portal.lib.verification
+import portal.lib.security.verification
 
 
 def fill_tokens(apps, schema_editor):
     Target = apps.get_model("targets", "Target")
     for target in Target.objects.filter(verification_token="").only("pk"):
-        Target.objects.filter(pk=target.pk).update(verification_token=portal.lib.verification.new_token())
+        Target.objects.filter(pk=target.pk).update(verification_token=portal.lib.security.verification.new_token())
 
 
 class Migration(migrations.Migration):
@@ -28,7 +28,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name="target",
             name="verification_token",
-            field=models.CharField(default=portal.lib.verification.new_token, editable=False, max_length=64),
+            field=models.CharField(default=portal.lib.security.verification.new_token, editable=False, max_length=64),
         ),
         migrations.AddField(
             model_name="target",

@@ -21,8 +21,8 @@ from portal.api import cli as api_cli
 from portal.audit import log as audit_log
 from portal.hooks import cli as hooks_cli
 from portal.hooks import services as hooks_services
-from portal.lib import budgets as budgetlib
-from portal.lib import evidence
+from portal.lib.report import budgets as budgetlib
+from portal.lib.report import evidence
 from portal.ops import cli as ops_cli
 from portal.projects import cli as project_cli
 from portal.projects import user_cli
@@ -193,7 +193,7 @@ class Command(BaseCommand):
 
     def _run_form(self, options: dict, project) -> RunForm:
         """The same form as the web page validates the CLI's values (and the project's quota)."""
-        values = cli_options.spec_values(options)  # the options of portal.lib.runspec
+        values = cli_options.spec_values(options)  # the options of portal.lib.runs.runspec
         form = RunForm(
             data={
                 **values,
