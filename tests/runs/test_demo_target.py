@@ -83,9 +83,9 @@ def _address(hex_address: str) -> str:
 
 
 def test_the_demo_target_is_caddy_on_loopback_with_http2_http3_and_client_certificates(tmp_path, settings):
-    from workers.engine.client import ARM_POLICIES, Endpoint
-    from workers.engine.clients import new_client
-    from workers.engine.tlslib import make_context
+    from workers.engine.http.by_protocol import new_client
+    from workers.engine.http.endpoint import ARM_POLICIES, Endpoint
+    from workers.engine.tls.libraries import make_context
 
     settings.VAR_DIR = tmp_path
     ports = {"plain": closed_port(), "tls": closed_port(), "mtls": closed_port()}

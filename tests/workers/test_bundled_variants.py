@@ -12,9 +12,9 @@ import pytest
 from OpenSSL import SSL
 
 from tests.pyossl_server import PyOpenSSLServer
-from workers.engine import variants
-from workers.engine.client import Endpoint
-from workers.engine.tlslib import BUNDLED, SYSTEM
+from workers.engine.http.endpoint import Endpoint
+from workers.engine.matrix import variants
+from workers.engine.tls.libraries import BUNDLED, SYSTEM
 
 OPENSSL_NAMES = {"x25519mlkem768": "X25519MLKEM768", "x25519": "x25519", "p256": "secp256r1"}
 KEY_TYPES = {"rsa": "RSA", "ecdsa": "EC", "ed25519": "Ed25519"}
@@ -37,7 +37,7 @@ def server(tmp_path_factory):
 
 def probe(server, wanted: dict, library: str = BUNDLED) -> dict:
     context = variants.build_context(wanted, verify=False, library=library)
-    return variants.probe(endpoint(server.url()), context, wanted, timeout_s=5)
+    return variants.negotiate(endpoint(server.url()), context, wanted, timeout_s=5)
 
 
 @pytest.mark.parametrize("protocol", ["tls1.3", "tls1.2"])
@@ -132,7 +132,7 @@ def test_a_server_without_the_hybrid_refuses_it_with_its_own_alert_not_an_error_
         hybrid = variant(protocol="tls1.3", group="x25519mlkem768")
         with pytest.raises(variants.Refused, match="the server refused the handshake: .*alert"):
             context = variants.build_context(hybrid, verify=False, library=BUNDLED)
-            variants.probe(endpoint(nginx.tls_url()), context, hybrid, timeout_s=5)
+            variants.negotiate(endpoint(nginx.tls_url()), context, hybrid, timeout_s=5)
         # A bundled matrix run: the hybrid refused with nginx's alert and never run; the other groups
         # measured without a failure, as nginx logged them.
         messages, code, stderr = engine(

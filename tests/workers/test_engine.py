@@ -41,7 +41,7 @@ def arm_results(messages: list[dict]) -> dict[str, dict]:
 
 def probe_connections(messages: list[dict]) -> int:
     """Connections the TLS facts' accept probe opened to the first TLS arm's server (one short
-    handshake per group and signature algorithm it asks about, workers/engine/tlsaccept.py)."""
+    handshake per group and signature algorithm it asks about, workers/engine/tls/acceptance.py)."""
     (info,) = [m["info"] for m in messages if m["type"] == "tls_info"]
     return info["accept_probe"]["handshakes"]
 

@@ -10,10 +10,10 @@ import pytest
 from portal.lib.validity.http2 import check_http2
 from tests.h2_servers import GoAwayServer
 from tests.workers.engine_lines import Engine
-from workers.engine.client import ARM_POLICIES, Endpoint
-from workers.engine.clients import new_client
-from workers.engine.recorder import ArmRecorder
-from workers.engine.tlslib import make_context
+from workers.engine.http.by_protocol import new_client
+from workers.engine.http.endpoint import ARM_POLICIES, Endpoint
+from workers.engine.recording.recorder import ArmRecorder
+from workers.engine.tls.libraries import make_context
 
 
 def test_goaway_after_three_streams_reopens_and_every_request_is_answered_once(tmp_path):

@@ -18,20 +18,13 @@ from urllib.parse import urljoin
 
 from portal.lib import clientcerts
 from portal.lib.protocol import ArmSpec, EngineConfig
-from workers.engine import mtls
-from workers.engine.client import (
-    ARM_POLICIES,
-    MAX_HEAD_BYTES,
-    Endpoint,
-    Sample,
-    TimedClient,
-    origin_of,
-    split_target,
-)
-from workers.engine.http1 import parse_head
-from workers.engine.http2 import H2Client
-from workers.engine.tlsinfo import probe_tls
-from workers.engine.tlslib import SSL, run_context
+from workers.engine.http.endpoint import ARM_POLICIES, Endpoint, origin_of, split_target
+from workers.engine.http.http1 import MAX_HEAD_BYTES, TimedClient, parse_head
+from workers.engine.http.http2 import H2Client
+from workers.engine.http.sample import Sample
+from workers.engine.tls import mtls
+from workers.engine.tls.facts import handshake_facts
+from workers.engine.tls.libraries import SSL, run_context
 
 MAX_REDIRECTS = 5
 REDIRECT_STATUSES = (301, 302, 303, 307, 308)
@@ -68,7 +61,7 @@ class Prepared:
     """What preflight settled for an arm: where to connect and which request targets to send."""
 
     endpoint: Endpoint
-    context: ssl.SSLContext | SSL.Context | None  # on the run's TLS library (workers/engine/tlslib.py)
+    context: ssl.SSLContext | SSL.Context | None  # on the run's TLS library (workers/engine/tls/libraries.py)
     targets: list[dict]  # {"path", "weight", "requested"}: final path after redirects
     redirects: list[dict]  # {"from", "to", "status"}
     origin: str
@@ -341,7 +334,7 @@ def tls_facts(config: EngineConfig, prepared: Prepared) -> dict:
     """The ``tls_info`` message's facts of an arm's endpoint (or the error: never fails the run)."""
     try:
         endpoint = prepared.endpoint
-        return probe_tls(
+        return handshake_facts(
             endpoint.address,
             endpoint.port,
             server_name=endpoint.host,

@@ -27,7 +27,8 @@ from collections.abc import Callable
 import gevent
 from locust import User, constant, task
 
-from workers.engine.client import Sample, TimedClient
+from workers.engine.http.http1 import TimedClient
+from workers.engine.http.sample import Sample
 from workers.engine.unreachable import CONNECTION_ERRORS, backoff_s
 
 YIELD_EVERY = 32

@@ -1,7 +1,7 @@
 """Distributed runs on Locust's own master/worker mode (``EngineConfig.generators`` != 1).
 
 The engine process becomes a Locust master (``Fleet``) and starts N local Locust worker processes
-(``python -m workers.engine.generator``) in its own process group; other generator hosts may join
+(``python -m workers.engine.distribution.generator``) in its own process group; other generator hosts may join
 (``workers.tasks.join_run``). Per arm the master sends the arm to its workers (``tg_arm``), lets Locust
 split the users across them, decides the warm-up's end, each measured second and the window's end
 (``tg_window``, ``tg_tick``, ``tg_end``), and merges the workers' per-second buckets and final recorder
@@ -39,12 +39,6 @@ _PR_SET_PDEATHSIG = 1
 
 def connect_timeout_s() -> float:
     return float(os.environ.get("TOLLGATE_GENERATOR_CONNECT_S", "30"))
-
-
-def process_cpu_s() -> float:
-    """This process's CPU time (user + system), in seconds."""
-    times = os.times()
-    return times.user + times.system
 
 
 def run_elapsed_s() -> float:
@@ -170,7 +164,7 @@ class Fleet:
                 [
                     sys.executable,
                     "-m",
-                    "workers.engine.generator",
+                    "workers.engine.distribution.generator",
                     self.local_host,
                     str(self.port),
                     "--ignore-term",
