@@ -157,6 +157,23 @@ def test_the_engine_takes_only_its_lib_modules_from_the_portal():
             assert not module.startswith("django"), f"{where} imports {module}"
 
 
+# The engine's parts below the run that drives them (docs/architecture.md, "The engine"): each imports
+# only itself and the parts named here, never the run (``swarm``, ``preflight``, ``users``,
+# ``saturation``, ``unreachable``, ``distribution``), so a new protocol or TLS feature stays a part.
+ENGINE_PARTS = {"tls": set(), "http": {"tls"}, "matrix": {"http", "tls"}, "recording": {"http"}}
+
+
+def test_the_engines_parts_import_only_the_parts_below_them():
+    for part, below in ENGINE_PARTS.items():
+        for path in _sources(f"workers/engine/{part}"):
+            for module, node, _ in _imports(path):
+                if module.split(".")[:2] != ["workers", "engine"]:
+                    continue
+                where = f"{path.relative_to(ROOT)}:{node.lineno}"
+                reached = module.split(".")[2] if module.count(".") >= 2 else "(the run)"
+                assert reached in below | {part}, f"{where} imports {module}"
+
+
 def _app(module: str) -> str | None:
     """The portal app a module belongs to (``portal.runs.views`` → ``runs``); None for portal/lib,
     the portal's shared modules (``portal/outbound.py``, ``validators.py``, …) and the rest."""

@@ -21,7 +21,7 @@ from portal.lib.protocol import ArmSpec, EngineConfig
 from workers.engine.http.endpoint import ARM_POLICIES, Endpoint, origin_of, split_target
 from workers.engine.http.http1 import MAX_HEAD_BYTES, TimedClient, parse_head
 from workers.engine.http.http2 import H2Client
-from workers.engine.http.sample import Sample
+from workers.engine.http.sample import CONNECTION_ERRORS, Sample
 from workers.engine.tls import mtls
 from workers.engine.tls.facts import handshake_facts
 from workers.engine.tls.libraries import SSL, run_context
@@ -36,7 +36,6 @@ KEPT_BYTES = MAX_HEAD_BYTES + BODY_KEPT_BYTES  # of an answer as received: its h
 INSECURE_HINT = (
     "untick Verify TLS / `--insecure` / `verify_tls: false` if the certificate is self-signed on purpose"
 )
-UNREACHABLE = ("connection_refused", "connection_reset", "timeout", "os_error")
 SERVER_SOFTWARE_CHARS = 200  # of a Server header kept for the report (``server_software``)
 AUTH_HEADERS = {401: "authorization", 407: "proxy-authorization"}  # the header each status asks for
 
@@ -288,7 +287,7 @@ def transport_failure(sample: Sample) -> str:
         return f"TLS certificate verification failed ({detail}); {INSECURE_HINT}"
     if sample.error == "tls_error":
         return f"TLS handshake failed ({detail})"
-    if sample.error in UNREACHABLE:
+    if sample.error in CONNECTION_ERRORS:
         return f"target unreachable ({detail})"
     return f"no HTTP answer ({detail})"
 

@@ -28,8 +28,8 @@ import gevent
 from locust import User, constant, task
 
 from workers.engine.http.http1 import TimedClient
-from workers.engine.http.sample import Sample
-from workers.engine.unreachable import CONNECTION_ERRORS, backoff_s
+from workers.engine.http.sample import CONNECTION_ERRORS, Sample
+from workers.engine.unreachable import backoff_s
 
 YIELD_EVERY = 32
 

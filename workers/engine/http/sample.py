@@ -7,6 +7,10 @@ import socket
 import ssl
 from dataclasses import dataclass
 
+# The failures that mean the target did not answer at all (refused, reset, timed out, a network
+# error): what the preflight calls unreachable and the unreachable-target rule counts.
+CONNECTION_ERRORS = frozenset({"connection_refused", "connection_reset", "timeout", "os_error"})
+
 
 class ProtocolError(Exception):
     """The server's answer was not valid HTTP."""

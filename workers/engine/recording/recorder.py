@@ -11,8 +11,7 @@ from collections import Counter
 
 from hdrh.histogram import HdrHistogram
 
-from workers.engine.http.sample import Sample
-from workers.engine.unreachable import CONNECTION_ERRORS
+from workers.engine.http.sample import CONNECTION_ERRORS, Sample
 
 # 1 µs … 60 s at 3 significant digits: the format the portal stores and merges.
 HIST_MIN_US = 1
