@@ -133,9 +133,7 @@ def test_during_a_saturation_stage(plain_server):
 
 
 def test_during_a_distributed_arm(plain_server):
-    engine = Engine(
-        _config(("plain", plain_server.url()), generators=2), env={"TOLLGATE_GENERATOR_CONNECT_S": "30"}
-    )
+    engine = Engine(_config(("plain", plain_server.url()), generators=2, generator_connect_s=30))
     engine.until(lambda m: m["type"] == "progress" and m["phase"] == "measure")
     rest, _ = _cancel(engine, "distributed arm")
     result = _arms(rest)["plain"]

@@ -81,16 +81,15 @@ def test_workers_missing_at_start_are_reported_and_the_run_ends(plain_server):
         "arrival_rate": None,  # closed loop
         "verify_tls": False,
         "generators": 2,
+        # No Locust worker process connects within 50 ms (importing Locust alone takes longer).
+        "generator_connect_s": 0.05,
     }
-    # No Locust worker process connects within 50 ms (importing Locust alone takes longer).
-    env = {**os.environ, "TOLLGATE_GENERATOR_CONNECT_S": "0.05"}
     done = subprocess.run(  # noqa: S603
         [sys.executable, "-m", "workers.engine"],
         input=json.dumps(config),
         capture_output=True,
         text=True,
         cwd=ROOT,
-        env=env,
         timeout=60,
     )
     messages = [json.loads(line) for line in done.stdout.splitlines()]
@@ -112,17 +111,17 @@ def test_an_invited_host_that_never_joins_leaves_the_arms_partial(plain_server):
         "arrival_rate": None,  # closed loop
         "verify_tls": False,
         "generators": 2,
+        # 12 s: the two local workers must connect within it on a loaded 2-core machine too (5 s was
+        # missed in a CI-like run); the ghost never joins, so the arm waits it out.
+        "generator_connect_s": 12,
+        "remote_hosts": ["ghost"],
     }
-    # 12 s: the two local workers must connect within it on a loaded 2-core machine too (5 s was missed
-    # in a CI-like run); the ghost never joins, so the arm waits it out.
-    env = {**os.environ, "TOLLGATE_GENERATOR_CONNECT_S": "12", "TOLLGATE_REMOTE_HOSTS": "ghost"}
     done = subprocess.run(  # noqa: S603
         [sys.executable, "-m", "workers.engine"],
         input=json.dumps(config),
         capture_output=True,
         text=True,
         cwd=ROOT,
-        env=env,
         timeout=60,
     )
     assert done.returncode == 0, done.stderr[-2000:]

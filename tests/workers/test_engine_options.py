@@ -60,3 +60,14 @@ def test_the_scan_sees_each_way_engine_code_reads_its_config(tmp_path):
     )
     assert set(fields_read(tmp_path)) == {"rounds", "h2_streams", "tls_matrix"}
 
+
+def test_the_engine_takes_its_settings_from_its_config_not_its_environment():
+    """What a run's engine needs comes on its stdin (``EngineConfig``: the executor sets the operator's
+    distributed-run settings there, workers/driver.py), never beside it in environment variables."""
+    reads = []
+    for path in sorted(ENGINE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            environ = isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv", "environb")
+            if environ or (isinstance(node, ast.Name) and node.id in ("environ", "getenv")):
+                reads.append(f"{path.relative_to(ENGINE)}:{node.lineno}")
+    assert reads == []
