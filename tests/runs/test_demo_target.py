@@ -18,6 +18,7 @@ import pytest
 from portal.lib.demo_target import PROCESS_NAME as PYTHON_PROCESS_NAME
 from portal.runs.demo import PROCESS_NAME, start_demo_target, start_python_target, stop_processes
 from tests.conftest import run_engine
+from tests.engine_config import engine_config
 from tests.servers import closed_port
 
 
@@ -201,15 +202,14 @@ def test_the_python_target_resumes_tls_sessions(tmp_path, settings):
     try:
         before = tls_sessions(tls_port)
         messages, code, stderr = run_engine(
-            {
-                "arms": [{"name": "tls_new", "url": url}, {"name": "tls_resumed", "url": url}],
-                "users": 2,
-                "spawn_rate": 100,
-                "warmup_s": 0.5,
-                "duration_s": 2,
-                "verify_tls": False,
-                "arrival_rate": 100,
-            }
+            engine_config(
+                {"tls_new": url, "tls_resumed": url},
+                users=2,
+                spawn_rate=100,
+                warmup_s=0.5,
+                duration_s=2,
+                arrival_rate=100,
+            )
         )
         after = tls_sessions(tls_port)
     finally:

@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 import pytest
 from OpenSSL import SSL
 
+from tests.engine_config import engine_config
 from tests.pyossl_server import PyOpenSSLServer
 from workers.engine.http.endpoint import Endpoint
 from workers.engine.matrix import variants
@@ -136,17 +137,14 @@ def test_a_server_without_the_hybrid_refuses_it_with_its_own_alert_not_an_error_
         # A bundled matrix run: the hybrid refused with nginx's alert and never run; the other groups
         # measured without a failure, as nginx logged them.
         messages, code, stderr = engine(
-            {
-                "arms": [{"name": "tls_new", "url": nginx.tls_url()}],
-                "users": 1,
-                "spawn_rate": 10,
-                "warmup_s": 0.1,
-                "duration_s": 0.3,
-                "arrival_rate": 30,
-                "verify_tls": False,
-                "tls_library": "bundled",
-                "tls_matrix": ["group"],
-            }
+            engine_config(
+                {"tls_new": nginx.tls_url()},
+                warmup_s=0.1,
+                duration_s=0.3,
+                arrival_rate=30,
+                tls_library="bundled",
+                tls_matrix=["group"],
+            )
         )
         logged = nginx.access_log_lines()
     finally:
@@ -175,19 +173,16 @@ def test_client_certificate_variants_on_the_bundled_library_as_the_server_saw_th
             cert, key = server.client_ca.issue(kind, common_name=f"cc-{kind}")
             pairs[kind] = {"cert": cert.read_text(), "key": key.read_text()}
         messages, code, stderr = engine(
-            {
-                "arms": [{"name": "tls_new", "url": server.url()}],
-                "users": 1,
-                "spawn_rate": 10,
-                "warmup_s": 0.1,
-                "duration_s": 0.3,
-                "arrival_rate": 30,
-                "verify_tls": False,
-                "tls_library": "bundled",
-                "tls_matrix": ["group", "client_cert"],
-                "tls_groups": ["secp384r1"],
-                "client_certs": pairs,
-            }
+            engine_config(
+                {"tls_new": server.url()},
+                warmup_s=0.1,
+                duration_s=0.3,
+                arrival_rate=30,
+                tls_library="bundled",
+                tls_matrix=["group", "client_cert"],
+                tls_groups=["secp384r1"],
+                client_certs=pairs,
+            )
         )
         seen = server.counters.snapshot()
     assert code == 0, stderr

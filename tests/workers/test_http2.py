@@ -8,6 +8,7 @@ import time
 import pytest
 
 from portal.lib.validity.http2 import check_http2
+from tests.engine_config import engine_config
 from tests.h2_servers import GoAwayServer
 from tests.workers.engine_lines import Engine
 from workers.engine.http.by_protocol import new_client
@@ -116,15 +117,7 @@ def test_a_server_allowing_fewer_streams_than_asked_is_reported_from_its_setting
 
     log = "$server_protocol $ssl_alpn_protocol $connection $connection_requests"
     with Nginx(http2=True, http2_max_concurrent_streams=limit, access_log_format=log) as nginx:
-        config = {
-            "arms": [{"name": "h2", "url": nginx.tls_url("/1k")}],
-            "users": 1,
-            "spawn_rate": 10,
-            "warmup_s": 0.2,
-            "duration_s": 1.0,
-            "verify_tls": False,
-            "h2_streams": 4,
-        }
+        config = engine_config({"h2": nginx.tls_url("/1k")}, h2_streams=4, arrival_rate=60)
         engine = Engine(config)
         arm = engine.until(lambda m: m["type"] == "arm")["result"]
         engine.proc.wait(timeout=30)
@@ -151,17 +144,9 @@ def test_h2c_against_a_port_without_http2_is_refused_with_the_reason_never_measu
     from bench.nginx import Nginx
 
     with Nginx(access_log_format="$server_protocol $status $request") as nginx:
-        config = {
-            "arms": [
-                {"name": "plain", "url": nginx.plain_url("/1k")},
-                {"name": "h2c", "url": nginx.plain_url("/1k")},
-            ],
-            "users": 1,
-            "spawn_rate": 10,
-            "warmup_s": 0.2,
-            "duration_s": 0.5,
-            "verify_tls": False,
-        }
+        config = engine_config(
+            {"plain": nginx.plain_url("/1k"), "h2c": nginx.plain_url("/1k")}, duration_s=0.5, arrival_rate=60
+        )
         engine = Engine(config)
         _, code, _ = engine.rest(timeout_s=60)
         served = nginx.access_log_lines()
