@@ -8,7 +8,7 @@ with the engine's client, request by request, in a gevent-patched process: there
 unpatched ``socket`` and ``SSLContext`` classes, so it still blocks in the kernel).
 
 ``BlockingH2`` is the reference for the HTTP/2 arms: the same ``jh2`` library, connection settings and
-timing boundaries as the engine's ``H2Client`` (``workers/engine/http2.py``), on a blocking socket.
+timing boundaries as the engine's ``H2Client`` (``workers/engine/http/http2.py``), on a blocking socket.
 """
 
 from __future__ import annotations
@@ -38,16 +38,16 @@ def blocking_context(
 
 
 class BundledReference:
-    """The reference on the bundled TLS library (pyOpenSSL, ``workers/engine/tlslib.py``): a context
+    """The reference on the bundled TLS library (pyOpenSSL, ``workers/engine/tls/libraries.py``): a context
     whose ``wrap_socket`` does a blocking handshake, as ``ssl.SSLContext``'s does."""
 
     def __init__(self, alpn: tuple[str, ...] = ("http/1.1",)) -> None:
-        from workers.engine.tlslib import bundled_context
+        from workers.engine.tls.libraries import bundled_context
 
         self.context = bundled_context(verify=False, alpn=alpn)
 
     def wrap_socket(self, raw: socket.socket, server_hostname: str):
-        from workers.engine.tlslib import BlockingTLS
+        from workers.engine.tls.libraries import BlockingTLS
 
         return BlockingTLS(self.context, raw, server_hostname)
 

@@ -32,6 +32,8 @@ from types import TracebackType
 
 PAGE_SIZES = {"/1k": 1024, "/2k": 2048, "/4k": 4096}
 DEBIAN_BINARY = "/usr/sbin/nginx"
+# Debian's echo module (libnginx-mod-http-echo, a dependency of nginx-light): ``delayed`` paths.
+ECHO_MODULE = "/usr/lib/nginx/modules/ngx_http_echo_module.so"
 START_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 10.0
 PORT_ATTEMPTS = 3
@@ -133,6 +135,7 @@ class Nginx:
         http2: bool = False,
         http2_max_concurrent_streams: int | None = None,
         session_resumption: bool = True,
+        delayed: dict[str, float] | None = None,
     ) -> None:
         if worker_processes < 1:
             raise ValueError("worker_processes must be at least 1")
@@ -170,6 +173,9 @@ class Nginx:
         self.http2_max_concurrent_streams = http2_max_concurrent_streams
         # False: no session tickets and no session cache, so no session ever resumes.
         self.session_resumption = session_resumption
+        # Paths answered only after so many seconds (the echo module's ``echo_sleep``), on every port:
+        # requests that stay in flight long enough for the access log to show them overlapping.
+        self.delayed = dict(delayed or {})
         self.h2c_port = 0
         self.plain_port = 0
         self.tls_port = 0
@@ -316,6 +322,14 @@ class Nginx:
             ca.write_text(self.client_ca_pem)
             extra += f"    ssl_client_certificate {ca};\n    ssl_verify_client {self.verify_client};\n"
         h2 = " http2" if self.http2 else ""
+        delayed = "".join(
+            f"        location = {path} {{\n"
+            f"            echo_sleep {seconds:g};\n"
+            "            echo delayed;\n"
+            "        }\n"
+            for path, seconds in self.delayed.items()
+        )
+        load_modules = f"load_module {ECHO_MODULE};\n" if self.delayed else ""
         h2c = ""
         if self.http2:
             # Its own server with sendfile off: nginx 1.22 sends an h2c answer's DATA by sendfile after
@@ -330,7 +344,7 @@ class Nginx:
         location / {{
             try_files $uri =404;
         }}
-    }}
+{delayed}    }}
 """
         if self.http2_max_concurrent_streams is not None:
             extra += f"    http2_max_concurrent_streams {self.http2_max_concurrent_streams};\n"
@@ -347,7 +361,7 @@ class Nginx:
                 f"log_format tollgate '{self.access_log_format}';\n    access_log {d}/access.log tollgate;"
             )
         return f"""# Written by bench/nginx.py for one benchmark or test; removed when it stops.
-{user}worker_processes {self.worker_processes};
+{load_modules}{user}worker_processes {self.worker_processes};
 daemon off;
 master_process on;
 pid {d}/nginx.pid;
@@ -386,7 +400,7 @@ http {{
         location / {{
             try_files $uri =404;
         }}
-    }}
+{delayed}    }}
 {h2c}}}
 """
 

@@ -35,9 +35,13 @@ from bench.blocking import (  # noqa: E402
     blocking_request,
     request_head,
 )
-from workers.engine.client import ARM_POLICIES, Endpoint, make_context  # noqa: E402
-from workers.engine.clients import new_client  # noqa: E402
-from workers.engine.tlslib import H2, HTTP1  # noqa: E402
+from workers.engine.http.by_protocol import new_client  # noqa: E402
+from workers.engine.http.endpoint import ARM_POLICIES, Endpoint  # noqa: E402
+from workers.engine.tls.libraries import (  # noqa: E402
+    H2,
+    HTTP1,
+    make_context,  # noqa: E402
+)
 
 ORIGINAL_SOCKET = monkey.get_original("socket", "socket")
 

@@ -8,6 +8,7 @@ import os
 
 from django.core.exceptions import ImproperlyConfigured
 
+from portal.lib.runs import protocol
 from portal.lib.security import netpolicy
 from portal.settings_env import envbool, envint, envlist
 
@@ -19,7 +20,7 @@ TOLLGATE_MAX_WARMUP_S = envint("TOLLGATE_MAX_WARMUP_S", "600")
 TOLLGATE_MAX_ROUNDS = envint("TOLLGATE_MAX_ROUNDS", "20")
 TOLLGATE_MAX_ARRIVAL_RATE = envint("TOLLGATE_MAX_ARRIVAL_RATE", "100000")
 # Locust worker processes per generator host a run may ask for (``generators``; docs/scaling.md).
-TOLLGATE_MAX_GENERATORS = envint("TOLLGATE_MAX_GENERATORS", "16")
+TOLLGATE_MAX_GENERATORS = envint("TOLLGATE_MAX_GENERATORS", str(protocol.OPERATOR_MAX_GENERATORS))
 # Outbound address policy (portal/lib/security/netpolicy.py): internal ranges the operator lets runs,
 # redirects and SSH probes reach, CIDRs, comma-separated; empty: public addresses only. The demo, the
 # tests and CI set 127.0.0.0/8,::1/128.
@@ -73,10 +74,10 @@ TOLLGATE_WEBHOOK_REFUSED_LOG_PER_MINUTE = envint("TOLLGATE_WEBHOOK_REFUSED_LOG_P
 # a firewall, and then one distributed run at a time per host); how long the master waits for its
 # workers; the other generator hosts' queues to invite: "auto" (every live gen.* queue but this
 # host's, asked over the broker), a comma-separated list of queue names, or empty (none).
-TOLLGATE_MASTER_BIND = os.environ.get("TOLLGATE_MASTER_BIND", "127.0.0.1")
+TOLLGATE_MASTER_BIND = os.environ.get("TOLLGATE_MASTER_BIND", protocol.MASTER_BIND)
 TOLLGATE_MASTER_ADVERTISE = os.environ.get("TOLLGATE_MASTER_ADVERTISE", "")
 TOLLGATE_MASTER_PORT = envint("TOLLGATE_MASTER_PORT", "0")  # 0: a free port per run
-TOLLGATE_GENERATOR_CONNECT_S = envint("TOLLGATE_GENERATOR_CONNECT_S", "30")
+TOLLGATE_GENERATOR_CONNECT_S = envint("TOLLGATE_GENERATOR_CONNECT_S", str(protocol.GENERATOR_CONNECT_S))
 TOLLGATE_GENERATOR_HOSTS = os.environ.get("TOLLGATE_GENERATOR_HOSTS", "auto")
 # This host's generator queue is gen.<TOLLGATE_GENERATOR_NAME> (default: the host name); a Celery worker
 # consumes it when TOLLGATE_GENERATOR_QUEUE is true (workers/celery_app.py), to join other runs' masters.

@@ -37,7 +37,7 @@ from OpenSSL._util import lib as _lib
 from tests.servers import sized_page
 
 KEY_TYPES = ("rsa", "ecdsa", "ed25519")
-# The certificate's key type as the server counts it (and as workers.engine.tlsinfo names it).
+# The certificate's key type as the server counts it (and as workers.engine.tls.facts names it).
 KEY_NAMES = {rsa.RSAPublicKey: "RSA", ec.EllipticCurvePublicKey: "EC", ed25519.Ed25519PublicKey: "Ed25519"}
 DEFAULT_GROUPS = "X25519MLKEM768:x25519:secp256r1:secp384r1"
 PAGES = {"/1k": 1024, "/2k": 2048, "/4k": 4096}

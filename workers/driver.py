@@ -130,16 +130,16 @@ class Heartbeat:
             self.on_lost()
 
 
-def generator_env(config: EngineConfig, invited: list[str]) -> dict[str, str]:
-    """What a distributed engine (``generators`` != 1) reads from its environment: where its Locust
-    master binds, how long it waits for its workers, the cap on ``auto``, which other generator
-    hosts were invited (it waits for each to join before the first arm)."""
+def distribution_fields(invited: list[str]) -> dict:
+    """A distributed engine's (``generators`` != 1) ``EngineConfig`` fields from the operator's
+    settings: where its Locust master binds, how long it waits for its workers, the cap on ``auto``,
+    which other generator hosts were invited (it waits for each to join before the first arm)."""
     return {
-        "TOLLGATE_MASTER_BIND": settings.TOLLGATE_MASTER_BIND,
-        "TOLLGATE_MASTER_PORT": str(settings.TOLLGATE_MASTER_PORT),
-        "TOLLGATE_GENERATOR_CONNECT_S": str(settings.TOLLGATE_GENERATOR_CONNECT_S),
-        "TOLLGATE_MAX_GENERATORS": str(settings.TOLLGATE_MAX_GENERATORS),
-        "TOLLGATE_REMOTE_HOSTS": ",".join(queue.removeprefix(generators.PREFIX) for queue in invited),
+        "master_bind": settings.TOLLGATE_MASTER_BIND,
+        "master_port": settings.TOLLGATE_MASTER_PORT,
+        "generator_connect_s": float(settings.TOLLGATE_GENERATOR_CONNECT_S),
+        "max_generators": settings.TOLLGATE_MAX_GENERATORS,
+        "remote_hosts": [queue.removeprefix(generators.PREFIX) for queue in invited],
     }
 
 
@@ -193,7 +193,8 @@ class EngineProcess:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(settings.BASE_DIR), env.get("PYTHONPATH")]))
         if self.config.generators != 1:
             self.invited = generators.discover(app)
-        env.update(generator_env(self.config, self.invited))
+        for name, value in distribution_fields(self.invited).items():
+            setattr(self.config, name, value)
         with tempfile.TemporaryFile("w+") as stderr:
             self.proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
                 [sys.executable, "-m", "workers.engine"],

@@ -60,7 +60,7 @@ def join(master_host: str, master_port: int, processes: int, limit_s: float) -> 
     count = processes or min(os.cpu_count() or 1, settings.TOLLGATE_MAX_GENERATORS, MAX_GENERATORS)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(settings.BASE_DIR), env.get("PYTHONPATH")]))
-    command = [sys.executable, "-m", "workers.engine.generator", master_host, str(master_port)]
+    command = [sys.executable, "-m", "workers.engine.distribution.generator", master_host, str(master_port)]
     procs = [
         subprocess.Popen(  # noqa: S603
             [*command, "--host-label", own_name(), "--siblings", str(count)], cwd=settings.BASE_DIR, env=env

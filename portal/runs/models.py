@@ -44,7 +44,7 @@ class Run(models.Model):
     cancel_requested = models.BooleanField(default=False)
     # Generator facts from the engine's hello: versions, host, CPU.
     engine = models.JSONField(default=dict, blank=True)
-    # TLS facts from one real handshake with the TLS URL (workers.engine.tlsinfo).
+    # TLS facts from one real handshake with the TLS URL (workers.engine.tls.facts).
     tls_info = models.JSONField(default=dict, blank=True)
     # The Server header each URL answered the preflight with: {"tls": "nginx/1.26.0", "plain": …}
     # (None: no arm went there, or no header). Empty for runs from before it was recorded.
@@ -259,11 +259,11 @@ class ArmResult(models.Model):
     window_ended = models.FloatField(null=True, blank=True)
     series = models.JSONField(default=list)  # one point per measured second
     # Distributed runs: each Locust worker's share of this arm, [{"id", "host", "requests", "failures",
-    # "cpu_s", "lost_at", "lost_reason", "hist"}] (workers.engine.distributed_arm); [] on one process.
+    # "cpu_s", "lost_at", "lost_reason", "hist"}] (workers.engine.distribution.arm); [] on one process.
     generators = models.JSONField(default=list, blank=True)
     # HTTP/2 arms: {"alpn": {protocol: connections}, "peer_max_streams": the server's lowest
     # SETTINGS_MAX_CONCURRENT_STREAMS or null, "streams_peak", "goaway": {error code: count}} in the
-    # window (workers.engine.recorder); null on HTTP/1.1 arms.
+    # window (workers.engine.recording.recorder); null on HTTP/1.1 arms.
     http2 = models.JSONField(null=True, blank=True)
     # The worker and attempt that measured it (RunAttempt.worker, .number): resumed runs mix attempts.
     worker = models.CharField(max_length=255, blank=True)

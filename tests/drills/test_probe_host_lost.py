@@ -24,6 +24,7 @@ from portal.projects.models import personal_project
 from portal.runs import reporting, services
 from portal.runs.models import ArmResult, Run
 from tests.conftest import Sshd
+from tests.engine_config import engine_config
 from tests.ssh_access import ssh_access
 from workers import runner
 
@@ -63,20 +64,17 @@ def _run_in_thread(run_id: int) -> threading.Thread:
 def _start_run(owner, sshd: Sshd, plain_url: str, tls_url: str, arms: int = 3) -> Run:
     target = services.get_or_create_target(personal_project(owner), "probed", plain_url, tls_url)
     ssh_access(target, sshd)
-    config = {
-        "arms": [
+    config = engine_config(
+        [
             {"name": "plain", "url": plain_url},
             {"name": "tls", "url": tls_url},
             {"name": "plain_new", "url": plain_url},
         ][:arms],
-        "users": 1,
-        "spawn_rate": 10,
-        "warmup_s": 0.3,
-        "duration_s": ARM_S,
-        "verify_tls": False,
-        "arrival_rate": 100,  # open loop: samples enough, without a core burnt flat out beside other tests
-        "probes": {"ssh": True, "openssl_speed": True},
-    }
+        warmup_s=0.3,
+        duration_s=ARM_S,
+        arrival_rate=100,  # open loop: samples enough, without a core burnt flat out beside other tests
+        probes={"ssh": True, "openssl_speed": True},
+    )
     return services.create_run(owner, target, config)
 
 

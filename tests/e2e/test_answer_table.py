@@ -29,6 +29,7 @@ from portal.scenarios.models import Scenario
 from portal.sharing import services as sharing
 from tests.e2e.conftest import ARTIFACTS
 from tests.e2e.test_report_pages import login
+from tests.engine_config import engine_config
 from tests.hooks.conftest import CallbackReceiver
 from tests.pyossl_server import PyOpenSSLServer
 from tests.runs.factories import make_run
@@ -75,7 +76,7 @@ def run_of(user, name: str, arms: dict[str, str], **config) -> Run:
     target = services.get_or_create_target(
         personal_project(user), name, *list(dict.fromkeys(arms.values()))[:2]
     )
-    config = {**SHORT, **config, "arms": [{"name": arm, "url": url} for arm, url in arms.items()]}
+    config = engine_config(arms, **{**SHORT, **config})
     return runner.execute_run(services.create_run(user, target, config).pk)
 
 

@@ -16,6 +16,7 @@ from portal.projects.models import personal_project
 from portal.runs import reporting, services
 from portal.runs.models import Run
 from portal.targets.models import Target
+from tests.engine_config import engine_config
 from tests.servers import LocalServer, ServerSoftware
 from workers import tasks
 
@@ -24,15 +25,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def run_once(owner, target: Target, plain: LocalServer, tls: LocalServer) -> Run:
-    config = {
-        "arms": [{"name": "plain", "url": plain.url()}, {"name": "tls", "url": tls.url()}],
-        "users": 1,
-        "spawn_rate": 10,
-        "warmup_s": 0.2,
-        "duration_s": 1.0,
-        "arrival_rate": 20,
-        "verify_tls": False,
-    }
+    config = engine_config({"plain": plain.url(), "tls": tls.url()}, arrival_rate=20)
     run = services.create_run(owner, target, config)
     assert tasks.run_benchmark(run.pk) == "succeeded"
     run.refresh_from_db()

@@ -8,19 +8,19 @@ from portal.projects.models import personal_project
 from portal.runs import dispatch, services
 from portal.runs.models import Run
 from portal.targets.models import Target
+from tests.engine_config import engine_config
 
 
 def test_a_queued_run_is_measured_by_a_real_worker(celery_worker, owner, plain_server, tls_server):
     target = Target.objects.create(project=personal_project(owner), name="local")
-    config = {
-        "arms": [{"name": "plain", "url": plain_server.url()}, {"name": "tls_new", "url": tls_server.url()}],
-        "users": 2,
-        "spawn_rate": 20,
-        "warmup_s": 0.5,
-        "duration_s": 1.5,
-        "verify_tls": False,
-        "arrival_rate": 100,  # open loop: samples enough, without a core burnt flat out beside other tests
-    }
+    config = engine_config(
+        {"plain": plain_server.url(), "tls_new": tls_server.url()},
+        users=2,
+        spawn_rate=20,
+        warmup_s=0.5,
+        duration_s=1.5,
+        arrival_rate=100,  # open loop: samples enough, without a core burnt flat out beside other tests
+    )
     run = services.create_run(owner, target, config)
     dispatch.enqueue(run)  # autocommit here: on_commit sends at once
     deadline = time.monotonic() + 90
@@ -38,16 +38,15 @@ def test_a_queued_run_is_measured_by_a_real_worker(celery_worker, owner, plain_s
 
 def test_cancel_through_a_worker_stops_within_5_s_and_keeps_finished_arms(celery_worker, owner, plain_server):
     target = Target.objects.create(project=personal_project(owner), name="local")
-    config = {
-        "arms": [{"name": "plain", "url": plain_server.url()}],
-        "users": 2,
-        "spawn_rate": 20,
-        "warmup_s": 0.3,
-        "duration_s": 3.0,
-        "rounds": 5,
-        "verify_tls": False,
-        "arrival_rate": 100,
-    }
+    config = engine_config(
+        {"plain": plain_server.url()},
+        users=2,
+        spawn_rate=20,
+        warmup_s=0.3,
+        duration_s=3.0,
+        rounds=5,
+        arrival_rate=100,
+    )
     run = services.create_run(owner, target, config)
     dispatch.enqueue(run)
     deadline = time.monotonic() + 60

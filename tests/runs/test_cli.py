@@ -9,6 +9,7 @@ from django.core.management import CommandError, call_command
 
 from portal.projects.models import personal_project
 from portal.runs.models import Run
+from tests.engine_config import engine_config
 
 # Transactional: the executor's heartbeat thread writes the run row through its own connection.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -106,13 +107,7 @@ def test_rotate_secrets_re_encrypts_runs_scenarios_and_ssh_keys(owner, settings)
     old, new = vault.generate_key(), vault.generate_key()
     settings.TOLLGATE_SECRET_KEYS = [old]
     target = Target.objects.create(project=personal_project(owner), name="t", plain_url="http://127.0.0.1:1/")
-    config = {
-        "arms": [{"name": "plain", "url": "http://127.0.0.1:1/"}],
-        "users": 1,
-        "spawn_rate": 1,
-        "warmup_s": 0,
-        "duration_s": 1,
-    }
+    config = engine_config({"plain": "http://127.0.0.1:1/"}, spawn_rate=1, warmup_s=0)  # never run
     run = services.create_run(owner, target, config, secrets={"headers": {"X-Key": "k1"}})
     scenario = Scenario.objects.create(
         project=personal_project(owner), target=target, name="s", config={"secrets": vault.seal({"a": 1})}

@@ -7,6 +7,7 @@ import pytest
 from portal.lib.tls.certs import make_self_signed
 from portal.projects.models import personal_project
 from portal.runs import reporting, services
+from tests.engine_config import engine_config
 from tests.servers import LocalServer
 from workers import runner
 
@@ -17,14 +18,9 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.serial]
 
 def handshake_run(owner, plain: LocalServer, tls: LocalServer) -> dict:
     target = services.get_or_create_target(personal_project(owner), f"rsa-{tls.port}", plain.url(), tls.url())
-    config = {
-        "arms": [{"name": "plain_new", "url": plain.url()}, {"name": "tls_new", "url": tls.url()}],
-        "users": 1,
-        "spawn_rate": 10,
-        "warmup_s": 0.5,
-        "duration_s": 5.0,
-        "verify_tls": False,
-    }
+    config = engine_config(
+        {"plain_new": plain.url(), "tls_new": tls.url()}, warmup_s=0.5, duration_s=5.0, arrival_rate=60
+    )
     run = runner.execute_run(services.create_run(owner, target, config).pk)
     return reporting.run_report(run)
 

@@ -13,6 +13,7 @@ from portal.runs.forms import RunForm
 from portal.runs.models import Run
 from portal.scenarios.models import Scenario
 from portal.targets.models import Target
+from tests.engine_config import engine_config
 from tests.servers import HeaderLog, LocalServer
 from workers import runner
 
@@ -144,15 +145,9 @@ def test_the_plain_server_never_sees_credentials_unless_allowed(owner, logged, o
     target = Target.objects.create(
         project=personal_project(owner), name="t", plain_url=plain.url(), tls_url=tls.url()
     )
-    config = {
-        "arms": [{"name": "plain", "url": plain.url()}, {"name": "tls", "url": tls.url()}],
-        "users": 1,
-        "spawn_rate": 10,
-        "warmup_s": 0.2,
-        "duration_s": 1,
-        "verify_tls": False,
-        "headers_over_http": over_http,
-    }
+    config = engine_config(
+        {"plain": plain.url(), "tls": tls.url()}, headers_over_http=over_http, arrival_rate=60
+    )
     secrets = {"headers": {"X-Api-Key": "key-71c2"}, "auth": {"type": "bearer", "user": "", "secret": "tok"}}
     run = runner.execute_run(services.create_run(owner, target, config, secrets=secrets).pk)
     assert run.status == Run.Status.SUCCEEDED, run.error

@@ -18,6 +18,7 @@ import pytest
 from portal.lib.demo.target import PROCESS_NAME as PYTHON_PROCESS_NAME
 from portal.runs.demo import PROCESS_NAME, start_demo_target, start_python_target, stop_processes
 from tests.conftest import run_engine
+from tests.engine_config import engine_config
 from tests.servers import closed_port
 
 
@@ -83,9 +84,9 @@ def _address(hex_address: str) -> str:
 
 
 def test_the_demo_target_is_caddy_on_loopback_with_http2_http3_and_client_certificates(tmp_path, settings):
-    from workers.engine.client import ARM_POLICIES, Endpoint
-    from workers.engine.clients import new_client
-    from workers.engine.tlslib import make_context
+    from workers.engine.http.by_protocol import new_client
+    from workers.engine.http.endpoint import ARM_POLICIES, Endpoint
+    from workers.engine.tls.libraries import make_context
 
     settings.VAR_DIR = tmp_path
     ports = {"plain": closed_port(), "tls": closed_port(), "mtls": closed_port()}
@@ -201,15 +202,14 @@ def test_the_python_target_resumes_tls_sessions(tmp_path, settings):
     try:
         before = tls_sessions(tls_port)
         messages, code, stderr = run_engine(
-            {
-                "arms": [{"name": "tls_new", "url": url}, {"name": "tls_resumed", "url": url}],
-                "users": 2,
-                "spawn_rate": 100,
-                "warmup_s": 0.5,
-                "duration_s": 2,
-                "verify_tls": False,
-                "arrival_rate": 100,
-            }
+            engine_config(
+                {"tls_new": url, "tls_resumed": url},
+                users=2,
+                spawn_rate=100,
+                warmup_s=0.5,
+                duration_s=2,
+                arrival_rate=100,
+            )
         )
         after = tls_sessions(tls_port)
     finally:

@@ -12,6 +12,7 @@ from portal.runs import services
 from portal.runs.models import Run
 from portal.runs.reporting import run_report
 from portal.targets.models import Target
+from tests.engine_config import engine_config
 from workers import tasks
 
 PERCENTILES = (0, 25, 50, 90, 99, 99.9, 100)
@@ -29,16 +30,15 @@ def test_two_locust_workers_merge_exactly_into_the_stored_arm(client, owner, pla
     settings.TOLLGATE_GENERATOR_HOSTS = ""  # this host's processes only, whatever else listens on the broker
     target, _ = Target.objects.get_or_create(project=personal_project(owner), name="local")
     url = plain_server.url()
-    config = {
-        "arms": [{"name": "plain", "url": url}, {"name": "plain_new", "url": url}],
-        "users": 4,
-        "spawn_rate": 100,
-        "warmup_s": 0.5,
-        "duration_s": 1.5,
-        "verify_tls": False,
-        "generators": 2,
-        "arrival_rate": 200,  # open loop, split across the generators: samples, not a core burnt flat out
-    }
+    config = engine_config(
+        {"plain": url, "plain_new": url},
+        users=4,
+        spawn_rate=100,
+        warmup_s=0.5,
+        duration_s=1.5,
+        generators=2,
+        arrival_rate=200,  # open loop, split across the generators: samples, not a core burnt flat out
+    )
     run = services.create_run(owner, target, config)
     assert tasks.run_benchmark(run.pk) == "succeeded"
     run.refresh_from_db()

@@ -12,6 +12,7 @@ from portal.projects.models import personal_project
 from portal.runs import reporting, services
 from portal.runs.models import Run
 from portal.targets.models import Target
+from tests.engine_config import engine_config
 from tests.servers import PassesPreflight, ResettingServer, answering, gzipped_pages, sized_pages
 from workers import runner
 
@@ -21,18 +22,10 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def measure(owner, arms, **options) -> tuple[Run, dict]:
     target, _ = Target.objects.get_or_create(project=personal_project(owner), name="evidence")
-    config = {
-        "arms": [{"name": name, "url": url} for name, url in arms],
-        "users": 2,
-        "spawn_rate": 100,
-        "warmup_s": 0.5,
-        "duration_s": 2.0,
-        "verify_tls": False,
-        # Open loop at a modest rate: enough samples for what these checks judge, without two
-        # processes burning a core each for the whole window beside the other tests (closed loop).
-        "arrival_rate": 200,
-        **options,
-    }
+    # Open loop at a modest rate: enough samples for what these checks judge, without two
+    # processes burning a core each for the whole window beside the other tests (closed loop).
+    load = {"users": 2, "spawn_rate": 100, "warmup_s": 0.5, "duration_s": 2.0, "arrival_rate": 200}
+    config = engine_config(dict(arms), **{**load, **options})
     run = runner.execute_run(services.create_run(owner, target, config).pk)
     return run, reporting.run_report(run)
 

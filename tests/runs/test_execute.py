@@ -14,6 +14,7 @@ from portal.projects.models import personal_project
 from portal.runs import services
 from portal.runs.models import ArmResult, Run, RunAttempt
 from portal.targets.models import Target
+from tests.engine_config import engine_config
 from tests.runs.factories import open_attempt
 from tests.servers import closed_port
 from workers import runner, tasks
@@ -21,15 +22,14 @@ from workers import runner, tasks
 
 def new_run(owner, arms: list[tuple[str, str]], duration_s: float = 1.5) -> Run:
     target, _ = Target.objects.get_or_create(project=personal_project(owner), name="local")
-    config = {
-        "arms": [{"name": name, "url": url} for name, url in arms],
-        "users": 2,
-        "spawn_rate": 50,
-        "warmup_s": 0.5,
-        "duration_s": duration_s,
-        "verify_tls": False,
-        "arrival_rate": 100,  # open loop: samples enough, without a core burnt flat out beside other tests
-    }
+    config = engine_config(
+        dict(arms),
+        users=2,
+        spawn_rate=50,
+        warmup_s=0.5,
+        duration_s=duration_s,
+        arrival_rate=100,  # open loop: samples enough, without a core burnt flat out beside other tests
+    )
     return services.create_run(owner, target, config)
 
 

@@ -20,6 +20,7 @@ from portal.runs.models import Run
 from portal.runs.reporting import run_report
 from portal.targets.models import Target
 from tests.conftest import ROOT
+from tests.engine_config import engine_config
 from tests.netns_bridge import Bridge, Unavailable
 from workers import tasks
 from workers.celery_app import app
@@ -90,16 +91,15 @@ def test_a_generator_host_in_its_own_namespace_joins_the_run(owner, plain_server
     settings.TOLLGATE_MASTER_PORT = master_port
     settings.TOLLGATE_GENERATOR_HOSTS = "auto"
     target, _ = Target.objects.get_or_create(project=personal_project(owner), name="local")
-    config = {
-        "arms": [{"name": "plain", "url": plain_server.url()}],
-        "users": 4,
-        "spawn_rate": 100,
-        "warmup_s": 0.5,
-        "duration_s": 1.5,
-        "verify_tls": False,
-        "generators": 2,
-        "arrival_rate": 200,  # open loop, split across the generators: samples, not a core burnt flat out
-    }
+    config = engine_config(
+        {"plain": plain_server.url()},
+        users=4,
+        spawn_rate=100,
+        warmup_s=0.5,
+        duration_s=1.5,
+        generators=2,
+        arrival_rate=200,  # open loop, split across the generators: samples, not a core burnt flat out
+    )
     run = services.create_run(owner, target, config)
     assert tasks.run_benchmark(run.pk) == "succeeded"
     run.refresh_from_db()

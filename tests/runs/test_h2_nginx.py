@@ -12,6 +12,7 @@ from django.urls import reverse
 from portal.projects.models import personal_project
 from portal.runs import reporting, services
 from portal.runs.models import Run
+from tests.engine_config import engine_config
 from tests.runs.test_probes_live import _access, own_nginx
 from workers import runner
 
@@ -21,18 +22,9 @@ LOG = "$server_port $server_protocol $ssl_alpn_protocol $connection $connection_
 
 
 def _config(nginx, arms: list[str], **more) -> dict:
-    return {
-        "arms": [
-            {"name": a, "url": nginx.plain_url("/1k") if a == "plain" else nginx.tls_url("/1k")} for a in arms
-        ],
-        "users": 2,
-        "spawn_rate": 20,
-        "warmup_s": 0.3,
-        "duration_s": 1.0,
-        "verify_tls": False,
-        "arrival_rate": 150,
-        **more,
-    }
+    urls = {a: nginx.plain_url("/1k") if a == "plain" else nginx.tls_url("/1k") for a in arms}
+    load = {"users": 2, "spawn_rate": 20, "warmup_s": 0.3, "arrival_rate": 150}
+    return engine_config(urls, **{**load, **more})
 
 
 def test_five_arms_with_h2_show_the_http2_costs_with_intervals_and_server_cpu(owner, sshd, tmp_path, client):
@@ -126,8 +118,8 @@ def test_the_tls_matrix_repeats_h2_new_per_variant_and_h2_for_the_protocol(owner
         target = services.get_or_create_target(
             personal_project(owner), "nginx", nginx.plain_url("/1k"), nginx.tls_url("/1k")
         )
-        config = _config(nginx, ["tls_new", "h2_new", "h2"], users=1, arrival_rate=20, warmup_s=0.2)
-        config["tls_matrix"] = ["protocol"]
+        arms = ["tls_new", "h2_new", "h2"]
+        config = _config(nginx, arms, users=1, arrival_rate=20, warmup_s=0.2, tls_matrix=["protocol"])
         run = runner.execute_run(services.create_run(owner, target, config).pk)
         served = [line.split() for line in nginx.access_log_lines() if line.startswith(f"{nginx.tls_port} ")]
     assert run.status == Run.Status.SUCCEEDED, run.error

@@ -9,6 +9,7 @@ from django.core.management import CommandError, call_command
 from portal.projects.models import personal_project
 from portal.runs import services
 from portal.runs.forms import RunForm
+from tests.engine_config import engine_config
 from workers.probes.session import ProbeSession
 from workers.probes.ssh import CpuSampler, ProbeError
 
@@ -56,8 +57,9 @@ def test_off_the_cli_refuses_the_option(owner, settings):
 def test_off_the_worker_ignores_a_stored_local_probe(owner, settings):
     settings.TOLLGATE_LOCAL_PROBE = False
     target = services.get_or_create_target(personal_project(owner), "t", "http://127.0.0.1:1/1k", "")
-    config = {"arms": [{"name": "plain", "url": "http://127.0.0.1:1/1k"}], "users": 1, "spawn_rate": 1}
-    config |= {"warmup_s": 0, "duration_s": 1, "probes": {"local_process": "python3"}}
+    config = engine_config(
+        {"plain": "http://127.0.0.1:1/1k"}, spawn_rate=1, warmup_s=0, probes={"local_process": "python3"}
+    )
     session = ProbeSession(services.create_run(owner, target, config)).start()
     assert session.local_sampler is None
     assert any("TOLLGATE_LOCAL_PROBE" in error for error in session.errors)

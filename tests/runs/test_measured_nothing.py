@@ -23,6 +23,7 @@ from portal.runs.models import ArmResult, Run
 from portal.sharing import services as sharing
 from portal.targets.models import Target
 from tests.conftest import ROOT, database_url_for_children
+from tests.engine_config import engine_config
 from tests.runs.factories import make_run
 from tests.servers import FailingAfter, ResettingServer
 from workers import runner
@@ -33,15 +34,14 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def measure(owner, arms) -> Run:
     target, _ = Target.objects.get_or_create(project=personal_project(owner), name="edges")
-    config = {
-        "arms": [{"name": name, "url": url} for name, url in arms],
-        "users": 2,
-        "spawn_rate": 100,
-        "warmup_s": 0.5,
-        "duration_s": 2.0,
-        "verify_tls": False,
-        "arrival_rate": 200,  # open loop at a modest rate, as the other evidence tests
-    }
+    config = engine_config(
+        dict(arms),
+        users=2,
+        spawn_rate=100,
+        warmup_s=0.5,
+        duration_s=2.0,
+        arrival_rate=200,  # open loop at a modest rate, as the other evidence tests
+    )
     return runner.execute_run(services.create_run(owner, target, config).pk)
 
 

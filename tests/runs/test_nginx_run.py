@@ -7,6 +7,7 @@ import pytest
 from portal.projects.models import personal_project
 from portal.runs import reporting, services
 from portal.runs.models import Run, RunReport
+from tests.engine_config import engine_config
 from workers import runner
 
 # Transactional: the executor's heartbeat thread writes the run row through its own connection.
@@ -22,18 +23,15 @@ def test_five_arms_against_nginx_give_split_costs_tls_facts_and_validity(owner):
             personal_project(owner), "nginx", nginx.plain_url("/1k"), nginx.tls_url("/1k")
         )
         arms = ["plain", "tls", "plain_new", "tls_new", "tls_resumed"]
-        config = {
-            "arms": [
+        config = engine_config(
+            [
                 {"name": a, "url": nginx.tls_url("/1k") if "tls" in a else nginx.plain_url("/1k")}
                 for a in arms
             ],
-            "users": 1,
-            "spawn_rate": 10,
-            "warmup_s": 0.3,
-            "duration_s": 1.0,
-            "rounds": 3,
-            "verify_tls": False,
-        }
+            warmup_s=0.3,
+            rounds=3,
+            arrival_rate=60,
+        )
         run = runner.execute_run(services.create_run(owner, target, config).pk)
     assert run.status == Run.Status.SUCCEEDED, run.error
     assert run.arms.count() == 15
@@ -88,18 +86,14 @@ def test_nginx_ending_connections_after_five_requests_fails_the_keepalive_check(
         target = services.get_or_create_target(
             personal_project(owner), "nginx", nginx.plain_url("/1k"), nginx.tls_url("/1k")
         )
-        config = {
-            "arms": [
-                {"name": "plain", "url": nginx.plain_url("/1k")},
-                {"name": "tls", "url": nginx.tls_url("/1k")},
-            ],
-            "users": 2,
-            "spawn_rate": 100,
-            "warmup_s": 0.5,
-            "duration_s": 2.0,
-            "verify_tls": False,
-            "arrival_rate": 200,
-        }
+        config = engine_config(
+            {"plain": nginx.plain_url("/1k"), "tls": nginx.tls_url("/1k")},
+            users=2,
+            spawn_rate=100,
+            warmup_s=0.5,
+            duration_s=2.0,
+            arrival_rate=200,
+        )
         run = runner.execute_run(services.create_run(owner, target, config).pk)
         served: dict[int, dict[str, int]] = {nginx.plain_port: {}, nginx.tls_port: {}}
         for line in nginx.access_log_lines():

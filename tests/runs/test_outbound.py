@@ -22,6 +22,7 @@ from portal.runs import services
 from portal.runs.forms import RunForm
 from portal.runs.models import Run
 from portal.targets.models import Target
+from tests.engine_config import engine_config
 from tests.runs.factories import VALID_FORM
 from tests.servers import HostsSeen, LocalServer, pages_handler
 from workers import runner
@@ -74,14 +75,7 @@ def broker():
 
 
 def config(url: str) -> dict:
-    return {
-        "arms": [{"name": "plain", "url": url}],
-        "users": 1,
-        "spawn_rate": 10,
-        "warmup_s": 0.2,
-        "duration_s": 1.0,
-        "verify_tls": False,
-    }
+    return engine_config({"plain": url}, arrival_rate=60)
 
 
 def new_run(owner, url: str) -> Run:

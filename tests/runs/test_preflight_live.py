@@ -19,6 +19,7 @@ from portal.runs import services
 from portal.runs.models import ArmResult, Run
 from portal.runs.quotas import count_problems, limits_for
 from portal.targets.models import Target
+from tests.engine_config import engine_config
 from tests.servers import closed_port
 from workers import runner
 from workers.engine.preflight import INSECURE_HINT
@@ -35,16 +36,8 @@ NOTHING_MEASURED = "Nothing was measured: every arm's URL is checked before the 
 def start(owner, arms, **options) -> tuple[Run, float]:
     """Create the run and execute it to its end; the run and the seconds it took."""
     target, _ = Target.objects.get_or_create(project=personal_project(owner), name="preflight")
-    config = {
-        "arms": [{"name": name, "url": url} for name, url in arms],
-        "users": 2,
-        "spawn_rate": 100,
-        "warmup_s": 1.0,
-        "duration_s": WINDOW_S,
-        "verify_tls": False,
-        "arrival_rate": 50,
-        **options,
-    }
+    load = {"users": 2, "spawn_rate": 100, "warmup_s": 1.0, "duration_s": WINDOW_S, "arrival_rate": 50}
+    config = engine_config(dict(arms), **{**load, **options})
     run = services.create_run(owner, target, config)
     started = time.monotonic()
     runner.execute_run(run.pk)

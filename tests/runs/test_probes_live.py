@@ -21,6 +21,7 @@ from portal.projects.models import personal_project
 from portal.runs import reporting, services
 from portal.runs.models import Run
 from portal.targets.models import SshAccess
+from tests.engine_config import engine_config
 from workers import runner
 from workers.probes.cpu import cpu_in_window
 from workers.probes.ssh import CpuSampler, SshSession, SshTarget
@@ -54,15 +55,13 @@ def _access(target, sshd, *, key: str | None = None, known_hosts: str = "", proc
 
 
 def _config(plain_url: str, tls_url: str, arms: list[str], duration_s: float = 2.0, **probes) -> dict:
-    return {
-        "arms": [{"name": a, "url": tls_url if a.startswith("tls") else plain_url} for a in arms],
-        "users": 1,
-        "spawn_rate": 10,
-        "warmup_s": 0.5,
-        "duration_s": duration_s,
-        "verify_tls": False,
-        "probes": {"ssh": True, **probes},
-    }
+    return engine_config(
+        [{"name": a, "url": tls_url if a.startswith("tls") else plain_url} for a in arms],
+        warmup_s=0.5,
+        duration_s=duration_s,
+        probes={"ssh": True, **probes},
+        arrival_rate=60,
+    )
 
 
 def own_nginx(tmp_path) -> tuple[str, str]:

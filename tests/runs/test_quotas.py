@@ -19,6 +19,7 @@ from portal.runs import services
 from portal.runs.forms import RunForm
 from portal.runs.models import Run
 from portal.targets.models import Target
+from tests.engine_config import engine_config
 from tests.runs.factories import make_run
 from workers import runner, slots, tasks
 
@@ -121,10 +122,10 @@ def test_the_cli_refuses_above_a_limit(owner, acme):
 
 def queued_run(owner, url: str = "http://127.0.0.1:1/", project=None) -> Run:
     target, _ = Target.objects.get_or_create(project=project or personal_project(owner), name="local")
-    config = {"arms": [{"name": "plain", "url": url}], "users": 2, "spawn_rate": 50}
-    return services.create_run(
-        owner, target, {**config, "warmup_s": 0.5, "duration_s": 1.5, "verify_tls": False}
+    config = engine_config(
+        {"plain": url}, users=2, spawn_rate=50, warmup_s=0.5, duration_s=1.5, arrival_rate=60
     )
+    return services.create_run(owner, target, config)
 
 
 @pytest.mark.django_db

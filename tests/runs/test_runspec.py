@@ -80,6 +80,7 @@ def test_the_engine_config_is_made_from_the_spec():
     engine refuses a value past the spec's bound (its own where the option gives one), naming it."""
     fields = [field.name for field in dataclasses.fields(protocol.EngineConfig)]
     engine_only = {"arms", "timeout_s", "headers", "pinned", "client_certs", "skip"}  # no run options
+    engine_only |= {"master_bind", "master_port", "generator_connect_s", "max_generators", "remote_hosts"}
     assert [key for key in fields if key not in engine_only] == list(runspec.ENGINE_KEYS)
     assert fields[0] == "arms" and set(fields) - set(runspec.ENGINE_KEYS) == engine_only
     config = protocol.EngineConfig.from_dict({"arms": ARMS})

@@ -22,6 +22,7 @@ from portal.runs import configs, services
 from portal.runs.models import ArmResult, Run
 from tests.api.conftest import inline
 from tests.conftest import reap_as_if_silent
+from tests.engine_config import engine_config
 from tests.runs.factories import make_run
 from tests.servers import AuthPages, LocalServer
 from workers import runner
@@ -69,17 +70,9 @@ def test_a_resumed_basic_auth_run_still_sends_the_user_on_every_request(owner):
     server = LocalServer(app=guard).start()
     try:
         target = services.get_or_create_target(personal_project(owner), "guarded", server.url("/1k"), "")
-        config = {
-            "arms": [{"name": "plain", "url": server.url("/1k")}],
-            "users": 1,
-            "spawn_rate": 10,
-            "warmup_s": 0.3,
-            "duration_s": 1.0,
-            "rounds": 4,
-            "verify_tls": False,
-            "arrival_rate": 100,
-            "headers_over_http": True,
-        }
+        config = engine_config(
+            {"plain": server.url("/1k")}, warmup_s=0.3, rounds=4, arrival_rate=100, headers_over_http=True
+        )
         run = services.create_run(owner, target, config, secrets={"auth": AUTH})
         assert NAME not in stored_config_text(run.code)
 

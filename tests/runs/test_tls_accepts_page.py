@@ -13,14 +13,14 @@ from django.urls import reverse
 from portal.runs.models import Run
 from tests.runs.factories import make_run
 from tests.workers.test_tls_accepts import BundledServer, certs  # noqa: F401 - certs: a fixture
-from workers.engine.tlsinfo import probe_tls
+from workers.engine.tls.facts import handshake_facts
 
 pytestmark = pytest.mark.django_db
 
 
 def test_the_page_and_the_json_show_groups_signatures_client_certificate_and_libraries(client, owner, certs):  # noqa: F811
     with BundledServer(certs, client_ca=certs["ca"][0]) as server:
-        facts = probe_tls("127.0.0.1", server.port, server_name="127.0.0.1", verify=False)
+        facts = handshake_facts("127.0.0.1", server.port, server_name="127.0.0.1", verify=False)
     assert facts["error"] is None
     run = make_run(owner, arms={"plain": [300] * 50, "tls": [400] * 50})
     Run.objects.filter(pk=run.pk).update(tls_info=facts | {"url": f"https://127.0.0.1:{server.port}/"})

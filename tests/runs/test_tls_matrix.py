@@ -19,6 +19,7 @@ from django.core.management import call_command
 from portal.projects.models import personal_project
 from portal.runs import reporting, services
 from portal.runs.models import ArmResult, Run
+from tests.engine_config import engine_config
 from workers import runner
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -40,18 +41,11 @@ def run_matrix(owner, nginx, dimensions: list[str]) -> Run:
     target = services.get_or_create_target(
         personal_project(owner), "nginx", nginx.plain_url(), nginx.tls_url()
     )
-    config = {
-        "arms": [
-            {"name": "plain_new", "url": nginx.plain_url("/1k")},
-            {"name": "tls_new", "url": nginx.tls_url("/1k")},
-        ],
-        "users": 1,
-        "spawn_rate": 10,
-        "warmup_s": 0.2,
-        "duration_s": 1.0,
-        "verify_tls": False,
-        "tls_matrix": dimensions,
-    }
+    config = engine_config(
+        {"plain_new": nginx.plain_url("/1k"), "tls_new": nginx.tls_url("/1k")},
+        tls_matrix=dimensions,
+        arrival_rate=60,
+    )
     return runner.execute_run(services.create_run(owner, target, config).pk)
 
 

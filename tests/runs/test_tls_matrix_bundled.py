@@ -20,6 +20,7 @@ from portal.lib.tls import advice
 from portal.projects.models import personal_project
 from portal.runs import reporting, services
 from portal.runs.models import ArmResult, Run
+from tests.engine_config import engine_config
 from tests.pyossl_server import PyOpenSSLServer
 from workers import runner
 
@@ -36,21 +37,18 @@ def test_one_bundled_matrix_run_ranks_the_hybrid_and_the_certificate_types_under
         target = services.get_or_create_target(
             personal_project(owner), "pyossl", plain_server.url(), server.url()
         )
-        config = {
-            "arms": [{"name": "tls_new", "url": server.url("/1k")}],
-            "users": 1,
-            "arrival_rate": 40,
-            "spawn_rate": 10,
-            "warmup_s": 0.1,
-            "duration_s": 0.4,
-            "rounds": 3,
-            "verify_tls": False,
-            "tls_library": "bundled",
+        config = engine_config(
+            {"tls_new": server.url("/1k")},
+            arrival_rate=40,
+            warmup_s=0.1,
+            duration_s=0.4,
+            rounds=3,
+            tls_library="bundled",
             # No protocol dimension: the bundled library negotiates TLS 1.3 here (checked per variant);
             # the TLS 1.2 variants' refusals are tests/workers/test_bundled_variants.py's.
-            "tls_matrix": ["group", "cert"],
-            "probes": {"local_process": comm},
-        }
+            tls_matrix=["group", "cert"],
+            probes={"local_process": comm},
+        )
         run = runner.execute_run(services.create_run(owner, target, config).pk)
         seen = server.counters.snapshot()
     assert run.status == Run.Status.SUCCEEDED, run.error

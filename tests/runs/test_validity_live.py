@@ -15,6 +15,7 @@ from portal.projects.models import personal_project
 from portal.runs import reporting, services
 from portal.runs.models import Run
 from portal.targets.models import Target
+from tests.engine_config import engine_config
 from tests.servers import (
     AuthPages,
     DriftingPages,
@@ -36,18 +37,10 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def measure(owner, arms, *, secrets: dict | None = None, **options) -> tuple[Run, dict]:
     target, _ = Target.objects.get_or_create(project=personal_project(owner), name="validity")
-    config = {
-        "arms": [{"name": name, "url": url} for name, url in arms],
-        "users": 2,
-        "spawn_rate": 100,
-        "warmup_s": 0.5,
-        "duration_s": 2.0,
-        "verify_tls": False,
-        # Open loop at a modest rate: enough samples for what these checks judge, without two
-        # processes burning a core each for the whole window beside the other tests (closed loop).
-        "arrival_rate": 200,
-        **options,
-    }
+    # Open loop at a modest rate: enough samples for what these checks judge, without two
+    # processes burning a core each for the whole window beside the other tests (closed loop).
+    load = {"users": 2, "spawn_rate": 100, "warmup_s": 0.5, "duration_s": 2.0, "arrival_rate": 200}
+    config = engine_config(dict(arms), **{**load, **options})
     run = services.create_run(owner, target, config, secrets=secrets)
     run = runner.execute_run(run.pk)
     return run, reporting.run_report(run)

@@ -20,6 +20,7 @@ from portal.projects.access import SESSION_KEY
 from portal.projects.models import Membership, Project
 from portal.runs.models import Run
 from portal.targets.models import ClientCertificate
+from tests.engine_config import engine_config
 from tests.runs.factories import make_run
 
 pytestmark = pytest.mark.django_db
@@ -282,12 +283,7 @@ def test_the_mtls_url_sends_the_mtls_arm_there_and_only_that_arm(client, team):
     event = AuditEvent.objects.get(kind=AuditEvent.Kind.TARGET_CHANGED)
     assert event.detail["before"] == {"mtls_url": ""} and event.detail["after"] == {"mtls_url": url}
     tls = "https://127.0.0.1:8443/1k"
-    config = {
-        "arms": [{"name": arm, "url": tls} for arm in ("tls", "tls_new", "tls_mtls")],
-        "users": 1,
-        "duration_s": 1,
-        "client_certs": {},
-    }
+    config = engine_config(dict.fromkeys(("tls", "tls_new", "tls_mtls"), tls), client_certs={})
     moved = services.mtls_arm_to_target(config, target)
     assert [arm["url"] for arm in moved["arms"]] == [tls, tls, url]
     assert config["arms"][2]["url"] == tls  # the caller's config is left as it was

@@ -19,6 +19,7 @@ from portal.runs import services
 from portal.runs.forms import RunForm
 from portal.runs.models import Run
 from portal.targets import verification
+from tests.engine_config import engine_config
 from tests.servers import LocalServer
 from workers import runner
 
@@ -182,8 +183,7 @@ def test_the_form_refuses_an_unverified_target(owner, site):
 
 
 def _run(owner, target, url):
-    config = {"arms": [{"name": "plain", "url": url}], "users": 1, "spawn_rate": 10, "warmup_s": 0.2}
-    return services.create_run(owner, target, {**config, "duration_s": 1.0, "verify_tls": False})
+    return services.create_run(owner, target, engine_config({"plain": url}, arrival_rate=60))
 
 
 @pytest.mark.django_db(transaction=True)

@@ -3,7 +3,7 @@
 Reads a JSON list of cases on stdin, patches like the engine (``gevent.monkey.patch_all``), runs each
 case with ``TimedClient`` (``users`` greenlets, ``requests`` each, on the case's TLS ``library``,
 system by default) and prints one JSON object: per case, every sample's fields, whether the client
-drove its connections directly (``coop``) and the case's wall time.
+drove its connections directly (``http.cooperative``) and the case's wall time.
 """
 
 from gevent import monkey
@@ -17,7 +17,9 @@ import time  # noqa: E402
 
 import gevent  # noqa: E402
 
-from workers.engine.client import ARM_POLICIES, Endpoint, TimedClient, make_context  # noqa: E402
+from workers.engine.http.endpoint import ARM_POLICIES, Endpoint  # noqa: E402
+from workers.engine.http.http1 import TimedClient  # noqa: E402
+from workers.engine.tls.libraries import make_context  # noqa: E402
 
 
 def run_user(case: dict, out: list[dict], kinds: set[str]) -> None:

@@ -11,10 +11,11 @@ from urllib.parse import urlsplit
 import pytest
 from OpenSSL import SSL
 
+from tests.engine_config import engine_config
 from tests.pyossl_server import PyOpenSSLServer
-from workers.engine import variants
-from workers.engine.client import Endpoint
-from workers.engine.tlslib import BUNDLED, SYSTEM
+from workers.engine.http.endpoint import Endpoint
+from workers.engine.matrix import variants
+from workers.engine.tls.libraries import BUNDLED, SYSTEM
 
 OPENSSL_NAMES = {"x25519mlkem768": "X25519MLKEM768", "x25519": "x25519", "p256": "secp256r1"}
 KEY_TYPES = {"rsa": "RSA", "ecdsa": "EC", "ed25519": "Ed25519"}
@@ -37,7 +38,7 @@ def server(tmp_path_factory):
 
 def probe(server, wanted: dict, library: str = BUNDLED) -> dict:
     context = variants.build_context(wanted, verify=False, library=library)
-    return variants.probe(endpoint(server.url()), context, wanted, timeout_s=5)
+    return variants.negotiate(endpoint(server.url()), context, wanted, timeout_s=5)
 
 
 @pytest.mark.parametrize("protocol", ["tls1.3", "tls1.2"])
@@ -132,21 +133,18 @@ def test_a_server_without_the_hybrid_refuses_it_with_its_own_alert_not_an_error_
         hybrid = variant(protocol="tls1.3", group="x25519mlkem768")
         with pytest.raises(variants.Refused, match="the server refused the handshake: .*alert"):
             context = variants.build_context(hybrid, verify=False, library=BUNDLED)
-            variants.probe(endpoint(nginx.tls_url()), context, hybrid, timeout_s=5)
+            variants.negotiate(endpoint(nginx.tls_url()), context, hybrid, timeout_s=5)
         # A bundled matrix run: the hybrid refused with nginx's alert and never run; the other groups
         # measured without a failure, as nginx logged them.
         messages, code, stderr = engine(
-            {
-                "arms": [{"name": "tls_new", "url": nginx.tls_url()}],
-                "users": 1,
-                "spawn_rate": 10,
-                "warmup_s": 0.1,
-                "duration_s": 0.3,
-                "arrival_rate": 30,
-                "verify_tls": False,
-                "tls_library": "bundled",
-                "tls_matrix": ["group"],
-            }
+            engine_config(
+                {"tls_new": nginx.tls_url()},
+                warmup_s=0.1,
+                duration_s=0.3,
+                arrival_rate=30,
+                tls_library="bundled",
+                tls_matrix=["group"],
+            )
         )
         logged = nginx.access_log_lines()
     finally:
@@ -175,19 +173,16 @@ def test_client_certificate_variants_on_the_bundled_library_as_the_server_saw_th
             cert, key = server.client_ca.issue(kind, common_name=f"cc-{kind}")
             pairs[kind] = {"cert": cert.read_text(), "key": key.read_text()}
         messages, code, stderr = engine(
-            {
-                "arms": [{"name": "tls_new", "url": server.url()}],
-                "users": 1,
-                "spawn_rate": 10,
-                "warmup_s": 0.1,
-                "duration_s": 0.3,
-                "arrival_rate": 30,
-                "verify_tls": False,
-                "tls_library": "bundled",
-                "tls_matrix": ["group", "client_cert"],
-                "tls_groups": ["secp384r1"],
-                "client_certs": pairs,
-            }
+            engine_config(
+                {"tls_new": server.url()},
+                warmup_s=0.1,
+                duration_s=0.3,
+                arrival_rate=30,
+                tls_library="bundled",
+                tls_matrix=["group", "client_cert"],
+                tls_groups=["secp384r1"],
+                client_certs=pairs,
+            )
         )
         seen = server.counters.snapshot()
     assert code == 0, stderr

@@ -13,6 +13,7 @@ import signal
 import time
 from pathlib import Path
 
+from tests.engine_config import engine_config
 from tests.faulty_servers import FirstOnlyTlsServer, SilentServer
 from tests.workers.engine_lines import Engine
 
@@ -20,17 +21,9 @@ STOP_WITHIN_S = 4.0
 
 
 def _config(*arms: tuple[str, str], warmup_s: float = 0.3, duration_s: float = 30.0, **more) -> dict:
-    return {
-        "arms": [{"name": name, "url": url} for name, url in arms],
-        "users": 2,
-        "spawn_rate": 100,
-        "warmup_s": warmup_s,
-        "duration_s": duration_s,
-        "verify_tls": False,
-        "timeout_s": 30,
-        "arrival_rate": 100,  # open loop: the phases need samples, not a core burnt flat out
-        **more,
-    }
+    load = {"users": 2, "spawn_rate": 100, "warmup_s": warmup_s, "duration_s": duration_s, "timeout_s": 30}
+    # Open loop: the phases need samples, not a core burnt flat out.
+    return engine_config(dict(arms), **{**load, "arrival_rate": 100, **more})
 
 
 def _cancel(engine: Engine, phase: str, wait_s: float = 0.5) -> tuple[list[dict], float]:
@@ -133,9 +126,7 @@ def test_during_a_saturation_stage(plain_server):
 
 
 def test_during_a_distributed_arm(plain_server):
-    engine = Engine(
-        _config(("plain", plain_server.url()), generators=2), env={"TOLLGATE_GENERATOR_CONNECT_S": "30"}
-    )
+    engine = Engine(_config(("plain", plain_server.url()), generators=2, generator_connect_s=30))
     engine.until(lambda m: m["type"] == "progress" and m["phase"] == "measure")
     rest, _ = _cancel(engine, "distributed arm")
     result = _arms(rest)["plain"]

@@ -7,7 +7,9 @@ import time
 import pytest
 
 from tests.servers import LocalServer, pages_handler
-from workers.engine.client import ARM_POLICIES, Endpoint, TimedClient, make_context, make_ssl_context
+from workers.engine.http.endpoint import ARM_POLICIES, Endpoint
+from workers.engine.http.http1 import TimedClient
+from workers.engine.tls.libraries import make_context, make_ssl_context
 
 
 def chunked(request):

@@ -1,4 +1,5 @@
-"""The timed client as the engine runs it: under gevent, connections driven directly (coop.py).
+"""The timed client as the engine runs it: under gevent, connections driven directly
+(workers/engine/http/cooperative.py).
 
 ``test_client.py`` checks the client on plain threads (blocking sockets); here a child process
 patches like the engine and runs the same client against real local servers (plain and TLS, the

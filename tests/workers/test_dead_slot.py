@@ -17,6 +17,7 @@ from django.utils import timezone
 from portal.projects.models import ProjectQuota, personal_project
 from portal.runs import services
 from portal.runs.models import Run, RunAttempt, WorkerSeen
+from tests.engine_config import engine_config
 from workers import runner
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -25,15 +26,11 @@ HOST = socket.gethostname()
 
 
 def _config(url: str) -> dict:
-    return {
-        "arms": [{"name": "plain", "url": url}],
-        "users": 1,
-        "spawn_rate": 10,
-        "warmup_s": 0.3,
-        "duration_s": 1.0,
-        "verify_tls": False,
-        "arrival_rate": 100,  # open loop: samples enough, without a core burnt flat out beside other tests
-    }
+    return engine_config(
+        {"plain": url},
+        warmup_s=0.3,
+        arrival_rate=100,  # open loop: samples enough, without a core burnt flat out beside other tests
+    )
 
 
 def _queued(owner, url: str, name: str = "local") -> Run:

@@ -11,22 +11,19 @@ import sys
 import time
 
 from tests.conftest import ROOT
+from tests.engine_config import engine_config
 
 
 def test_a_killed_locust_worker_is_reported_with_its_share(plain_server):
-    config = {
-        "arms": [
-            {"name": "plain", "url": plain_server.url()},
-            {"name": "plain_new", "url": plain_server.url()},
-        ],
-        "users": 4,
-        "spawn_rate": 100,
-        "warmup_s": 0.3,
-        "duration_s": 3,
-        "verify_tls": False,
-        "generators": 2,
-        "arrival_rate": 200,  # open loop, split across the generators: samples, not a core burnt flat out
-    }
+    config = engine_config(
+        {"plain": plain_server.url(), "plain_new": plain_server.url()},
+        users=4,
+        spawn_rate=100,
+        warmup_s=0.3,
+        duration_s=3,
+        generators=2,
+        arrival_rate=200,  # open loop, split across the generators: samples, not a core burnt flat out
+    )
     proc = subprocess.Popen(  # noqa: S603
         [sys.executable, "-m", "workers.engine"],
         stdin=subprocess.PIPE,
@@ -72,25 +69,20 @@ def test_a_killed_locust_worker_is_reported_with_its_share(plain_server):
 
 
 def test_workers_missing_at_start_are_reported_and_the_run_ends(plain_server):
-    config = {
-        "arms": [{"name": "plain", "url": plain_server.url()}],
-        "users": 2,
-        "spawn_rate": 100,
-        "warmup_s": 0.2,
-        "duration_s": 1,
-        "arrival_rate": None,  # closed loop
-        "verify_tls": False,
-        "generators": 2,
-    }
-    # No Locust worker process connects within 50 ms (importing Locust alone takes longer).
-    env = {**os.environ, "TOLLGATE_GENERATOR_CONNECT_S": "0.05"}
+    config = engine_config(
+        {"plain": plain_server.url()},
+        users=2,
+        spawn_rate=100,
+        generators=2,
+        # No Locust worker process connects within 50 ms (importing Locust alone takes longer).
+        generator_connect_s=0.05,
+    )
     done = subprocess.run(  # noqa: S603
         [sys.executable, "-m", "workers.engine"],
         input=json.dumps(config),
         capture_output=True,
         text=True,
         cwd=ROOT,
-        env=env,
         timeout=60,
     )
     messages = [json.loads(line) for line in done.stdout.splitlines()]
@@ -103,26 +95,22 @@ def test_workers_missing_at_start_are_reported_and_the_run_ends(plain_server):
 
 
 def test_an_invited_host_that_never_joins_leaves_the_arms_partial(plain_server):
-    config = {
-        "arms": [{"name": "plain", "url": plain_server.url()}],
-        "users": 2,
-        "spawn_rate": 100,
-        "warmup_s": 0.2,
-        "duration_s": 1,
-        "arrival_rate": None,  # closed loop
-        "verify_tls": False,
-        "generators": 2,
-    }
-    # 12 s: the two local workers must connect within it on a loaded 2-core machine too (5 s was missed
-    # in a CI-like run); the ghost never joins, so the arm waits it out.
-    env = {**os.environ, "TOLLGATE_GENERATOR_CONNECT_S": "12", "TOLLGATE_REMOTE_HOSTS": "ghost"}
+    config = engine_config(
+        {"plain": plain_server.url()},
+        users=2,
+        spawn_rate=100,
+        generators=2,
+        # 12 s: the two local workers must connect within it on a loaded 2-core machine too (5 s was
+        # missed in a CI-like run); the ghost never joins, so the arm waits it out.
+        generator_connect_s=12,
+        remote_hosts=["ghost"],
+    )
     done = subprocess.run(  # noqa: S603
         [sys.executable, "-m", "workers.engine"],
         input=json.dumps(config),
         capture_output=True,
         text=True,
         cwd=ROOT,
-        env=env,
         timeout=60,
     )
     assert done.returncode == 0, done.stderr[-2000:]

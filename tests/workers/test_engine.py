@@ -12,6 +12,7 @@ from hdrh.histogram import HdrHistogram
 
 from portal.lib.runs.protocol import EXIT_BAD_CONFIG
 from tests.conftest import ROOT
+from tests.engine_config import engine_config
 from tests.servers import LocalServer, Paced, PassesPreflight, closed_port
 
 
@@ -24,15 +25,14 @@ def config(
 ) -> dict:
     """Open loop at ``rate`` req/s by default: samples enough for what these tests check, without a core
     burnt flat out beside the other tests; ``rate=None`` for the closed loop."""
-    return {
-        "arms": [{"name": name, "url": url} for name, url in arms],
-        "users": users,
-        "spawn_rate": 100,
-        "warmup_s": warmup_s,
-        "duration_s": duration_s,
-        "verify_tls": False,
-        "arrival_rate": rate or None,
-    }
+    return engine_config(
+        dict(arms),
+        users=users,
+        spawn_rate=100,
+        warmup_s=warmup_s,
+        duration_s=duration_s,
+        arrival_rate=rate or None,
+    )
 
 
 def arm_results(messages: list[dict]) -> dict[str, dict]:
@@ -41,7 +41,7 @@ def arm_results(messages: list[dict]) -> dict[str, dict]:
 
 def probe_connections(messages: list[dict]) -> int:
     """Connections the TLS facts' accept probe opened to the first TLS arm's server (one short
-    handshake per group and signature algorithm it asks about, workers/engine/tlsaccept.py)."""
+    handshake per group and signature algorithm it asks about, workers/engine/tls/acceptance.py)."""
     (info,) = [m["info"] for m in messages if m["type"] == "tls_info"]
     return info["accept_probe"]["handshakes"]
 
@@ -201,7 +201,8 @@ def test_sigterm_cuts_the_arm_short_and_keeps_it(plain_server):
 def test_a_config_outside_the_specs_bounds_exits_2_naming_the_field(plain_server):
     """Bad JSON or a field outside RunSpec's bounds: exit code 2 (EXIT_BAD_CONFIG) and the reason on
     stderr, before anything is sent to the target; never a traceback with exit code 1."""
-    bad = {"users": json.dumps(config(("plain", plain_server.url()), users=0)), "JSON": "{not json"}
+    refused = {**config(("plain", plain_server.url())), "users": 0}  # the builder refuses it itself
+    bad = {"users": json.dumps(refused), "JSON": "{not json"}
     for named, text in bad.items():
         done = subprocess.run(  # noqa: S603
             [sys.executable, "-m", "workers.engine"], input=text, capture_output=True, text=True, cwd=ROOT,

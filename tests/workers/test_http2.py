@@ -8,12 +8,13 @@ import time
 import pytest
 
 from portal.lib.validity.http2 import check_http2
+from tests.engine_config import engine_config
 from tests.h2_servers import GoAwayServer
 from tests.workers.engine_lines import Engine
-from workers.engine.client import ARM_POLICIES, Endpoint
-from workers.engine.clients import new_client
-from workers.engine.recorder import ArmRecorder
-from workers.engine.tlslib import make_context
+from workers.engine.http.by_protocol import new_client
+from workers.engine.http.endpoint import ARM_POLICIES, Endpoint
+from workers.engine.recording.recorder import ArmRecorder
+from workers.engine.tls.libraries import make_context
 
 
 def test_goaway_after_three_streams_reopens_and_every_request_is_answered_once(tmp_path):
@@ -110,21 +111,82 @@ def test_the_request_headers_are_normalised_and_checked_once_as_the_library_woul
     assert len(server.log) == 1
 
 
+# nginx's start and end of each request on each connection: ``$msec`` is when it logged the answer
+# (its end), ``$request_time`` how long since the request's first bytes were read.
+OVERLAP_LOG = "$connection $connection_requests $msec $request_time $server_protocol $uri"
+LOG_RESOLUTION_S = (
+    0.005  # both have ms resolution: a lane's next request may seem to start before its last ended
+)
+
+
+def in_flight_by_connection(lines: list[list[str]], uri: str) -> dict[str, int]:
+    """The most requests nginx served at once on each connection, from its log: each request's
+    interval narrowed by the log's resolution at both ends, so that one lane's request and its next
+    never count as overlapping."""
+    events: dict[str, list[tuple[float, int]]] = {}
+    for connection, _, msec, request_time, _protocol, logged_uri in lines:
+        if logged_uri != uri:
+            continue
+        end = float(msec) - LOG_RESOLUTION_S
+        start = float(msec) - float(request_time) + LOG_RESOLUTION_S
+        events.setdefault(connection, []).extend([(start, 1), (end, -1)])
+    peaks = {}
+    for connection, points in events.items():
+        current = peak = 0
+        for _, step in sorted(points):  # at the same instant an end (-1) comes before a start
+            current += step
+            peak = max(peak, current)
+        peaks[connection] = peak
+    return peaks
+
+
+def test_h2_streams_4_keeps_four_requests_in_flight_on_a_server_allowing_128():
+    """``h2_streams`` 4 on a closed loop: the user's four lanes keep four requests in flight on its one
+    connection, as nginx (128 streams allowed, its default) saw them. Each request of ``/slow`` is
+    answered after 0.2 s (Debian's echo module), so its start and end in nginx's access log tell how
+    many were in flight together on the connection — four at most and four at the peak; one stream at
+    a time would show one."""
+    from bench.nginx import Nginx
+
+    with Nginx(http2=True, delayed={"/slow": 0.2}, access_log_format=OVERLAP_LOG) as nginx:
+        config = engine_config({"h2": nginx.tls_url("/slow")}, h2_streams=4, warmup_s=0.5, duration_s=1.0)
+        engine = Engine(config)
+        arm = engine.until(lambda m: m["type"] == "arm")["result"]
+        engine.proc.wait(timeout=30)
+        lines = [line.split() for line in nginx.access_log_lines()]
+    h2 = [line for line in lines if line[4] == "HTTP/2.0"]
+    peaks = in_flight_by_connection(h2, "/slow")
+    # The preflight's connection (one request) and the user's: four in flight, never five.
+    user_connection = max(peaks, key=lambda c: sum(1 for line in h2 if line[0] == c))
+    assert peaks[user_connection] == 4, peaks
+    assert max(peaks.values()) == 4
+    assert sum(1 for line in h2 if line[0] == user_connection) >= 4 * 4  # ≥ 4 rounds of 0.2 s
+    # What the client recorded agrees: the server's limit, and four streams in flight at its peak.
+    facts = arm["http2"]
+    assert facts["peer_max_streams"] == 128 and facts["streams_peak"] == 4
+    assert arm["failures"] == 0 and arm["requests"] >= 4 * 2
+
+
+def test_the_overlap_count_reads_nginx_log_lines():
+    """The evidence's own arithmetic on hand-made lines: two requests overlapping on connection 7, a
+    third starting the millisecond the first ended (one lane's next request), one alone on 9."""
+    lines = [
+        ["7", "1", "100.200", "0.200", "HTTP/2.0", "/slow"],  # 100.000 … 100.200
+        ["7", "2", "100.250", "0.200", "HTTP/2.0", "/slow"],  # 100.050 … 100.250
+        ["7", "3", "100.400", "0.201", "HTTP/2.0", "/slow"],  # 100.199 … 100.400: after the first
+        ["9", "1", "100.300", "0.300", "HTTP/2.0", "/slow"],
+        ["7", "4", "100.300", "0.300", "HTTP/2.0", "/1k"],  # another path: not counted
+    ]
+    assert in_flight_by_connection(lines, "/slow") == {"7": 2, "9": 1}
+
+
 @pytest.mark.parametrize("limit", [1])
 def test_a_server_allowing_fewer_streams_than_asked_is_reported_from_its_settings(limit):
     from bench.nginx import Nginx
 
     log = "$server_protocol $ssl_alpn_protocol $connection $connection_requests"
     with Nginx(http2=True, http2_max_concurrent_streams=limit, access_log_format=log) as nginx:
-        config = {
-            "arms": [{"name": "h2", "url": nginx.tls_url("/1k")}],
-            "users": 1,
-            "spawn_rate": 10,
-            "warmup_s": 0.2,
-            "duration_s": 1.0,
-            "verify_tls": False,
-            "h2_streams": 4,
-        }
+        config = engine_config({"h2": nginx.tls_url("/1k")}, h2_streams=4, arrival_rate=60)
         engine = Engine(config)
         arm = engine.until(lambda m: m["type"] == "arm")["result"]
         engine.proc.wait(timeout=30)
@@ -151,17 +213,9 @@ def test_h2c_against_a_port_without_http2_is_refused_with_the_reason_never_measu
     from bench.nginx import Nginx
 
     with Nginx(access_log_format="$server_protocol $status $request") as nginx:
-        config = {
-            "arms": [
-                {"name": "plain", "url": nginx.plain_url("/1k")},
-                {"name": "h2c", "url": nginx.plain_url("/1k")},
-            ],
-            "users": 1,
-            "spawn_rate": 10,
-            "warmup_s": 0.2,
-            "duration_s": 0.5,
-            "verify_tls": False,
-        }
+        config = engine_config(
+            {"plain": nginx.plain_url("/1k"), "h2c": nginx.plain_url("/1k")}, duration_s=0.5, arrival_rate=60
+        )
         engine = Engine(config)
         _, code, _ = engine.rest(timeout_s=60)
         served = nginx.access_log_lines()

@@ -17,6 +17,7 @@ from portal.projects.models import personal_project
 from portal.runs import dispatch, services
 from portal.runs.models import ArmResult, Run, RunAttempt
 from tests.conftest import reap_as_if_silent
+from tests.engine_config import engine_config
 from tests.runs.factories import make_run
 from tests.ssh_access import ssh_access
 from workers import runner
@@ -26,16 +27,13 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _config(url: str, *, duration_s: float = 1.0, rounds: int = 1, probes: dict | None = None) -> dict:
-    config = {
-        "arms": [{"name": "plain", "url": url}],
-        "users": 1,
-        "spawn_rate": 10,
-        "warmup_s": 0.3,
-        "duration_s": duration_s,
-        "rounds": rounds,
-        "verify_tls": False,
-        "arrival_rate": 100,  # open loop: samples enough, without a core burnt flat out beside other tests
-    }
+    config = engine_config(
+        {"plain": url},
+        warmup_s=0.3,
+        duration_s=duration_s,
+        rounds=rounds,
+        arrival_rate=100,  # open loop: samples enough, without a core burnt flat out beside other tests
+    )
     return {**config, "probes": probes} if probes else config
 
 

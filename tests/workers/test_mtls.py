@@ -17,9 +17,10 @@ from portal.lib.runs.protocol import ArmSpec, EngineConfig
 from portal.lib.tls import certs, clientcerts
 from tests import stacks
 from tests.workers.test_engine import arm_results, config
-from workers.engine import mtls, variants
-from workers.engine.client import Endpoint
+from workers.engine.http.endpoint import Endpoint
+from workers.engine.matrix import variants
 from workers.engine.preflight import PreflightFailed, preflight
+from workers.engine.tls import mtls
 
 pytestmark = pytest.mark.skipif(find_binary() is None, reason="nginx not installed")
 LOG = "$ssl_client_verify|$ssl_client_s_dn|$ssl_protocol|$status"

@@ -16,6 +16,7 @@ import pytest
 
 from portal.lib.runs.protocol import pin_key
 from tests.conftest import ROOT
+from tests.engine_config import engine_config
 from tests.servers import HostsSeen, LocalServer, pages_handler
 
 GUARD = Path(__file__).resolve().parent / "dnsguard"
@@ -38,16 +39,7 @@ def run_guarded(config: dict, log: Path) -> tuple[list[dict], int, str, list[str
 
 
 def config(arms: dict[str, str], pinned: dict[str, str] | None) -> dict:
-    return {
-        "arms": [{"name": name, "url": url} for name, url in arms.items()],
-        "users": 1,
-        "spawn_rate": 10,
-        "warmup_s": 0.2,
-        "duration_s": 1.0,
-        "arrival_rate": None,  # closed loop
-        "verify_tls": False,
-        "pinned": pinned,
-    }
+    return engine_config(arms, pinned=pinned)
 
 
 def test_the_engine_connects_to_the_pinned_address_and_keeps_the_name(tmp_path, tls_cert):

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from portal.lib.runs.protocol import ArmSpec, EngineConfig, PathSpec
+from tests.engine_config import engine_config
 from tests.h2_servers import GoAwayServer
 from tests.servers import AuthPages, LocalServer, ServerSoftware, closed_port, redirecting_pages
 from workers.engine.preflight import (
@@ -30,16 +31,8 @@ STOPPED_WITHIN_S = 15.0
 
 
 def _config(*arms: tuple[str, str], **more) -> dict:
-    return {
-        "arms": [{"name": name, "url": url} for name, url in arms],
-        "users": 2,
-        "spawn_rate": 100,
-        "warmup_s": 1.0,
-        "duration_s": LONG_WINDOW_S,
-        "arrival_rate": 50,
-        "verify_tls": False,
-        **more,
-    }
+    load = {"users": 2, "spawn_rate": 100, "warmup_s": 1.0, "duration_s": LONG_WINDOW_S, "arrival_rate": 50}
+    return engine_config(dict(arms), **{**load, **more})
 
 
 def _stopped(engine, config: dict) -> tuple[dict, list[dict]]:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import random
 import time
 
-from workers.engine.client import Sample
-from workers.engine.recorder import ArmRecorder, new_histogram, percentiles
+from workers.engine.http.sample import Sample
+from workers.engine.recording.recorder import ArmRecorder, new_histogram, percentiles
 
 
 def _values(seed: int, n: int) -> list[int]:

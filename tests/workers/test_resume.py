@@ -19,6 +19,7 @@ from portal.runs import services
 from portal.runs.live import cache_get, progress_key
 from portal.runs.models import ArmResult, Run, RunAttempt, WorkerSeen
 from portal.runs.queueing import queue_note
+from tests.engine_config import engine_config
 from workers import arms, presence, runner
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -26,16 +27,13 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def _run(owner, server, *, rounds: int, duration_s: float = 1.0) -> Run:
     target = services.get_or_create_target(personal_project(owner), "local", server.url("/1k"), "")
-    config = {
-        "arms": [{"name": "plain", "url": server.url("/1k")}],
-        "users": 1,
-        "spawn_rate": 10,
-        "warmup_s": 0.3,
-        "duration_s": duration_s,
-        "rounds": rounds,
-        "verify_tls": False,
-        "arrival_rate": 100,  # open loop: samples enough, without a core burnt flat out beside other tests
-    }
+    config = engine_config(
+        {"plain": server.url("/1k")},
+        warmup_s=0.3,
+        duration_s=duration_s,
+        rounds=rounds,
+        arrival_rate=100,  # open loop: samples enough, without a core burnt flat out beside other tests
+    )
     return services.create_run(owner, target, config)
 
 

@@ -17,6 +17,7 @@ import pytest
 from bench.nginx import Nginx
 from portal.lib.stats import capacity
 from tests.conftest import ROOT
+from tests.engine_config import engine_config
 from tests.servers import LocalServer, RateCapped
 
 K_RPS = 500
@@ -49,16 +50,12 @@ def run_search(config: dict, affinity: set[int] | None = None, timeout: float = 
 
 
 def search_config(url: str, sat: dict) -> dict:
-    return {
-        "arms": [{"name": "plain", "url": url}],
-        "users": 1,
-        "spawn_rate": 100,
-        "warmup_s": 0.2,
-        "duration_s": 0.5,
-        "arrival_rate": None,  # closed loop
-        "verify_tls": False,
-        "saturation": {"arms": ["plain"], "stage_s": 1.0, "warmup_s": 0.3, **sat},
-    }
+    return engine_config(
+        {"plain": url},
+        spawn_rate=100,
+        duration_s=0.5,
+        saturation={"arms": ["plain"], "stage_s": 1.0, "warmup_s": 0.3, **sat},
+    )
 
 
 def stored(messages: list[dict], sat: dict) -> dict:

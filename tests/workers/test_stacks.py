@@ -165,8 +165,8 @@ def test_the_resumption_matrix_follows_what_the_server_resumes(stack, tickets, l
     measured only when the server resumed its session, as the server logged it; against a server with
     no resumption every resuming variant is refused with the reason, the full handshakes measured."""
     from portal.lib.runs.protocol import ArmSpec
-    from workers.engine import variants
-    from workers.engine.client import Endpoint
+    from workers.engine.http.endpoint import Endpoint
+    from workers.engine.matrix import variants
 
     with stacks.start(stack, tickets=tickets) as server:
         url = server.tls_url("/2k")

@@ -1,4 +1,4 @@
-"""What a server accepts (``workers/engine/tlsaccept.py``, part of the TLS facts), against real
+"""What a server accepts (``workers/engine/tls/acceptance.py``, part of the TLS facts), against real
 servers: a pyOpenSSL server on the bundled OpenSSL 4.x (the hybrid X25519MLKEM768 on, an RSA and an
 ECDSA certificate at once, optionally asking for a client certificate from its own CA) that counts
 what each handshake negotiated on its side, and Debian's nginx (OpenSSL 3.0: no hybrid).
@@ -20,9 +20,9 @@ from OpenSSL._util import ffi, lib
 
 from bench.nginx import Nginx
 from portal.lib.tls.certs import make_self_signed
-from workers.engine import tlslib
-from workers.engine.tlsaccept import key_type, probe_accepts
-from workers.engine.tlsinfo import probe_tls
+from workers.engine.tls import libraries
+from workers.engine.tls.acceptance import key_type, server_accepts
+from workers.engine.tls.facts import handshake_facts
 
 SERVER_GROUPS = "X25519MLKEM768:X25519:P-256"
 
@@ -120,14 +120,14 @@ def by_name(rows: list[dict]) -> dict[str, dict]:
 
 def test_a_hybrid_capable_dual_certificate_server_on_the_bundled_library(certs):
     with BundledServer(certs, client_ca=certs["ca"][0]) as server:
-        facts = probe_tls("127.0.0.1", server.port, server_name="127.0.0.1", verify=False)
+        facts = handshake_facts("127.0.0.1", server.port, server_name="127.0.0.1", verify=False)
     assert facts["error"] is None and facts["protocol"] == "TLSv1.3"
     # The first handshake's library (s_client's system OpenSSL 3.0) and the accept probe's (bundled 4.x).
     assert facts["tls_library"]["choice"] == "system" and facts["tls_library"]["openssl"].startswith(
         "OpenSSL "
     )
     probe = facts["accept_probe"]
-    assert probe["tls_library"] == tlslib.describe(tlslib.BUNDLED) and probe["error"] is None
+    assert probe["tls_library"] == libraries.describe(libraries.BUNDLED) and probe["error"] is None
     assert probe["protocol"] == "TLSv1.3" and probe["handshakes"] >= 15
     groups = by_name(facts["groups"])
     accepted = {name for name, row in groups.items() if row["accepted"]}
@@ -168,7 +168,7 @@ def test_a_hybrid_capable_dual_certificate_server_on_the_bundled_library(certs):
 
 def test_a_server_that_requires_a_client_certificate_shows_its_alert(certs):
     with BundledServer(certs, client_ca=certs["ca"][0], require=True) as server:
-        facts = probe_accepts(
+        facts = server_accepts(
             "127.0.0.1", server.port, server_name="127.0.0.1", protocol="TLSv1.3", budget_s=10
         )
     assert facts["client_cert_requested"] is True and facts["client_cert_required"] is True
@@ -178,7 +178,7 @@ def test_a_server_that_requires_a_client_certificate_shows_its_alert(certs):
     # TLS 1.2: every handshake without a certificate ends after the request; what came before it (the
     # group, the certificate) still tells what the server accepted.
     with BundledServer(certs, client_ca=certs["ca"][0], require=True, tls12=True) as server:
-        facts = probe_accepts(
+        facts = server_accepts(
             "127.0.0.1", server.port, server_name="127.0.0.1", protocol="TLSv1.2", budget_s=10
         )
     assert facts["client_cert_requested"] is True and facts["client_cert_required"] is True
@@ -203,8 +203,8 @@ def test_debian_nginx_on_openssl_3_refuses_the_hybrid_and_asks_no_client_certifi
     except RuntimeError as exc:
         pytest.skip(str(exc))
     with nginx:
-        facts = probe_tls("127.0.0.1", nginx.tls_port, server_name="127.0.0.1", verify=False)
-        tls12 = probe_accepts(
+        facts = handshake_facts("127.0.0.1", nginx.tls_port, server_name="127.0.0.1", verify=False)
+        tls12 = server_accepts(
             "127.0.0.1", nginx.tls_port, server_name="127.0.0.1", protocol="TLSv1.2", budget_s=10
         )
     assert facts["error"] is None and facts["accept_probe"]["error"] is None
@@ -246,7 +246,7 @@ def test_the_probe_stops_at_its_budget():
 
     threading.Thread(target=hold, daemon=True).start()
     try:
-        facts = probe_accepts(
+        facts = server_accepts(
             "127.0.0.1",
             listener.getsockname()[1],
             server_name=None,

@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives import serialization
 from bench.nginx import Nginx
 from portal.lib.tls.certs import make_self_signed
 from tests.servers import LocalServer, closed_port
-from workers.engine.tlsinfo import parse_s_client, probe_tls
+from workers.engine.tls.facts import handshake_facts, parse_s_client
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +41,7 @@ def serve(cert, **context_settings) -> LocalServer:
 def test_rsa_tls13_facts(certs):
     server = serve(certs["rsa"])
     try:
-        facts = probe_tls("127.0.0.1", server.port, server_name="127.0.0.1", verify=False)
+        facts = handshake_facts("127.0.0.1", server.port, server_name="127.0.0.1", verify=False)
     finally:
         server.stop()
     size, not_after = der_size(certs["rsa"][0])
@@ -69,7 +69,7 @@ def test_rsa_tls13_facts(certs):
 def test_ec_key_and_tls12_without_tickets(certs):
     server = serve(certs["ec"], maximum_version=ssl.TLSVersion.TLSv1_2, options=ssl.OP_NO_TICKET | ssl.OP_ALL)
     try:
-        facts = probe_tls("127.0.0.1", server.port, server_name="127.0.0.1", verify=False)
+        facts = handshake_facts("127.0.0.1", server.port, server_name="127.0.0.1", verify=False)
     finally:
         server.stop()
     assert facts["protocol"] == "TLSv1.2"
@@ -85,8 +85,8 @@ def test_ec_key_and_tls12_without_tickets(certs):
 def test_verification_against_a_given_ca(certs):
     server = serve(certs["rsa"])
     try:
-        untrusted = probe_tls("127.0.0.1", server.port, server_name="127.0.0.1", verify=True)
-        trusted = probe_tls(
+        untrusted = handshake_facts("127.0.0.1", server.port, server_name="127.0.0.1", verify=True)
+        trusted = handshake_facts(
             "127.0.0.1", server.port, server_name="127.0.0.1", verify=True, cafile=str(certs["rsa"][0])
         )
     finally:
@@ -95,15 +95,15 @@ def test_verification_against_a_given_ca(certs):
 
 
 def test_a_closed_port_is_an_error_not_an_exception():
-    facts = probe_tls("127.0.0.1", closed_port(), server_name=None, verify=False, timeout_s=3)
+    facts = handshake_facts("127.0.0.1", closed_port(), server_name=None, verify=False, timeout_s=3)
     assert facts["error"] and facts["protocol"] is None
 
 
 def test_python_fallback_when_openssl_is_missing(certs, monkeypatch):
-    monkeypatch.setattr("workers.engine.tlsinfo.shutil.which", lambda name: None)
+    monkeypatch.setattr("workers.engine.tls.facts.shutil.which", lambda name: None)
     server = serve(certs["rsa"])
     try:
-        facts = probe_tls("127.0.0.1", server.port, server_name="127.0.0.1", verify=False)
+        facts = handshake_facts("127.0.0.1", server.port, server_name="127.0.0.1", verify=False)
     finally:
         server.stop()
     assert facts["source"] == "python ssl" and facts["protocol"] == "TLSv1.3"
@@ -131,12 +131,12 @@ class NewContextPerConnection:
 @pytest.mark.parametrize("version", [ssl.TLSVersion.TLSv1_3, ssl.TLSVersion.TLSv1_2], ids=["1.3", "1.2"])
 def test_tickets_that_cannot_resume_are_not_claimed(certs, monkeypatch, openssl, version):
     if not openssl:
-        monkeypatch.setattr("workers.engine.tlsinfo.shutil.which", lambda name: None)
+        monkeypatch.setattr("workers.engine.tls.facts.shutil.which", lambda name: None)
     server = LocalServer(tls=certs["rsa"])
     server.httpd.ssl_context = NewContextPerConnection(certs["rsa"], version)
     server.start()
     try:
-        facts = probe_tls("127.0.0.1", server.port, server_name="127.0.0.1", verify=False)
+        facts = handshake_facts("127.0.0.1", server.port, server_name="127.0.0.1", verify=False)
     finally:
         server.stop()
     assert facts["error"] is None and facts["protocol"] == (
@@ -156,7 +156,7 @@ def test_tls12_session_ids_and_tickets_against_nginx():
     except RuntimeError as exc:
         pytest.skip(str(exc))
     with nginx:
-        facts = probe_tls("127.0.0.1", nginx.tls_port, server_name="127.0.0.1", verify=False)
+        facts = handshake_facts("127.0.0.1", nginx.tls_port, server_name="127.0.0.1", verify=False)
     assert facts["protocol"] == "TLSv1.2" and facts["error"] is None
     assert facts["session_ticket_issued"] is True and facts["session_ticket"] is True
     assert facts["session_id"] is True and facts["session_resumed"] is True

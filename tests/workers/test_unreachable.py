@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 
+from tests.engine_config import engine_config
 from tests.faulty_servers import DyingServer, ServerProcess
 from tests.servers import closed_port
 from tests.workers.engine_lines import Engine
@@ -16,16 +17,14 @@ from workers.engine.unreachable import BACKOFF_MAX_S, Watch, backoff_s
 
 
 def _config(arm: str, url: str, users: int = 4, duration_s: float = 30.0) -> dict:
-    return {
-        "arms": [{"name": arm, "url": url}],
-        "users": users,
-        "spawn_rate": 100,
-        "warmup_s": 0.5,
-        "duration_s": duration_s,
-        "arrival_rate": None,  # closed loop
-        "verify_tls": False,
-        "timeout_s": 5,
-    }
+    return engine_config(
+        {arm: url},
+        users=users,
+        spawn_rate=100,
+        warmup_s=0.5,
+        duration_s=duration_s,
+        timeout_s=5,
+    )
 
 
 def _measured_second(n: int):

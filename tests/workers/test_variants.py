@@ -8,8 +8,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from workers.engine import variants
-from workers.engine.client import Endpoint
+from workers.engine.http.endpoint import Endpoint
+from workers.engine.matrix import variants
 
 
 def endpoint(server) -> Endpoint:
@@ -27,7 +27,7 @@ def variant(**chosen) -> dict:
 def test_the_probe_reads_protocol_group_and_chain_from_the_handshake(tls_server, protocol, group):
     wanted = variant(protocol=protocol, group=group, cert="rsa" if protocol == "tls1.2" else None)
     context = variants.build_context(wanted, verify=False)
-    negotiated = variants.probe(endpoint(tls_server), context, wanted, timeout_s=5)
+    negotiated = variants.negotiate(endpoint(tls_server), context, wanted, timeout_s=5)
     assert negotiated["protocol"] == {"tls1.2": "TLSv1.2", "tls1.3": "TLSv1.3"}[protocol]
     # As OpenSSL prints it (SSL_get0_group_name), as the bundled library's probe reads it.
     assert negotiated["group"] == {"p256": "secp256r1", "x25519": "x25519"}[group]
@@ -40,7 +40,7 @@ def test_resumption_variants_are_checked_by_a_second_handshake(tls_server):
     ticket = variant(protocol="tls1.2", resumption="ticket")
     context = variants.build_context(ticket, verify=False)
     assert not context.options & ssl.OP_NO_TICKET
-    assert variants.probe(endpoint(tls_server), context, ticket, timeout_s=5)["session_resumed"] is True
+    assert variants.negotiate(endpoint(tls_server), context, ticket, timeout_s=5)["session_resumed"] is True
     assert variants.policy(ticket).resume_sessions and variants.policy(ticket).new_connection_per_request
     # This server (Python's ssl) keeps no session-ID cache: without tickets it never resumes, and the
     # variant is refused for it instead of being measured as full handshakes (nginx resumes both:
@@ -49,7 +49,7 @@ def test_resumption_variants_are_checked_by_a_second_handshake(tls_server):
     context = variants.build_context(ids, verify=False)
     assert context.options & ssl.OP_NO_TICKET
     with pytest.raises(variants.Refused, match=r"did not resume the session \(session_id\)"):
-        variants.probe(endpoint(tls_server), context, ids, timeout_s=5)
+        variants.negotiate(endpoint(tls_server), context, ids, timeout_s=5)
     assert tls_server.counters.snapshot()["resumed"] >= 1  # the ticket variant, as the server saw it
     assert not variants.policy(variant(protocol="tls1.3"), "tls").new_connection_per_request
 
@@ -61,16 +61,20 @@ def test_what_cannot_be_made_is_refused_with_the_reason(tls_server):
     # The server holds an RSA certificate only: an ECDSA one cannot be had in TLS 1.2 …
     ecdsa = variant(protocol="tls1.2", group="p256", cert="ecdsa")
     with pytest.raises(variants.Refused, match="server refused the handshake"):
-        variants.probe(endpoint(tls_server), variants.build_context(ecdsa, verify=False), ecdsa, timeout_s=5)
+        variants.negotiate(
+            endpoint(tls_server), variants.build_context(ecdsa, verify=False), ecdsa, timeout_s=5
+        )
     # … nor in TLS 1.3, where Python's ssl cannot choose: refused as the library's lack, with the way out.
     ecdsa13 = variant(cert="ecdsa")
     with pytest.raises(variants.Refused, match="the server chose RSA; needs the bundled TLS library"):
-        variants.probe(
+        variants.negotiate(
             endpoint(tls_server), variants.build_context(ecdsa13, verify=False), ecdsa13, timeout_s=5
         )
     ids13 = variant(protocol="tls1.3", resumption="session_id")
     with pytest.raises(variants.Refused, match="ticket only"):
-        variants.probe(endpoint(tls_server), variants.build_context(ids13, verify=False), ids13, timeout_s=5)
+        variants.negotiate(
+            endpoint(tls_server), variants.build_context(ids13, verify=False), ids13, timeout_s=5
+        )
 
 
 def test_a_group_refusal_says_whether_openssl_or_pythons_ssl_lacks_it():

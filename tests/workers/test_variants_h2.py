@@ -9,9 +9,9 @@ import pytest
 
 from portal.lib.runs.protocol import ArmSpec
 from tests import stacks
-from workers.engine import variants
-from workers.engine.client import Endpoint
-from workers.engine.clients import new_client
+from workers.engine.http.by_protocol import new_client
+from workers.engine.http.endpoint import Endpoint
+from workers.engine.matrix import variants
 
 LOG = "$server_protocol $ssl_alpn_protocol $ssl_protocol $ssl_session_reused $request_method"
 

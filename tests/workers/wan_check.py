@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from portal.lib.stats import hdr, wan
 from tests.conftest import run_engine
+from tests.engine_config import engine_config
 
 ARMS = ("plain", "tls", "plain_new", "tls_new", "tls_resumed")
 # The protocol matrix adds tls_new@1.2 / tls_new@1.3 (and tls@1.2 / tls@1.3 with the tls arm): the
@@ -31,17 +32,13 @@ def measure(
     """The engine's ``arms`` (with the TLS matrix's ``matrix`` dimensions), closed loop with 1 user,
     interleaved in ``rounds``: ``{"arms": {name: figures of its rounds merged}, "tls_info",
     "variants": {sub-arm: negotiated}}``. Raises AssertionError when the engine fails."""
-    config = {
-        "arms": [{"name": a, "url": tls_url if "tls" in a else plain_url} for a in arms],
-        "users": 1,
-        "spawn_rate": 10,
-        "warmup_s": warmup_s,
-        "duration_s": duration_s,
-        "rounds": rounds,
-        "arrival_rate": None,  # closed loop
-        "verify_tls": False,
-        "tls_matrix": list(matrix),
-    }
+    config = engine_config(
+        [{"name": a, "url": tls_url if "tls" in a else plain_url} for a in arms],
+        warmup_s=warmup_s,
+        duration_s=duration_s,
+        rounds=rounds,
+        tls_matrix=list(matrix),
+    )
     messages, code, stderr = run_engine(config, timeout=180)
     assert code == 0, stderr[-2000:]
     out: dict = {"arms": {}, "tls_info": None, "variants": {}}

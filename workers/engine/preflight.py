@@ -18,20 +18,13 @@ from urllib.parse import urljoin
 
 from portal.lib.runs.protocol import ArmSpec, EngineConfig
 from portal.lib.tls import clientcerts
-from workers.engine import mtls
-from workers.engine.client import (
-    ARM_POLICIES,
-    MAX_HEAD_BYTES,
-    Endpoint,
-    Sample,
-    TimedClient,
-    origin_of,
-    split_target,
-)
-from workers.engine.http1 import parse_head
-from workers.engine.http2 import H2Client
-from workers.engine.tlsinfo import probe_tls
-from workers.engine.tlslib import SSL, run_context
+from workers.engine.http.endpoint import ARM_POLICIES, Endpoint, origin_of, split_target
+from workers.engine.http.http1 import MAX_HEAD_BYTES, TimedClient, parse_head
+from workers.engine.http.http2 import H2Client
+from workers.engine.http.sample import CONNECTION_ERRORS, Sample
+from workers.engine.tls import mtls
+from workers.engine.tls.facts import handshake_facts
+from workers.engine.tls.libraries import SSL, run_context
 
 MAX_REDIRECTS = 5
 REDIRECT_STATUSES = (301, 302, 303, 307, 308)
@@ -43,7 +36,6 @@ KEPT_BYTES = MAX_HEAD_BYTES + BODY_KEPT_BYTES  # of an answer as received: its h
 INSECURE_HINT = (
     "untick Verify TLS / `--insecure` / `verify_tls: false` if the certificate is self-signed on purpose"
 )
-UNREACHABLE = ("connection_refused", "connection_reset", "timeout", "os_error")
 SERVER_SOFTWARE_CHARS = 200  # of a Server header kept for the report (``server_software``)
 AUTH_HEADERS = {401: "authorization", 407: "proxy-authorization"}  # the header each status asks for
 
@@ -68,7 +60,7 @@ class Prepared:
     """What preflight settled for an arm: where to connect and which request targets to send."""
 
     endpoint: Endpoint
-    context: ssl.SSLContext | SSL.Context | None  # on the run's TLS library (workers/engine/tlslib.py)
+    context: ssl.SSLContext | SSL.Context | None  # on the run's TLS library (workers/engine/tls/libraries.py)
     targets: list[dict]  # {"path", "weight", "requested"}: final path after redirects
     redirects: list[dict]  # {"from", "to", "status"}
     origin: str
@@ -295,7 +287,7 @@ def transport_failure(sample: Sample) -> str:
         return f"TLS certificate verification failed ({detail}); {INSECURE_HINT}"
     if sample.error == "tls_error":
         return f"TLS handshake failed ({detail})"
-    if sample.error in UNREACHABLE:
+    if sample.error in CONNECTION_ERRORS:
         return f"target unreachable ({detail})"
     return f"no HTTP answer ({detail})"
 
@@ -341,7 +333,7 @@ def tls_facts(config: EngineConfig, prepared: Prepared) -> dict:
     """The ``tls_info`` message's facts of an arm's endpoint (or the error: never fails the run)."""
     try:
         endpoint = prepared.endpoint
-        return probe_tls(
+        return handshake_facts(
             endpoint.address,
             endpoint.port,
             server_name=endpoint.host,

@@ -21,15 +21,16 @@ from locust.event import Events
 from portal.lib.runs.protocol import EXIT_ARM_ERROR, EXIT_OK, ArmSpec, EngineConfig, emit
 from portal.lib.tls.matrix import MATRIX_ARMS, base_arm
 from workers.engine import saturation
-from workers.engine.client import ARM_POLICIES
-from workers.engine.clients import client_factory
-from workers.engine.distributed_arm import DistributedArm, Fleet
-from workers.engine.facts import engine_facts
+from workers.engine.distribution.arm import DistributedArm, Fleet
+from workers.engine.hello import engine_facts
+from workers.engine.http.by_protocol import client_factory
+from workers.engine.http.endpoint import ARM_POLICIES
+from workers.engine.matrix.variants import expand
 from workers.engine.preflight import ArmRefused, PreflightFailed, Prepared, preflight, servers_seen, tls_facts
-from workers.engine.recorder import ArmRecorder, CpuMeter
+from workers.engine.recording.cpu import CpuMeter
+from workers.engine.recording.recorder import ArmRecorder
 from workers.engine.unreachable import TargetUnreachable, Watch
 from workers.engine.users import arm_user_class
-from workers.engine.variants import expand
 
 TICK_S = 1.0
 
@@ -65,7 +66,7 @@ class Swarm:
         self.elapsed_before_arm = 0.0
         self.tls_facts_sent = False
         self.headers = dict(config.headers)
-        # Connection policy per arm name; the TLS matrix adds its sub-arms' (workers.engine.variants).
+        # Connection policy per arm name; the TLS matrix adds its sub-arms' (workers.engine.matrix.variants).
         self.policies = {name: policy for name, (_, policy) in ARM_POLICIES.items()}
         self.arms_total = config.arm_count() * config.rounds
 
@@ -249,7 +250,9 @@ class Swarm:
         self.stopped = None
         watch = watch or Watch()
         watch.restart()
-        if self.config.generators != 1:  # a Locust master and its workers (workers.engine.distributed)
+        if (
+            self.config.generators != 1
+        ):  # a Locust master and its workers (workers.engine.distribution.master)
             return DistributedArm(Fleet.of(self), index, arm, ready, load, watch).run()
         recorder = ArmRecorder(arm.name)
         env = Environment(user_classes=[self._user_class(arm, ready, recorder, load)], events=Events())

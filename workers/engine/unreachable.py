@@ -1,7 +1,7 @@
 """A target that stops answering is not hammered (issue 16).
 
 Two rules, both about *connection-level* failures only (refused, reset, timed out, a network error:
-``CONNECTION_ERRORS``), never about HTTP statuses, TLS or protocol errors:
+``http.sample.CONNECTION_ERRORS``), never about HTTP statuses, TLS or protocol errors:
 
 * per user (``workers.engine.users``): after each consecutive connection failure the user waits
   ``backoff_s(n)`` (5 ms, doubling, at most 1 s) before its next attempt; any answer resets it. A
@@ -22,7 +22,6 @@ from __future__ import annotations
 import time
 from collections import Counter, deque
 
-CONNECTION_ERRORS = frozenset({"connection_refused", "connection_reset", "timeout", "os_error"})
 LABELS = {
     "connection_refused": "connection refused",
     "connection_reset": "connection reset",

@@ -27,8 +27,9 @@ from collections.abc import Callable
 import gevent
 from locust import User, constant, task
 
-from workers.engine.client import Sample, TimedClient
-from workers.engine.unreachable import CONNECTION_ERRORS, backoff_s
+from workers.engine.http.http1 import TimedClient
+from workers.engine.http.sample import CONNECTION_ERRORS, Sample
+from workers.engine.unreachable import backoff_s
 
 YIELD_EVERY = 32
 

@@ -75,6 +75,12 @@ class PathSpec:
     weight: float = 1.0
 
 
+# A distributed run's operator settings (docs/scaling.md): their defaults, declared here once for the
+# engine's fields below and for the settings that set them (portal/settings_product.py).
+MASTER_BIND = "127.0.0.1"  # TOLLGATE_MASTER_BIND: loopback, local generator processes only
+GENERATOR_CONNECT_S = 30  # TOLLGATE_GENERATOR_CONNECT_S
+OPERATOR_MAX_GENERATORS = 16  # TOLLGATE_MAX_GENERATORS: per generator host, at most MAX_GENERATORS
+
 # The engine's own fields, after the run options: the portal fills them per run, a user never types them.
 ENGINE_ONLY_FIELDS = (
     ("timeout_s", float, field(default=10.0)),  # per request
@@ -93,6 +99,15 @@ ENGINE_ONLY_FIELDS = (
     # A resumption (workers/attempts.py): "arm#round" pairs an earlier attempt already measured; the
     # engine runs everything else, in the same order.
     ("skip", list[str], field(default_factory=list)),
+    # Distributed runs (generators != 1), set by the executor (workers/driver.py) from the operator's
+    # settings: the address and port the Locust master binds (0: a free port), how long it waits for
+    # its generator processes, the cap on "auto" (generators 0: one per core up to it), and the other
+    # generator hosts invited to join (their names, workers/generators.py), each waited for.
+    ("master_bind", str, field(default=MASTER_BIND)),
+    ("master_port", int, field(default=0)),
+    ("generator_connect_s", float, field(default=float(GENERATOR_CONNECT_S))),
+    ("max_generators", int, field(default=OPERATOR_MAX_GENERATORS)),
+    ("remote_hosts", list[str], field(default_factory=list)),
 )
 
 
@@ -244,7 +259,7 @@ def pin_key(url: str) -> str:
 # Time for the engine to start (import Locust), preflight each arm and stop each swarm.
 STARTUP_ALLOWANCE_S = 30.0
 PER_ARM_ALLOWANCE_S = 15.0
-# Distributed runs (generators != 1): the workers connecting (TOLLGATE_GENERATOR_CONNECT_S, 30 s by
+# Distributed runs (generators != 1): the workers connecting (generator_connect_s, 30 s by
 # default) and, per arm, building it, sending their results and stopping their users, a lost one too.
 DISTRIBUTED_ALLOWANCE_S = 60.0
 DISTRIBUTED_PER_ARM_ALLOWANCE_S = 30.0

@@ -60,7 +60,7 @@ DURATION_S = 20.0
 THINK_TIME_S = 0.0
 ROUNDS = 1
 MAX_GENERATORS = 64  # Locust worker processes per generator host
-MAX_H2_STREAMS = 100  # HTTP/2 streams in flight per connection (workers.engine.http2.MAX_STREAMS)
+MAX_H2_STREAMS = 100  # HTTP/2 streams in flight per connection (workers.engine.http.http2.MAX_STREAMS)
 MAX_PATHS_FIELD = 64 * 1024  # characters of the paths text area
 MAX_HEADERS_FIELD = 32 * 1024
 
@@ -76,7 +76,7 @@ DURATION_HELP = (
     f"At the default rate, {DURATION_S:g} s give each arm {int(ARRIVAL_RATE * DURATION_S):,} samples: "
     "enough for p99 (1,000)."
 )
-TLS_LIBRARIES = ("system", "bundled")  # workers/engine/tlslib.py
+TLS_LIBRARIES = ("system", "bundled")  # workers/engine/tls/libraries.py
 # The run form's labels for the choices of the fields below: arms, TLS matrix dimensions, TLS libraries.
 DIMENSION_LABELS = {
     "protocol": "protocol — TLS 1.2 vs 1.3",

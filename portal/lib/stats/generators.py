@@ -1,6 +1,6 @@
 """Distributed runs: merging the Locust workers' figures exactly, and the report's ``generators``.
 
-Pure functions on plain data, used on both sides: the engine's master (``workers.engine.distributed``)
+Pure functions on plain data, used on both sides: the engine's master (``workers.engine.distribution.master``)
 merges its workers' recorder results into one arm result, the report lists each worker with its share.
 Histograms are added (HDR addition), counts summed; a percentile is never averaged.
 Documented in docs/engine-protocol.md (messages) and docs/report-schema.md (``generators``).

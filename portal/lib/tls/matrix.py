@@ -1,7 +1,7 @@
 """The TLS configuration matrix: which client-side variants a run repeats ``tls_new`` (and
 ``h2_new``) under, their sub-arm names, and the report's ``matrix`` entries.
 
-Shared by the portal (form, CLI, report) and the engine (``workers.engine.variants`` builds and
+Shared by the portal (form, CLI, report) and the engine (``workers.engine.matrix.variants`` builds and
 probes each variant), so it imports neither Django nor Locust.
 
 A run option ``tls_matrix`` names the dimensions to vary (any of ``DIMENSIONS``); the variants are

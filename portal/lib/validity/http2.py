@@ -1,6 +1,6 @@
 """The HTTP/2 arms (``h2``, ``h2_new``, ``h2c``): did they measure HTTP/2 as asked?
 
-From each arm's ``http2`` facts (``workers.engine.recorder``: ALPN per connection, the server's
+From each arm's ``http2`` facts (``workers.engine.recording.recorder``: ALPN per connection, the server's
 ``SETTINGS_MAX_CONCURRENT_STREAMS``, the most streams in flight, GOAWAYs by error code) and its
 errors (``refused_stream``, ``stream_reset``, ``goaway``):
 

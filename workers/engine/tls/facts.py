@@ -15,7 +15,7 @@ true and ``session_ticket`` false.
 
 What the server accepts — key-exchange groups (hybrids included), signature algorithms, a client
 certificate request and its CA names — comes from short handshakes on the bundled library
-(``workers/engine/tlsaccept.py``), after the first handshake worked. ``tls_library`` names the library
+(``workers/engine/tls/acceptance.py``), after the first handshake worked. ``tls_library`` names the library
 of the first handshake (``openssl s_client``'s OpenSSL, or Python's ``ssl``); ``accept_probe`` that
 of the accept probe.
 """
@@ -35,9 +35,9 @@ from pathlib import Path
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from workers.engine import tlslib
-from workers.engine.client import make_ssl_context
-from workers.engine.tlsaccept import key_type, probe_accepts
+from workers.engine.tls import libraries
+from workers.engine.tls.acceptance import key_type, server_accepts
+from workers.engine.tls.libraries import make_ssl_context
 
 KEYS = (
     "protocol",
@@ -124,7 +124,7 @@ def openssl_binary_library() -> dict:
         except (OSError, subprocess.SubprocessError):
             out = ""
         _OPENSSL_BINARY.append(out or "unknown")
-    return {"choice": tlslib.SYSTEM, "openssl": _OPENSSL_BINARY[0], "binding": "openssl s_client"}
+    return {"choice": libraries.SYSTEM, "openssl": _OPENSSL_BINARY[0], "binding": "openssl s_client"}
 
 
 def _line(text: str, prefix: str) -> str | None:
@@ -293,7 +293,7 @@ def _probe_python(
 ) -> dict:
     facts = _empty()
     facts["source"] = "python ssl"
-    facts["tls_library"] = tlslib.describe(tlslib.SYSTEM)
+    facts["tls_library"] = libraries.describe(libraries.SYSTEM)
     name = server_name or host
     context = make_ssl_context(verify, cafile)  # the engine's own client context
     info, session, _ = _python_connection(host, port, name, context, timeout_s)
@@ -323,7 +323,7 @@ def _probe_python(
     return facts
 
 
-def probe_tls(
+def handshake_facts(
     host: str,
     port: int,
     *,
@@ -335,7 +335,7 @@ def probe_tls(
 ) -> dict:
     """A handshake with host:port (an address; ``server_name`` for SNI and checks), and reconnects
     that try to resume its session → TLS facts; with ``accepts``, then what the server accepts
-    (``tlsaccept.probe_accepts``: a short handshake per candidate group and signature algorithm)."""
+    (``acceptance.server_accepts``: a short handshake per candidate group and signature algorithm)."""
     first_error = None
     facts = None
     if shutil.which("openssl"):
@@ -350,7 +350,7 @@ def probe_tls(
                 facts["error"] = first_error
         if accepts:
             facts.update(
-                probe_accepts(
+                server_accepts(
                     host, port, server_name=server_name, protocol=facts["protocol"], timeout_s=timeout_s
                 )
             )

@@ -20,7 +20,7 @@ from __future__ import annotations
 import socket
 import ssl
 
-from workers.engine import tlslib
+from workers.engine.tls import libraries
 
 HANDSHAKE, ALERT = 22, 21
 CERTIFICATE, CERTIFICATE_REQUEST = 11, 13
@@ -47,7 +47,7 @@ class Messages:
         self.seen.append((direction, int(content_type), int(msg_type), bytes(data)))
 
     def bundled(self, write_p, version, content_type, buf, length, ssl_ptr, arg) -> None:
-        data = bytes(tlslib._ffi.buffer(buf, length))
+        data = bytes(libraries._ffi.buffer(buf, length))
         msg_type = data[0] if content_type == HANDSHAKE and data else 0
         self.seen.append(("write" if write_p else "read", content_type, msg_type, data))
 
@@ -70,14 +70,14 @@ def check(config, endpoint, kind: str, path: str = "/") -> dict:
     """One handshake presenting the run's ``kind`` ("rsa"|"ecdsa") certificate and one request;
     ``{"requested", "sent", "status"}`` or ``Rejected``."""
     messages = Messages()
-    context = tlslib.make_context(config.tls_library, config.verify_tls)
-    tlslib.load_client_cert(context, config.client_certs[kind])
+    context = libraries.make_context(config.tls_library, config.verify_tls)
+    libraries.load_client_cert(context, config.client_certs[kind])
     keep = None
-    if isinstance(context, tlslib.SSL.Context):
-        keep = tlslib._ffi.callback(
+    if isinstance(context, libraries.SSL.Context):
+        keep = libraries._ffi.callback(
             "void(int, int, int, const void *, size_t, SSL *, void *)", messages.bundled
         )
-        tlslib._lib.SSL_CTX_set_msg_callback(context._context, keep)
+        libraries._lib.SSL_CTX_set_msg_callback(context._context, keep)
     else:
         context._msg_callback = messages.system
     raw = socket.create_connection((endpoint.address, endpoint.port), timeout=config.timeout_s)
@@ -85,7 +85,7 @@ def check(config, endpoint, kind: str, path: str = "/") -> dict:
     status_line = b""
     try:
         if keep is not None:
-            sock = tlslib.BlockingTLS(context, raw, endpoint.host)
+            sock = libraries.BlockingTLS(context, raw, endpoint.host)
         else:
             sock = context.wrap_socket(raw, server_hostname=endpoint.host)
         # Judged before a request is sent: a server that did not ask gets nothing but a handshake.
@@ -104,7 +104,7 @@ def check(config, endpoint, kind: str, path: str = "/") -> dict:
     finally:
         raw.close()
         if keep is not None:
-            tlslib._lib.SSL_CTX_set_msg_callback(context._context, tlslib._ffi.NULL)
+            libraries._lib.SSL_CTX_set_msg_callback(context._context, libraries._ffi.NULL)
     parts = status_line.split(b" ", 2)
     status = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else None
     return {"requested": True, "sent": True, "status": status}
@@ -115,7 +115,7 @@ def _closed_early(sock) -> bool:
     comes after the handshake. Wait briefly for it before the request (which, sent into a closing
     connection, can make the server's kernel reset it and lose the alert). True when the server
     closed without a word; an alert raises."""
-    bundled = isinstance(sock, tlslib.BlockingTLS)
+    bundled = isinstance(sock, libraries.BlockingTLS)
     before = sock.timeout_s if bundled else sock.gettimeout()
     if bundled:
         sock.timeout_s = EARLY_VERDICT_S

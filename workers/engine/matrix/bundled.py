@@ -1,7 +1,7 @@
 """TLS matrix variants on the bundled library (pyOpenSSL on the ``cryptography`` wheel's OpenSSL
 4.x): one group by ``SSL_CTX_set1_curves_list`` (hybrids included), one certificate type by
 ``SSL_CTX_set1_sigalgs_list`` under TLS 1.2 and 1.3, and a probe over memory BIOs that counts the
-bytes each side sent and reads the group with ``SSL_get0_group_name`` (``workers.engine.variants``)."""
+bytes each side sent and reads the group with ``SSL_get0_group_name`` (``workers.engine.matrix.variants``)."""
 
 from __future__ import annotations
 
@@ -12,12 +12,9 @@ import time
 from cryptography.hazmat.primitives import serialization
 
 from portal.lib.tls import matrix
-from workers.engine import mtls, tlslib
-from workers.engine.client import ARM_POLICIES
-from workers.engine.h2state import probe_request
-from workers.engine.tlsinfo import certificate_facts
-from workers.engine.tlslib import BUNDLED, HTTP1, SSL, _ffi, _lib
-from workers.engine.variant_rules import (
+from workers.engine.http.endpoint import ARM_POLICIES
+from workers.engine.http.http2_state import head_request
+from workers.engine.matrix.rules import (
     Refused,
     add_client_cert,
     check,
@@ -28,6 +25,9 @@ from workers.engine.variant_rules import (
     openssl_group,
     resumed_or_refused,
 )
+from workers.engine.tls import libraries, mtls
+from workers.engine.tls.facts import certificate_facts
+from workers.engine.tls.libraries import BUNDLED, HTTP1, SSL, _ffi, _lib
 
 # The signature algorithms per certificate type (SSL_CTX_set1_sigalgs_list): a server with several
 # certificates can only answer with the one these allow.
@@ -54,7 +54,7 @@ def build_context(
     """The variant's client context on the bundled library: one group, the signature algorithms of
     one certificate type (under TLS 1.2 and 1.3 alike), the ``client_cert`` variant's certificate,
     ``alpn`` offered (h2 alone for an HTTP/2 arm's variants)."""
-    context = tlslib.bundled_context(verify, alpn=alpn)
+    context = libraries.bundled_context(verify, alpn=alpn)
     add_client_cert(context, variant, client_certs)
     protocol = variant.get("protocol")
     if protocol:
@@ -69,12 +69,12 @@ def build_context(
         if _lib.SSL_CTX_set1_curves_list(context._context, name.encode()) != 1:
             _lib.ERR_clear_error()
             raise Refused(
-                f"the bundled TLS library ({tlslib.bundled_openssl()}) does not know the group {name}"
+                f"the bundled TLS library ({libraries.bundled_openssl()}) does not know the group {name}"
             )
     cert = variant.get("cert")
     if cert and _lib.SSL_CTX_set1_sigalgs_list(context._context, SIGALGS[cert].encode()) != 1:
         _lib.ERR_clear_error()
-        raise Refused(f"the bundled TLS library ({tlslib.bundled_openssl()}) cannot offer {SIGALGS[cert]}")
+        raise Refused(f"the bundled TLS library ({libraries.bundled_openssl()}) cannot offer {SIGALGS[cert]}")
     if variant.get("resumption") == "session_id":
         context.set_options(SSL.OP_NO_TICKET)
     return context
@@ -89,7 +89,7 @@ class _Pumped:
         self.sock = socket.create_connection((endpoint.address, endpoint.port), timeout=timeout_s)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
-            self.tls = tlslib.BundledTLS(context, None, endpoint.host, session)
+            self.tls = libraries.BundledTLS(context, None, endpoint.host, session)
         except BaseException:
             self.sock.close()
             raise
@@ -165,7 +165,7 @@ class _Pumped:
         arrive after the handshake); the session."""
         try:
             if http2:
-                probe_request(self._send, self._recv, endpoint.host_header)
+                head_request(self._send, self._recv, endpoint.host_header)
             else:
                 self._send(
                     f"HEAD / HTTP/1.1\r\nHost: {endpoint.host_header}\r\nConnection: close\r\n\r\n".encode()
@@ -188,23 +188,23 @@ def _peer_chain(conn: SSL.Connection) -> list[bytes]:
     return [cert.public_bytes(serialization.Encoding.DER) for cert in chain]
 
 
-def probe(
+def negotiate(
     endpoint, context: SSL.Context, variant: dict, timeout_s: float, arm: str = matrix.MATRIX_ARM
 ) -> dict:
-    """``probe`` on the bundled library: the group from ``SSL_get0_group_name``, the certificate
+    """``variants.negotiate`` on the bundled library: the group from ``SSL_get0_group_name``, the certificate
     from the chain the server sent, the bytes each side sent from the connection's own pump, and the
-    handshake messages (``SSL_CTX_set_msg_callback``, set for the probe only) for the client
+    handshake messages (``SSL_CTX_set_msg_callback``, set for this handshake only) for the client
     certificate's check."""
     messages = mtls.Messages()
     keep = _ffi.callback("void(int, int, int, const void *, size_t, SSL *, void *)", messages.bundled)
     _lib.SSL_CTX_set_msg_callback(context._context, keep)
     try:
-        return _probe(endpoint, context, variant, timeout_s, messages, arm)
+        return _negotiate(endpoint, context, variant, timeout_s, messages, arm)
     finally:
         _lib.SSL_CTX_set_msg_callback(context._context, _ffi.NULL)
 
 
-def _probe(endpoint, context: SSL.Context, variant: dict, timeout_s: float, messages, arm: str) -> dict:
+def _negotiate(endpoint, context: SSL.Context, variant: dict, timeout_s: float, messages, arm: str) -> dict:
     t0 = time.perf_counter_ns()
     try:
         pumped = _Pumped(endpoint, context, timeout_s)

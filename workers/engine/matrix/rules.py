@@ -1,15 +1,15 @@
 """What a TLS matrix variant must be, on either TLS library: the refusal, the names of groups and
 certificate types, and the check of a probing handshake against the variant
-(``workers.engine.variants``)."""
+(``workers.engine.matrix.variants``)."""
 
 from __future__ import annotations
 
 import dataclasses
 
 from portal.lib.tls import clientcerts, matrix
-from workers.engine import mtls
-from workers.engine.client import ARM_POLICIES, ConnectionPolicy
-from workers.engine.tlslib import BUNDLED, SYSTEM, load_client_cert
+from workers.engine.http.endpoint import ARM_POLICIES, ConnectionPolicy
+from workers.engine.tls import mtls
+from workers.engine.tls.libraries import BUNDLED, SYSTEM, load_client_cert
 
 OPENSSL_GROUPS = {"x25519": "X25519", "p256": "prime256v1", "x25519mlkem768": "X25519MLKEM768"}
 WAY_OUT = "needs the bundled TLS library (tls_library bundled, CLI --tls-library bundled)"

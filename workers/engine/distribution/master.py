@@ -1,7 +1,7 @@
 """Distributed runs on Locust's own master/worker mode (``EngineConfig.generators`` != 1).
 
 The engine process becomes a Locust master (``Fleet``) and starts N local Locust worker processes
-(``python -m workers.engine.generator``) in its own process group; other generator hosts may join
+(``python -m workers.engine.distribution.generator``) in its own process group; other generator hosts may join
 (``workers.tasks.join_run``). Per arm the master sends the arm to its workers (``tg_arm``), lets Locust
 split the users across them, decides the warm-up's end, each measured second and the window's end
 (``tg_window``, ``tg_tick``, ``tg_end``), and merges the workers' per-second buckets and final recorder
@@ -26,7 +26,7 @@ from locust.env import Environment
 from locust.event import Events
 from locust.exception import RPCError
 
-from portal.lib.runs.protocol import EXIT_ARM_ERROR, MAX_GENERATORS, emit
+from portal.lib.runs.protocol import EXIT_ARM_ERROR, emit
 
 USER_CLASS = "ArmUser"
 TICK_S = 1.0
@@ -35,16 +35,6 @@ READY_TIMEOUT_S = 15.0  # for the workers to build an arm's user class
 RESULT_TIMEOUT_S = 10.0  # for the workers' results after the window's end
 ENGINE_T0 = time.monotonic()  # "seconds into the run" of a lost worker count from here
 _PR_SET_PDEATHSIG = 1
-
-
-def connect_timeout_s() -> float:
-    return float(os.environ.get("TOLLGATE_GENERATOR_CONNECT_S", "30"))
-
-
-def process_cpu_s() -> float:
-    """This process's CPU time (user + system), in seconds."""
-    times = os.times()
-    return times.user + times.system
 
 
 def run_elapsed_s() -> float:
@@ -91,10 +81,10 @@ class Fleet:
     def __init__(self, swarm) -> None:
         self.swarm = swarm
         self.config = swarm.config
-        bind = os.environ.get("TOLLGATE_MASTER_BIND", "127.0.0.1")
+        bind = self.config.master_bind
         self.local_host = "127.0.0.1" if bind in ("*", "0.0.0.0") else bind  # noqa: S104 - a setting's value
         self.env = Environment(user_classes=[ArmUser], events=Events())
-        self.runner = self.env.create_master_runner(bind, int(os.environ.get("TOLLGATE_MASTER_PORT") or 0))
+        self.runner = self.env.create_master_runner(bind, self.config.master_port)
         self.port = self.runner.server.port
         self.workers: dict[str, dict] = {}  # gid -> {"id", "host", "pid", "client_id", "lost_at", ...}
         self.procs: dict[int, subprocess.Popen] = {}
@@ -159,9 +149,8 @@ class Fleet:
     # The fleet's life.
     def start(self) -> None:
         """Start the local Locust workers and wait for them (and for the other hosts the task invited,
-        ``TOLLGATE_REMOTE_HOSTS``) to connect; the ones that do not are reported lost at start."""
-        cap = int(os.environ.get("TOLLGATE_MAX_GENERATORS") or MAX_GENERATORS)
-        count = self.config.generators or min(os.cpu_count() or 1, cap)
+        ``EngineConfig.remote_hosts``) to connect; the ones that do not are reported lost at start."""
+        count = self.config.generators or min(os.cpu_count() or 1, self.config.max_generators)
         emit(
             self.swarm.out, "generator", event="master", host=self.local_host, port=self.port, processes=count
         )
@@ -170,7 +159,7 @@ class Fleet:
                 [
                     sys.executable,
                     "-m",
-                    "workers.engine.generator",
+                    "workers.engine.distribution.generator",
                     self.local_host,
                     str(self.port),
                     "--ignore-term",
@@ -179,8 +168,8 @@ class Fleet:
                 preexec_fn=_die_with_master,  # noqa: PLW1509 - only a prctl
             )
             self.procs[proc.pid] = proc
-        remote_hosts = [name for name in os.environ.get("TOLLGATE_REMOTE_HOSTS", "").split(",") if name]
-        deadline = time.monotonic() + connect_timeout_s()
+        remote_hosts = self.config.remote_hosts
+        deadline = time.monotonic() + self.config.generator_connect_s
         while time.monotonic() < deadline and not self.swarm.cancelled:
             pids = {w["pid"] for w in self.workers.values() if w["host"] == self._own_label()}
             exited = {pid for pid, proc in self.procs.items() if proc.poll() is not None}
@@ -206,7 +195,7 @@ class Fleet:
     def _remote_missing(self, hosts: list[str]) -> None:
         """An invited host that did not join, or joined with fewer workers than it started: lost at start."""
         joined = self._joined_by_host()
-        wait = f"within {connect_timeout_s():g} s"
+        wait = f"within {self.config.generator_connect_s:g} s"
         for host in hosts:
             if host not in joined:
                 self.lose(f"{host}:?", f"the invited generator host did not join {wait}", host=host)
@@ -231,7 +220,7 @@ class Fleet:
             reason = (
                 f"exited with code {code} before connecting"
                 if code is not None
-                else f"did not connect within {connect_timeout_s():g} s"
+                else f"did not connect within {self.config.generator_connect_s:g} s"
             )
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()

@@ -10,10 +10,10 @@ import ssl
 import gevent
 import locust
 
-from workers.engine import tlslib
+from workers.engine.tls import libraries
 
 
-def engine_facts(tls_library: str = tlslib.SYSTEM) -> dict:
+def engine_facts(tls_library: str = libraries.SYSTEM) -> dict:
     """The ``hello``'s facts; ``tls_library``: the run's (``run.engine.tls_library`` in the report)."""
     cpu_model = platform.processor() or platform.machine()
     try:
@@ -29,7 +29,7 @@ def engine_facts(tls_library: str = tlslib.SYSTEM) -> dict:
         "gevent": gevent.__version__,
         "python": platform.python_version(),
         "openssl": ssl.OPENSSL_VERSION,
-        "tls_library": tlslib.describe(tls_library),
+        "tls_library": libraries.describe(tls_library),
         "host": socket.gethostname(),
         "platform": platform.platform(),
         "cpu_model": cpu_model,

@@ -6,14 +6,12 @@ neither the ramp-up nor requests cut off by the stop leak into the statistics.
 
 from __future__ import annotations
 
-import os
 import time
 from collections import Counter
 
 from hdrh.histogram import HdrHistogram
 
-from workers.engine.client import Sample
-from workers.engine.unreachable import CONNECTION_ERRORS
+from workers.engine.http.sample import CONNECTION_ERRORS, Sample
 
 # 1 µs … 60 s at 3 significant digits: the format the portal stores and merges.
 HIST_MIN_US = 1
@@ -123,7 +121,7 @@ class ArmRecorder:
         # Connection-level failures (refused, reset, timeout) by kind, warm-up and window alike: the
         # unreachable-target rule (workers.engine.unreachable.Watch) reads them with the attempts.
         self.connection_failures: dict[str, int] = {}
-        # HTTP/2 arms (``workers.engine.http2``), in the window: the protocol ALPN selected per
+        # HTTP/2 arms (``workers.engine.http.http2``), in the window: the protocol ALPN selected per
         # connection opened, the server's lowest SETTINGS_MAX_CONCURRENT_STREAMS, the most streams in
         # flight on one connection, GOAWAYs read by error code. None until an HTTP/2 request is seen.
         self.http2: dict | None = None
@@ -315,48 +313,3 @@ class ArmRecorder:
             "max_schedule_lag_us": self.max_schedule_lag_us,
             "http2": self.http2,
         }
-
-
-def _run_queue_wait_s() -> float | None:
-    """Seconds this process's threads have waited on a run queue (runnable, but another task had the
-    CPU), from /proc/<pid>/task/*/schedstat; None where the kernel does not provide it."""
-    total = 0
-    try:
-        for task in os.listdir("/proc/self/task"):
-            with open(f"/proc/self/task/{task}/schedstat") as f:
-                total += int(f.read().split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-    return total / 1e9
-
-
-class CpuMeter:
-    """This process's CPU use between calls, in % of one core (user + system, all threads), and the
-    time it wanted a CPU but waited for one (run-queue wait), in % of wall time.
-
-    CPU % alone hides a starved generator: on a busy machine the engine may get 60% of a core while
-    wanting all of it. CPU + run-queue wait is its demand; near 100% it is the bottleneck either way.
-    """
-
-    def __init__(self) -> None:
-        self._last = self._now()
-
-    @staticmethod
-    def _now() -> tuple[float, float, float | None]:
-        t = os.times()
-        return t.user + t.system, time.monotonic(), _run_queue_wait_s()
-
-    def sample(self) -> tuple[float, float | None]:
-        cpu, wall, wait = self._now()
-        last_cpu, last_wall, last_wait = self._last
-        self._last = (cpu, wall, wait)
-        if wall <= last_wall:
-            return 0.0, None
-        cpu_pct = round(100.0 * (cpu - last_cpu) / (wall - last_wall), 1)
-        wait_pct = None
-        if wait is not None and last_wait is not None:
-            wait_pct = round(100.0 * (wait - last_wait) / (wall - last_wall), 1)
-        return cpu_pct, wait_pct
-
-    def percent(self) -> float:
-        return self.sample()[0]

@@ -6,7 +6,7 @@
 
 Every client context of a run is made by ``make_context`` from the run's choice: the arms',
 the preflight's and the Locust workers'. A bundled context is an ``OpenSSL.SSL.Context``; its connection
-(``BundledTLS``) offers the surface of OpenSSL's socket object that ``coop.CoopConnection`` drives
+(``BundledTLS``) offers the surface of OpenSSL's socket object that ``http.cooperative.CoopConnection`` drives
 (``do_handshake``, ``read``, ``write``, ``pending``, ``session``, ``session_reused``) and raises
 ``ssl``'s exceptions, so the cooperative client, its waits and its timing boundaries are the same
 for both libraries. ``BlockingTLS`` is the same over a blocking socket with a timeout (the client on
@@ -108,7 +108,7 @@ def run_context(
     options (library, verification) become a context, so a new TLS option of the run is read here.
     The ``tls_mtls`` arm's presents the run's client certificate (``clientcerts.arm_key_type``). The
     HTTP/2 arms (``http2``) offer h2 alone over ALPN: a server that does not select it refuses the
-    arm, never serves it HTTP/1.1 unnoticed (``workers.engine.http2``)."""
+    arm, never serves it HTTP/1.1 unnoticed (``workers.engine.http.http2``)."""
     context = make_context(config.tls_library, config.verify_tls, alpn=H2 if http2 else HTTP1)
     if arm == clientcerts.MTLS_ARM:
         kind = clientcerts.arm_key_type(config.client_certs)
@@ -162,7 +162,7 @@ def _error(exc: SSL.Error, conn: SSL.Connection) -> Exception:
 
 class BundledTLS:
     """TLS on a connected socket through pyOpenSSL, with the surface of OpenSSL's socket object in
-    ``ssl`` (what ``coop.CoopConnection`` calls): "would block" is ``ssl.SSLWantReadError`` /
+    ``ssl`` (what ``http.cooperative.CoopConnection`` calls): "would block" is ``ssl.SSLWantReadError`` /
     ``SSLWantWriteError``, a TCP close without close_notify ``ssl.SSLEOFError``, a clean close b""."""
 
     __slots__ = ("conn",)

@@ -1,4 +1,4 @@
-"""One arm of a distributed run, driven by the Locust master (``workers.engine.distributed.Fleet``).
+"""One arm of a distributed run, driven by the Locust master (``workers.engine.distribution.master.Fleet``).
 
 Same result shape as ``Swarm.run_arm`` on one process, plus ``generators``: each Locust worker's share
 (requests, failures, generator CPU, its histograms, and when it was lost). The merged figures are the
@@ -14,7 +14,7 @@ from collections import Counter
 import gevent
 
 from portal.lib.stats import generators as merging
-from workers.engine.distributed import READY_TIMEOUT_S, RESULT_TIMEOUT_S, SECOND_WAIT_S, TICK_S, Fleet
+from workers.engine.distribution.master import READY_TIMEOUT_S, RESULT_TIMEOUT_S, SECOND_WAIT_S, TICK_S, Fleet
 
 
 class DistributedArm:

@@ -1,8 +1,9 @@
-"""One Locust worker process of a distributed run: ``python -m workers.engine.generator HOST PORT``.
+"""One Locust worker process of a distributed run (a generator process):
+``python -m workers.engine.distribution.generator HOST PORT``.
 
-It connects to the run's Locust master (``workers.engine.distributed``), builds each arm's user class
-from the arm the master sends (under the fixed name ``ArmUser``, so Locust's dispatcher can place
-users), keeps its own ArmRecorder, and answers the master's window, tick and end messages with its
+It connects to the run's Locust master (``master.Fleet``), builds each arm's user class from the arm
+the master sends (under the fixed name ``ArmUser``, so Locust's dispatcher can place users), keeps
+its own ArmRecorder, and answers the master's window, tick and end messages with its
 per-second buckets and its full recorder result. Documented in docs/engine-protocol.md.
 """
 
@@ -20,12 +21,13 @@ from locust.env import Environment
 from locust.event import Events
 
 from portal.lib.runs.protocol import ArmSpec, EngineConfig
-from workers.engine.client import ConnectionPolicy, Endpoint
-from workers.engine.tlslib import run_context
-from workers.engine.distributed import USER_CLASS, ArmUser, process_cpu_s
-from workers.engine.recorder import ArmRecorder, CpuMeter
+from workers.engine.distribution.master import USER_CLASS, ArmUser
+from workers.engine.http.endpoint import ConnectionPolicy, Endpoint
 from workers.engine.preflight import Prepared
+from workers.engine.recording.cpu import CpuMeter, process_cpu_s
+from workers.engine.recording.recorder import ArmRecorder
 from workers.engine.swarm import Load, Swarm
+from workers.engine.tls.libraries import run_context
 
 
 class Generator:
@@ -102,7 +104,7 @@ class Generator:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m workers.engine.generator")
+    parser = argparse.ArgumentParser(prog="python -m workers.engine.distribution.generator")
     parser.add_argument("master_host")
     parser.add_argument("master_port", type=int)
     parser.add_argument("--host-label", default=socket.gethostname(), help="the host named in the report")

@@ -1,8 +1,8 @@
 """The timed client's HTTP/2: the ``h2``, ``h2_new`` and ``h2c`` arms (docs/engine-protocol.md).
 
 The protocol is the ``jh2`` package's (``h2`` with a compiled HPACK: HPACK, flow control, SETTINGS,
-stream states; its header checks done once per header list, ``workers.engine.h2state``); sockets, TLS,
-waits and timers are the timed client's own, so TTFB/TTLB are per request in µs and a new
+stream states; its header checks done once per header list, ``http2_state``); sockets, TLS, waits
+and timers are the timed client's own, so TTFB/TTLB are per request in µs and a new
 connection's TCP connect and TLS handshake are timed apart, as on the HTTP/1.1 arms.
 
 * ``h2``: one connection per user, up to ``streams`` of its requests in flight (never more than the
@@ -30,18 +30,9 @@ import jh2.events
 import jh2.exceptions
 import jh2.settings
 
-from workers.engine.client import (
-    RECV_SIZE,
-    USER_AGENT,
-    ConnectionPolicy,
-    Endpoint,
-    Sample,
-    TimedClient,
-    _note_headers,
-    _us,
-    classify_error,
-)
-from workers.engine.h2state import (
+from workers.engine.http.endpoint import ConnectionPolicy, Endpoint
+from workers.engine.http.http1 import RECV_SIZE, USER_AGENT, TimedClient, _note_headers
+from workers.engine.http.http2_state import (
     HEADER_EVENTS,
     ALPNRefused,
     Connection,
@@ -56,7 +47,7 @@ from workers.engine.h2state import (
     finish_stream,
     request_headers,
 )
-from workers.engine.http1 import ConnectionClosed, ProtocolError
+from workers.engine.http.sample import ConnectionClosed, ProtocolError, Sample, _us, classify_error
 
 MAX_STREAMS = 100  # the most ``h2_streams`` a run may ask (portal.lib.runs.runspec)
 BODY_KEPT_BYTES = 1024  # the preflight's look at an unexpected answer (``keep_body``)
@@ -101,7 +92,7 @@ class H2Client(TimedClient):
             self._event, self._lock = Event, Semaphore
         else:
             self._event, self._lock = None, contextlib.nullcontext
-        # One lane opens a connection at a time (the user's waits share one timer, coop.UserWaits).
+        # One lane opens a connection at a time (the user's waits share one timer, cooperative.UserWaits).
         self._opening = self._lock()
 
     # -- connections ------------------------------------------------------------------------

@@ -25,7 +25,7 @@ import ssl
 from gevent import get_hub, getcurrent
 from gevent.socket import wait_write as _gevent_wait_write
 
-from workers.engine.tlslib import SSL, BundledTLS
+from workers.engine.tls.libraries import SSL, BundledTLS
 
 # This module uses private parts of ``ssl`` (``SSLContext._wrap_socket``, ``_encode_hostname``), a
 # ``_socket.socket`` subclass and gevent's hub loop (``hub.loop.io``, ``hub.wait``); variants.py uses
@@ -115,7 +115,7 @@ class CoopConnection:
     def start_tls(self, context: ssl.SSLContext | SSL.Context, server_hostname: str, session):
         """The TLS handshake over this connection, as ``SSLContext.wrap_socket`` does it (SNI and
         certificate checks by the context), waiting on the hub whenever OpenSSL wants I/O. A
-        pyOpenSSL context (the bundled library, ``tlslib``) gets its ``BundledTLS``, which offers the
+        pyOpenSSL context (the bundled library, ``tls.libraries``) gets its ``BundledTLS``, which offers the
         same surface and raises the same exceptions as OpenSSL's socket object in ``ssl``."""
         if isinstance(context, SSL.Context):
             self.tls = BundledTLS(context, self.raw, server_hostname, session)

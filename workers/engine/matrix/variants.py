@@ -3,10 +3,10 @@ handshake per variant that says whether the server (and this generator) accept i
 really negotiated — from the handshake itself, never assumed.
 
 Variants are built on the run's TLS library (``EngineConfig.tls_library``), never on another: the
-system library here, the bundled one in ``variants_bundled``; what a variant must be on either, and
-the check of its probe, in ``variant_rules``; the system probe's message parsing in ``handshake_log``.
+system library here, the bundled one in ``bundled``; what a variant must be on either, and the check
+of its handshake (``negotiate``), in ``rules``; the system library's message parsing in ``handshake_log``.
 
-On the bundled library (pyOpenSSL on the ``cryptography`` wheel's OpenSSL 4.x, ``tlslib``) a client
+On the bundled library (pyOpenSSL on the ``cryptography`` wheel's OpenSSL 4.x, ``tls.libraries``) a client
 chooses everything the matrix varies:
 
 * protocol: ``set_min_proto_version`` = ``set_max_proto_version``;
@@ -46,7 +46,7 @@ probe, never under load).
 On either library a variant of an HTTP/2 arm (``h2_new``, ``h2``: ``matrix.HTTP2_ARMS``) offers h2
 alone over ALPN, as the arm's own context does; its probe records the protocol ALPN selected
 (``negotiated.alpn``, on every variant) and refuses the variant when it is not h2
-(``variant_rules.check_alpn``), then sends its request over HTTP/2 (``h2state.probe_request``).
+(``rules.check_alpn``), then sends its request over HTTP/2 (``http2_state.head_request``).
 """
 
 from __future__ import annotations
@@ -58,13 +58,12 @@ import time
 
 from portal.lib.runs.protocol import ArmSpec
 from portal.lib.tls import matrix
-from workers.engine import variants_bundled
-from workers.engine.client import ARM_POLICIES, ConnectionPolicy, make_ssl_context
-from workers.engine.h2state import probe_request
-from workers.engine.handshake_log import HandshakeLog
-from workers.engine.tlsinfo import certificate_facts
-from workers.engine.tlslib import BUNDLED, H2, HTTP1, SSL, SYSTEM
-from workers.engine.variant_rules import (  # noqa: F401 (the matrix's names, read here by the engine and tests)
+from workers.engine.http.endpoint import ARM_POLICIES, ConnectionPolicy
+from workers.engine.http.http2_state import head_request
+from workers.engine.matrix import bundled
+from workers.engine.matrix.bundled import SIGALGS, bundled_knows_group  # noqa: F401
+from workers.engine.matrix.handshake_log import HandshakeLog
+from workers.engine.matrix.rules import (  # noqa: F401 (the matrix's names, read here by the engine and tests)
     CERT_KEY_TYPES,
     OPENSSL_GROUPS,
     WAY_OUT,
@@ -81,7 +80,8 @@ from workers.engine.variant_rules import (  # noqa: F401 (the matrix's names, re
     resumed_or_refused,
     said,
 )
-from workers.engine.variants_bundled import SIGALGS, bundled_knows_group  # noqa: F401
+from workers.engine.tls.facts import certificate_facts
+from workers.engine.tls.libraries import BUNDLED, H2, HTTP1, SSL, SYSTEM, make_ssl_context
 
 PROTOCOLS = {"tls1.2": ssl.TLSVersion.TLSv1_2, "tls1.3": ssl.TLSVersion.TLSv1_3}
 TLS12_SUITES = {
@@ -112,9 +112,9 @@ def build_context(
 ) -> ssl.SSLContext | SSL.Context:
     """The variant's client context (shared by every connection of its sub-arm), on ``library``;
     ``client_certs``: the run's (``EngineConfig.client_certs``), for the ``client_cert`` dimension;
-    ``alpn``: what it offers (h2 alone for an HTTP/2 arm's variants, ``tlslib.H2``)."""
+    ``alpn``: what it offers (h2 alone for an HTTP/2 arm's variants, ``libraries.H2``)."""
     if library == BUNDLED:
-        return variants_bundled.build_context(variant, verify, client_certs, alpn)
+        return bundled.build_context(variant, verify, client_certs, alpn)
     context = make_ssl_context(verify, alpn=alpn)
     add_client_cert(context, variant, client_certs)
     protocol = variant.get("protocol")
@@ -167,7 +167,7 @@ def _finish(sock: ssl.SSLSocket, endpoint, http2: bool = False) -> ssl.SSLSessio
     after the handshake."""
     try:
         if http2:
-            probe_request(sock.sendall, lambda: sock.recv(65536), endpoint.host_header)
+            head_request(sock.sendall, lambda: sock.recv(65536), endpoint.host_header)
         else:
             sock.sendall(
                 f"HEAD / HTTP/1.1\r\nHost: {endpoint.host_header}\r\nConnection: close\r\n\r\n".encode()
@@ -181,7 +181,7 @@ def _finish(sock: ssl.SSLSocket, endpoint, http2: bool = False) -> ssl.SSLSessio
     return session
 
 
-def probe(
+def negotiate(
     endpoint,
     context: ssl.SSLContext | SSL.Context,
     variant: dict,
@@ -191,7 +191,7 @@ def probe(
     """One handshake with the variant of ``arm`` (and, for resumption, a second one offering its
     session): the negotiated parameters. Raises Refused when it cannot be measured as asked."""
     if isinstance(context, SSL.Context):
-        return variants_bundled.probe(endpoint, context, variant, timeout_s, arm)
+        return bundled.negotiate(endpoint, context, variant, timeout_s, arm)
     log = HandshakeLog()
     context._msg_callback = log
     try:
@@ -273,7 +273,7 @@ def expand(
         entry = {"name": name, "variant": variant, "status": "measured", "detail": "", "negotiated": {}}
         try:
             context = build_context(variant, verify, library, client_certs, alpn)
-            entry["negotiated"] = probe(endpoint, context, variant, timeout_s, arm.name)
+            entry["negotiated"] = negotiate(endpoint, context, variant, timeout_s, arm.name)
         except Refused as exc:
             entry.update(status="refused", detail=str(exc))
         else:

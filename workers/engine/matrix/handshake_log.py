@@ -1,6 +1,6 @@
 """The system library's view of a probing handshake: the messages CPython's
 ``SSLContext._msg_callback`` hands over (set only for the probe, never under load), parsed for the
-negotiated group, the certificate chain and the bytes each side sent (``workers.engine.variants``)."""
+negotiated group, the certificate chain and the bytes each side sent (``workers.engine.matrix.variants``)."""
 
 from __future__ import annotations
 

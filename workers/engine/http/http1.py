@@ -12,11 +12,15 @@ connection policy explicit per arm:
   session captured from its previous connection.
 
 Inside the engine (gevent has patched ``socket``) connections are driven directly on the hub
-(``coop.py``): this blocks only the calling greenlet; elsewhere sockets block the calling thread.
+(``cooperative.py``): this blocks only the calling greenlet; elsewhere sockets block the calling thread.
 It imports nothing from Locust, so it can be unit-tested on plain threads as well.
 
 All timings start at the beginning of the request operation: when a connection has to be opened,
 TCP connect and TLS handshake are part of TTFB and TTLB, because a user waits for them too.
+
+A response head is parsed once per distinct text (``parse_head``): a static page's head only
+changes with its ``Date``, once a second. ``H2Client`` (``http2``) opens its connections through this
+client's timed connect and handshake (``_open``).
 """
 
 from __future__ import annotations
@@ -24,125 +28,15 @@ from __future__ import annotations
 import socket
 import ssl
 import time
-from dataclasses import dataclass
-from urllib.parse import urlsplit
 
-from portal.lib.runs.protocol import pin_key
-from workers.engine import tlslib
-from workers.engine.coop import CoopConnection, UserWaits
-from workers.engine.http1 import ConnectionClosed, ProtocolError, parse_head
-from workers.engine.tlslib import make_context, make_ssl_context  # noqa: F401 (the arms' contexts, read here)
+from workers.engine.http.cooperative import CoopConnection, UserWaits
+from workers.engine.http.endpoint import ConnectionPolicy, Endpoint
+from workers.engine.http.sample import ConnectionClosed, ProtocolError, Sample, _us, classify_error
+from workers.engine.tls import libraries
 
 USER_AGENT = "tollgate/0.1"
 RECV_SIZE = 65536
 MAX_HEAD_BYTES = 65536
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """Where to connect: the address is resolved once, before measuring, to keep DNS out; with a pin
-    (``EngineConfig.pinned``) it is the address the outbound policy checked, never resolved here. The
-    host name stays for SNI, certificate checks and ``Host``."""
-
-    scheme: str
-    host: str
-    port: int
-    address: str
-    host_header: str
-
-    @property
-    def tls(self) -> bool:
-        return self.scheme == "https"
-
-    @classmethod
-    def resolve(cls, url: str, pinned: dict[str, str] | None = None) -> Endpoint:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"not an http(s) URL: {url!r}")
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        if pinned is not None:
-            address = pinned.get(pin_key(url))
-            if not address:
-                raise ValueError(f"no pinned address for {pin_key(url)}; the engine does not resolve it")
-        else:
-            address = socket.getaddrinfo(parts.hostname, port, type=socket.SOCK_STREAM)[0][4][0]
-        default_port = 443 if parts.scheme == "https" else 80
-        host = parts.hostname
-        host_literal = f"[{host}]" if ":" in host else host
-        host_header = host_literal if port == default_port else f"{host_literal}:{port}"
-        return cls(parts.scheme, host, port, address, host_header)
-
-
-@dataclass(frozen=True)
-class ConnectionPolicy:
-    new_connection_per_request: bool
-    resume_sessions: bool
-    http2: bool = False  # workers.engine.http2: ALPN h2 over TLS, or prior knowledge over TCP (h2c)
-
-
-ARM_POLICIES: dict[str, tuple[str, ConnectionPolicy]] = {  # arm -> (scheme it needs, connection policy)
-    "plain": ("http", ConnectionPolicy(new_connection_per_request=False, resume_sessions=False)),
-    "plain_new": ("http", ConnectionPolicy(new_connection_per_request=True, resume_sessions=False)),
-    "tls": ("https", ConnectionPolicy(new_connection_per_request=False, resume_sessions=False)),
-    "tls_new": ("https", ConnectionPolicy(new_connection_per_request=True, resume_sessions=False)),
-    "tls_resumed": ("https", ConnectionPolicy(new_connection_per_request=True, resume_sessions=True)),
-    # tls_new's policy; its context presents the run's client certificate (tlslib.run_context).
-    "tls_mtls": ("https", ConnectionPolicy(new_connection_per_request=True, resume_sessions=False)),
-    "h2": ("https", ConnectionPolicy(new_connection_per_request=False, resume_sessions=False, http2=True)),
-    "h2_new": ("https", ConnectionPolicy(new_connection_per_request=True, resume_sessions=False, http2=True)),
-    "h2c": ("http", ConnectionPolicy(new_connection_per_request=False, resume_sessions=False, http2=True)),
-}
-
-
-@dataclass(slots=True)
-class Sample:
-    """One request's outcome. Times in µs; ``None`` where the phase did not happen."""
-
-    url: str
-    start_ns: int
-    end_ns: int = 0
-    status: int | None = None
-    body_bytes: int = 0
-    connect_us: int | None = None
-    tls_handshake_us: int | None = None
-    ttfb_us: int | None = None
-    ttlb_us: int | None = None
-    session_reused: bool | None = None
-    # Keep-alive: this request opened a connection because the server had closed the previous one.
-    reopened: bool = False
-    location: str | None = None  # Location header of a redirect
-    content_type: str = ""  # Content-Type header as sent ("" when absent)
-    content_encoding: str = ""  # Content-Encoding header as sent ("" when absent: identity)
-    server: str | None = None  # Server header as sent (None when absent): the preflight records it
-    schedule_lag_us: int = 0  # open loop: how late the request started against its schedule
-    # HTTP/2 (workers.engine.http2): ALPN and server stream limit (opening request), streams in flight
-    # at send (itself included), a GOAWAY's error code name (the request that saw it).
-    alpn: str | None = None
-    peer_max_streams: int | None = None
-    streams_in_flight: int = 0
-    goaway: str | None = None
-    error: str | None = None
-    error_detail: str | None = None
-
-
-def _us(start_ns: int, end_ns: int) -> int:
-    return max(1, (end_ns - start_ns + 500) // 1000)
-
-
-def classify_error(exc: BaseException) -> str:
-    if isinstance(exc, ssl.SSLError | ssl.CertificateError):
-        return "tls_error"
-    if isinstance(exc, TimeoutError | socket.timeout):
-        return "timeout"
-    if isinstance(exc, ConnectionRefusedError):
-        return "connection_refused"
-    if isinstance(exc, ConnectionResetError | BrokenPipeError | ConnectionClosed):
-        return "connection_reset"
-    if isinstance(exc, ProtocolError):
-        return "protocol_error"
-    if isinstance(exc, OSError):
-        return "os_error"
-    return type(exc).__name__
 
 
 class TimedClient:
@@ -152,7 +46,7 @@ class TimedClient:
         self,
         endpoint: Endpoint,
         policy: ConnectionPolicy,
-        ssl_context: ssl.SSLContext | tlslib.SSL.Context | None,
+        ssl_context: ssl.SSLContext | libraries.SSL.Context | None,
         *,
         timeout_s: float = 10.0,
         headers: dict[str, str] | None = None,
@@ -166,7 +60,7 @@ class TimedClient:
         self.extra_headers = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
         self._heads: dict[tuple[str, str], bytes] = {}  # (method, path) -> the request head
         self._family = socket.AF_INET6 if ":" in endpoint.address else socket.AF_INET
-        # Under gevent (the engine patched ``socket``) connections are driven directly (coop.py), and
+        # Under gevent (the engine patched ``socket``) connections are driven directly (cooperative.py), and
         # this user's waits share one reusable timer; elsewhere (threads, tests) sockets block.
         self._coop = hasattr(socket.socket, "_wait")
         self._tls = endpoint.tls
@@ -226,8 +120,8 @@ class TimedClient:
         if self._coop:
             conn.start_tls(self.ssl_context, self._server_hostname, session)
             return conn
-        if isinstance(self.ssl_context, tlslib.SSL.Context):
-            return tlslib.BlockingTLS(self.ssl_context, conn, self._server_hostname, session)
+        if isinstance(self.ssl_context, libraries.SSL.Context):
+            return libraries.BlockingTLS(self.ssl_context, conn, self._server_hostname, session)
         return self.ssl_context.wrap_socket(conn, server_hostname=self._server_hostname, session=session)
 
     def request(self, url: str, path: str, method: str = "GET") -> Sample:
@@ -291,7 +185,7 @@ class TimedClient:
         """Read one response; fill status, sizes and times. Returns whether to keep the connection."""
         sock = self.sock
         if self._coop and not (self._tls and sock.pending()):
-            sock.wait_readable()  # wait before asking: no doomed call (coop.py)
+            sock.wait_readable()  # wait before asking: no doomed call (cooperative.py)
         buf = sock.recv(RECV_SIZE)
         if not buf:
             raise ConnectionClosed("connection closed before the response")
@@ -384,17 +278,32 @@ def _note_headers(sample: Sample, headers: dict[str, str]) -> None:
     sample.content_encoding = headers.get("content-encoding", "")
 
 
-def origin_of(url: str) -> str:
-    """scheme://host[:port] of a URL, with the default port left out, for same-origin checks."""
-    parts = urlsplit(url)
-    default = 443 if parts.scheme == "https" else 80
-    host = f"[{parts.hostname}]" if parts.hostname and ":" in parts.hostname else parts.hostname
-    port = parts.port or default
-    return f"{parts.scheme}://{host}" + ("" if port == default else f":{port}")
+_HEADS: dict[str, tuple[int, bool, dict[str, str]]] = {}  # a head's text -> what it says (read only)
 
 
-def split_target(url: str) -> str:
-    """The request target (path and query) of a URL."""
-    parts = urlsplit(url)
-    path = parts.path or "/"
-    return f"{path}?{parts.query}" if parts.query else path
+def parse_head(text: str) -> tuple[int, bool, dict[str, str]]:
+    """(status, keep-alive, headers with lower-case names) of a response head. A static page's head
+    is the same text for a whole second (only ``Date`` moves): parsed once, looked up after."""
+    found = _HEADS.get(text)
+    if found is None:
+        if len(_HEADS) >= 64:
+            _HEADS.clear()
+        found = _HEADS[text] = _parse_new_head(text)
+    return found
+
+
+def _parse_new_head(text: str) -> tuple[int, bool, dict[str, str]]:
+    lines = text.split("\r\n")
+    version, _, rest = lines[0].partition(" ")
+    try:
+        status = int(rest[:3])
+    except ValueError:
+        raise ProtocolError(f"bad status line {lines[0][:80]!r}") from None
+    if not version.startswith("HTTP/1."):
+        raise ProtocolError(f"bad status line {lines[0][:80]!r}")
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    keep_alive = version == "HTTP/1.1" and headers.get("connection", "").lower() != "close"
+    return status, keep_alive, headers

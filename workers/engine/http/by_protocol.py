@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from workers.engine.client import ConnectionPolicy, Endpoint, TimedClient
-from workers.engine.http2 import H2Client
+from workers.engine.http.endpoint import ConnectionPolicy, Endpoint
+from workers.engine.http.http1 import TimedClient
+from workers.engine.http.http2 import H2Client
 
 
 def new_client(

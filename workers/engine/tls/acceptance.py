@@ -1,5 +1,5 @@
 """What a TLS server accepts, probed on the bundled TLS library (pyOpenSSL on the ``cryptography``
-wheel's OpenSSL 4.x, ``workers/engine/tlslib.py``): the only library here that can offer one given
+wheel's OpenSSL 4.x, ``workers/engine/tls/libraries.py``): the only library here that can offer one given
 key-exchange group (hybrids such as X25519MLKEM768 included) or one given signature algorithm, and
 read back the group negotiated.
 
@@ -32,10 +32,10 @@ from OpenSSL import SSL
 from OpenSSL._util import ffi as _ffi
 from OpenSSL._util import lib as _lib
 
-from workers.engine import tlslib
+from workers.engine.tls import libraries
 
 # pyOpenSSL's cffi binding, Context._context and Connection._ssl are private: checked on the version in
-# tlslib.PRIVATE_API_CHECKED_ON (tests/workers/test_private_api.py fails on another until checked again).
+# libraries.PRIVATE_API_CHECKED_ON (tests/workers/test_private_api.py fails on another until checked again).
 
 # Names as SSL_CTX_set1_curves_list takes them; the hybrids first (TLS 1.3 only).
 GROUPS = (
@@ -127,7 +127,7 @@ class _Handshake:
         self.ca_names: list[str] | None = None
 
     def context(self, protocol: int) -> SSL.Context:
-        context = tlslib.bundled_context(verify=False)
+        context = libraries.bundled_context(verify=False)
         context.set_min_proto_version(protocol)
         context.set_max_proto_version(protocol)
 
@@ -151,10 +151,12 @@ def _negotiated(conn: SSL.Connection) -> dict:
     }
 
 
-def _connect(host: str, port: int, name: str, context: SSL.Context, timeout_s: float) -> tlslib.BlockingTLS:
+def _connect(
+    host: str, port: int, name: str, context: SSL.Context, timeout_s: float
+) -> libraries.BlockingTLS:
     sock = socket.create_connection((host, port), timeout=timeout_s)
     try:
-        return tlslib.BlockingTLS(context, sock, name)
+        return libraries.BlockingTLS(context, sock, name)
     except BaseException:
         sock.close()
         raise
@@ -246,7 +248,7 @@ def _set_sigalgs(sigalg: str):
     return lambda context: _lib.SSL_CTX_set1_sigalgs_list(context._context, sigalg.encode()) == 1
 
 
-def probe_accepts(
+def server_accepts(
     host: str,
     port: int,
     *,
@@ -262,7 +264,7 @@ def probe_accepts(
     handshakes made and any error)."""
     name = server_name or host
     meta = {
-        "tls_library": tlslib.describe(tlslib.BUNDLED),
+        "tls_library": libraries.describe(libraries.BUNDLED),
         "protocol": protocol,
         "handshakes": 0,
         "error": None,

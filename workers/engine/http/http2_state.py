@@ -1,4 +1,4 @@
-"""The state of one HTTP/2 connection of the timed client (``workers.engine.http2``): its streams in
+"""The state of one HTTP/2 connection of the timed client (``workers.engine.http.http2``): its streams in
 flight, the ``jh2`` state machine, and the errors a stream or the connection can end with.
 
 ``jh2`` is ``h2``'s fork with a compiled HPACK (same API and events): about half the client CPU per
@@ -24,7 +24,7 @@ from jh2.utilities import (
     validate_outbound_headers,
 )
 
-from workers.engine.http1 import ConnectionClosed, ProtocolError
+from workers.engine.http.sample import ConnectionClosed, ProtocolError
 
 
 class ALPNRefused(ProtocolError):
@@ -233,15 +233,15 @@ def finish_stream(stream: Stream | None, now: int) -> None:
         stream.wake.set()
 
 
-PROBE_ENDS = (jh2.events.StreamEnded, jh2.events.StreamReset, jh2.events.ConnectionTerminated)
+HEAD_REQUEST_ENDS = (jh2.events.StreamEnded, jh2.events.StreamReset, jh2.events.ConnectionTerminated)
 
 
-def probe_request(send, recv, authority: str) -> None:
-    """The TLS matrix's probe of an HTTP/2 variant (``workers.engine.variants``), on a connection that
-    negotiated h2: the preface and one ``HEAD /`` on stream 1, read until that stream ends (the TLS 1.3
-    session tickets arrive after the handshake, before the answer). ``send(bytes)``, ``recv() -> bytes``
-    (b"" at the end). A protocol failure ends it quietly, as the HTTP/1.1 probe's request: the handshake
-    is what the probe checks."""
+def head_request(send, recv, authority: str) -> None:
+    """The request of an HTTP/2 variant's handshake (``workers.engine.matrix.variants.negotiate``),
+    on a connection that negotiated h2: the preface and one ``HEAD /`` on stream 1, read until that
+    stream ends (the TLS 1.3 session tickets arrive after the handshake, before the answer).
+    ``send(bytes)``, ``recv() -> bytes`` (b"" at the end). A protocol failure ends it quietly, as the
+    HTTP/1.1 variant's request: the handshake is what ``negotiate`` checks."""
     conn = jh2.connection.H2Connection(jh2.config.H2Configuration(client_side=True, header_encoding=None))
     conn.initiate_connection()
     head = [
@@ -254,7 +254,7 @@ def probe_request(send, recv, authority: str) -> None:
     try:
         send(conn.data_to_send())
         while data := recv():
-            if any(isinstance(event, PROBE_ENDS) for event in conn.receive_data(data)):
+            if any(isinstance(event, HEAD_REQUEST_ENDS) for event in conn.receive_data(data)):
                 return
             out = conn.data_to_send()
             if out:
