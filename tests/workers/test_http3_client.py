@@ -241,6 +241,19 @@ def test_only_the_pinned_address_is_used(caddy, monkeypatch):
     assert entry["request"]["tls"]["server_name"] == "localhost"
 
 
+def test_the_udp_port_may_be_another_than_the_urls(caddy):
+    """A server's ``Alt-Svc: h3=":PORT"`` may name another port than its TLS URL's: QUIC goes there, the
+    request still names the URL's authority."""
+    url_port = closed_udp_port()
+    policy, _ = H3_ARMS["h3_new"]
+    h3 = H3Client(endpoint(url_port), policy, make_settings(False), port=caddy.tls_port)
+    (sample,), tag = run(h3, 1)
+    assert_answered([sample])
+    assert sample.quic.port == caddy.tls_port
+    [entry] = served(caddy, tag, 1)
+    assert entry["request"]["host"] == f"127.0.0.1:{url_port}"
+
+
 # -- refused, fast, never over TCP -------------------------------------------------------------------
 
 
