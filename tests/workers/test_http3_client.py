@@ -105,6 +105,26 @@ def test_h3_keeps_one_connection_and_the_server_saw_http3(caddy):
     assert [e["request"]["tls"]["resumed"] for e in entries] == [False] * 4
 
 
+def test_h3_replaces_a_connection_that_went_idle(caddy):
+    """A kept connection idle past its timeout is over (qh3 fires the timer before the next request
+    is sent on it): the next request opens another and says so (``reopened``)."""
+    ended = []
+    settings = dataclasses.replace(make_settings(False), idle_timeout_s=0.3)
+    h3 = client(caddy.tls_port, "h3", settings, on_connection_end=ended.append)
+    tag = uuid.uuid4().hex[:12]
+    target = f"/1k?t={tag}"
+    first = h3.request(f"https://127.0.0.1:{caddy.tls_port}{target}", target)
+    time.sleep(0.6)
+    second = h3.request(f"https://127.0.0.1:{caddy.tls_port}{target}", target)
+    h3.close()
+    assert_answered([first, second])
+    assert (first.reopened, second.reopened) == (False, True)
+    assert second.tls_handshake_us and h3.connections_opened == 2
+    assert len(ended) == 2 and "Idle timeout" in ended[0].end, ended
+    entries = served(caddy, tag, 2)
+    assert len({e["request"]["remote_port"] for e in entries}) == 2
+
+
 def test_h3_new_makes_a_full_handshake_per_request(caddy):
     ended = []
     samples, tag = run(client(caddy.tls_port, "h3_new", on_connection_end=ended.append), 3)
@@ -268,6 +288,8 @@ def test_nothing_on_the_udp_port_is_refused_at_once():
     (sample,), _ = run(client(closed_udp_port(), "h3_new"), 1)
     assert sample.error == "connection_refused" and time.monotonic() - started < 5, sample
     assert "UDP" in sample.error_detail and "no QUIC server" in sample.error_detail
+    facts = sample.quic  # the failed connection's facts: its Initial went out, nothing came back
+    assert facts.closed and facts.first_flight_datagrams >= 1 and facts.datagrams_received == 0
 
 
 def nginx_log_settled(nginx: Nginx) -> list[str]:

@@ -154,6 +154,7 @@ class H3Client:
         conn = Driver(self.address, self.settings, self.endpoint.host, ticket, self._on_ticket, self._hub)
         self.connections_opened += 1
         sample.connect_us = 0
+        sample.quic = conn.facts  # also when it fails: what it sent, whether anything came back
         sent = None
         try:
             conn.start()
@@ -173,7 +174,6 @@ class H3Client:
             conn.fail(exc if isinstance(exc, Exception) else ConnectionClosed("interrupted"))
             self._end(conn)
             raise
-        sample.quic = conn.facts
         sample.early_data = conn.facts.early_data
         return conn, sent
 
