@@ -10,7 +10,8 @@ and ``request.tls`` (``resumed``, ``version``, ``cipher_suite``, ``proto``, ``cl
 the server's own account. Caddy starts in a few tens of milliseconds.
 
 HTTP/3 (on by default, ``http3``) accepts 0-RTT early data unless ``zero_rtt=False``; answers to early
-data carry ``portal.lib.caddy.EARLY_DATA_HEADER`` in the log's ``resp_headers``. ``tickets=False`` turns
+data carry ``portal.lib.caddy.EARLY_DATA_HEADER`` in the log's ``resp_headers`` when the handler ran
+before the handshake completed (most of them; on a busy machine not all). ``tickets=False`` turns
 session resumption off for every protocol. ``server_ca`` (``make_ca``'s pair) signs the server
 certificates instead (``ca_file``): a chain as a public server has, verified against its CA.
 

@@ -37,6 +37,7 @@ CLIENT_AUTH_MODES = ("require_and_verify", "verify_if_given", "request", "requir
 ACCESS_LOGGER = "http.log.access"
 # Set on answers to requests that came as 0-RTT early data (``Listener.mark_early_data``): Caddy's
 # ``tls`` matcher with ``handshake_complete: false``, a route that only adds the header and goes on.
+# A lower bound: an early request whose handler runs after the client's Finished came is not marked.
 EARLY_DATA_HEADER = "Tollgate-Early-Data"
 EARLY_DATA_ROUTE = {
     "match": [{"tls": {"handshake_complete": False}}],

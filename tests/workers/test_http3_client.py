@@ -22,7 +22,7 @@ import pytest
 from bench.caddy import Caddy
 from bench.nginx import Nginx
 from portal.lib.caddy import EARLY_DATA_HEADER
-from portal.lib.certs import make_ca, make_self_signed
+from portal.lib.certs import make_ca, make_self_signed, make_server_cert
 from tests.quic_server import QuicServer
 from tests.udp_relay import TO_CLIENT, TO_SERVER, UdpRelay
 from workers.engine.client import Endpoint
@@ -74,6 +74,17 @@ def early_marked(entry: dict) -> bool:
     return bool(entry.get("resp_headers", {}).get(EARLY_DATA_HEADER))
 
 
+def assert_early_marks(entries: list[dict], samples: list) -> None:
+    """Caddy marks an answer whose handler began before the handshake completed. Every marked answer
+    must be one the client counts as 0-RTT; an accepted one whose handler ran just after the client's
+    Finished arrived goes unmarked (a race on a busy machine): so some, not necessarily all."""
+    marks = [early_marked(e) for e in entries]
+    zero_rtt = [is_zero_rtt(s) for s in samples]
+    assert len(marks) == len(zero_rtt)
+    assert not any(mark and not counted for mark, counted in zip(marks, zero_rtt, strict=True)), marks
+    assert any(marks) == any(zero_rtt), (marks, zero_rtt)
+
+
 def assert_answered(samples, size: int = 1024) -> None:
     assert [(s.status, s.body_bytes, s.error) for s in samples] == [(200, size, None)] * len(samples)
     for s in samples:
@@ -103,6 +114,7 @@ def test_h3_keeps_one_connection_and_the_server_saw_http3(caddy):
     assert [e["request"]["proto"] for e in entries] == ["HTTP/3.0"] * 4
     assert {e["request"]["remote_port"] for e in entries} == {entries[0]["request"]["remote_port"]}
     assert [e["request"]["tls"]["resumed"] for e in entries] == [False] * 4
+    assert {e["request"]["tls"]["server_name"] for e in entries} == {""}  # no SNI for an IP literal
 
 
 def test_h3_replaces_a_connection_that_went_idle(caddy):
@@ -150,14 +162,14 @@ def test_h3_resumed_offers_the_previous_ticket_and_no_early_data(caddy):
 
 
 def test_h3_0rtt_sends_the_request_as_early_data_and_the_server_takes_it(caddy):
-    samples, tag = run(client(caddy.tls_port, "h3_0rtt"), 3)
+    samples, tag = run(client(caddy.tls_port, "h3_0rtt"), 5)
     assert_answered(samples)
-    assert [s.early_data for s in samples] == ["no_ticket", "accepted", "accepted"]
-    assert [is_zero_rtt(s) for s in samples] == [False, True, True]
+    assert [s.early_data for s in samples] == ["no_ticket"] + ["accepted"] * 4
+    assert [is_zero_rtt(s) for s in samples] == [False] + [True] * 4
     assert samples[1].quic.first_flight_bytes > samples[0].quic.first_flight_bytes  # the request rode it
-    entries = served(caddy, tag, 3)
-    assert [e["request"]["tls"]["resumed"] for e in entries] == [False, True, True]
-    assert [early_marked(e) for e in entries] == [False, True, True]
+    entries = served(caddy, tag, 5)
+    assert [e["request"]["tls"]["resumed"] for e in entries] == [False] + [True] * 4
+    assert_early_marks(entries, samples)
 
 
 def test_0rtt_refused_is_flagged_and_never_counted_as_0rtt(caddy):
@@ -240,6 +252,22 @@ def test_a_self_signed_leaf_is_trusted_only_as_the_certificate_served(tmp_path):
         (refused,), _ = run(client(server.tls_port, "h3_new", make_settings(True, other_leaf)), 1)
     assert_answered([trusted])
     assert refused.error == "tls_error" and "certificate" in refused.error_detail, refused
+
+
+def test_an_address_is_checked_against_the_certificate_though_not_sent_as_sni(tmp_path):
+    """Without SNI for an IP literal the address is still what the certificate must name: a chain the
+    client trusts, for ``localhost`` only, is refused at 127.0.0.1."""
+    ca = make_ca()
+    cert = make_server_cert(ca, tmp_path, name="named", key_type="ec", sans=("localhost",))
+    (tmp_path / "ca.pem").write_text(ca[0])
+    with QuicServer(cert) as server:
+        settings = make_settings(True, str(tmp_path / "ca.pem"))
+        (refused,), _ = run(client(server.port, "h3_new", settings), 1)
+        named = H3Client(endpoint(server.port, host="localhost"), H3_ARMS["h3_new"][0], settings)
+        (answered,), _ = run(named, 1)
+    assert refused.error == "tls_error" and "certificate" in refused.error_detail, refused
+    assert (answered.status, answered.error) == (200, None), answered
+    assert len(server.served) == 1
 
 
 def test_only_the_pinned_address_is_used(caddy, monkeypatch):
@@ -401,7 +429,7 @@ def test_a_late_server_flight_under_0rtt_holds_the_probe(caddy):
     assert_answered(samples)
     assert [s.early_data for s in samples] == ["no_ticket", "accepted", "accepted"]
     assert all(s.quic.probes_held >= 1 for s in samples[1:])
-    assert [early_marked(e) for e in served(caddy, tag, 3)] == [False, True, True]
+    assert_early_marks(served(caddy, tag, 3), samples)
 
 
 def test_qh3_still_breaks_on_an_early_probe(caddy, monkeypatch):

@@ -85,10 +85,9 @@ def test_lanes_share_one_connection_per_user_and_the_modes_under_gevent(caddy):
         resumed = [e["request"]["tls"]["resumed"] for e in served(caddy, tag, 3)]
         assert resumed == ([False] * 3 if arm == "h3_new" else [False, True, True]), arm
     assert [s["early_data"] for s in got["h3_0rtt"]["samples"]] == ["no_ticket", "accepted", "accepted"]
-    marks = [
-        bool(e.get("resp_headers", {}).get(EARLY_DATA_HEADER)) for e in served(caddy, paths["h3_0rtt"][1], 3)
-    ]
-    assert marks == [False, True, True]
+    entries = served(caddy, paths["h3_0rtt"][1], 3)
+    marks = [bool(e.get("resp_headers", {}).get(EARLY_DATA_HEADER)) for e in entries]
+    assert not marks[0] and any(marks)  # marked: handled before the handshake ended (some, not all)
 
 
 def test_refusals_and_a_lossy_path_under_gevent(caddy):

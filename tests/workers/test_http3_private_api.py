@@ -1,8 +1,9 @@
 """The HTTP/3 client's use of qh3 beyond its public API is pinned to the version it was written for.
 
 ``workers/engine/http3/quic.py`` overrides ``QuicConnection._create_tls`` to set the groups a
-connection offers (``tls.Context._supported_groups``) and to read the server's group from the
-ServerHello (``tls.Context._client_handle_hello``, given a ``Buffer``); ``driver.py`` reads a close at
+connection offers (``tls.Context._supported_groups``), to read the server's group from the
+ServerHello (``tls.Context._client_handle_hello``, given a ``Buffer``) and to leave an IP literal out
+of the SNI (``_client_send_hello`` with ``_server_name`` unset); ``driver.py`` reads a close at
 once from ``QuicConnection._close_event`` and the loss counters of ``QuicConnection._core``
 (``loss_total``, ``pto_total``). An upgrade could break any of it silently: these tests fail on another
 qh3 version until the code has been checked again and ``PRIVATE_API_CHECKED_ON`` moved.
@@ -22,7 +23,8 @@ from workers.engine.http3 import quic as q
 
 RECHECK = (
     "workers/engine/http3 was written for qh3 {pinned}, this is {running}: check quic.py (the "
-    "_create_tls override, Context._supported_groups and _client_handle_hello, Buffer.data_slice) and "
+    "_create_tls override, Context._supported_groups, _client_handle_hello, _client_send_hello and "
+    "_server_name, Buffer.data_slice) and "
     "driver.py (QuicConnection._close_event, _core.loss_total / pto_total, the held 0-RTT probe: "
     "test_qh3_still_breaks_on_an_early_probe), run tests/workers/test_http3_*.py, then move "
     "PRIVATE_API_CHECKED_ON"
@@ -42,6 +44,10 @@ def test_the_private_parts_the_http3_client_uses_are_there_with_their_shapes():
     assert "_supported_groups" in tls.Context.__init__.__code__.co_names
     assert "_supported_groups" in tls.Context._client_send_hello.__code__.co_names
     assert "_client_handle_hello" in tls.Context.handle_message.__code__.co_names
+    # the ClientHello is built by _client_send_hello (from start()), its SNI from _server_name
+    assert "_client_send_hello" in tls.Context.handle_message.__code__.co_names
+    assert "_server_name" in tls.Context._client_send_hello.__code__.co_names
+    assert list(inspect.signature(tls.Context._client_send_hello).parameters) == ["self", "output_buf"]
     assert list(inspect.signature(tls.Context._client_handle_hello).parameters) == [
         "self",
         "input_buf",

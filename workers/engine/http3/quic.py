@@ -5,9 +5,11 @@ a connection offers and the one the server chose, and what a QUIC packet's first
 has no public way to choose or read the TLS key-exchange group. Its client builds the ClientHello
 from ``tls.Context._supported_groups`` in ``QuicTlsBridge.start()``, which ``QuicConnection.connect``
 calls right after ``QuicConnection._create_tls`` made the bridge. ``Connection`` (a subclass) overrides
-``_create_tls``: the groups are set on the new context before its ClientHello exists, and the
+``_create_tls``: the groups are set on the new context before its ClientHello exists, the
 context's ``_client_handle_hello`` (the one place a ServerHello is read) is wrapped per connection to
-read the server's ``key_share``. A Retry or a version negotiation makes a new bridge through the same
+read the server's ``key_share``, and for an IP literal its ``_client_send_hello`` builds the
+ClientHello with ``_server_name`` unset (qh3 would send the address as SNI; the certificate is still
+checked against it). A Retry or a version negotiation makes a new bridge through the same
 method, so the hook holds for those too. Everything else the client uses is public (configuration,
 ``connect``, ``datagrams_to_send``, ``receive_datagram``, ``get_timer``, ``handle_timer``,
 ``next_event``, the session-ticket handler, ``H3Connection``), except the loss-recovery counters of
@@ -24,6 +26,7 @@ RFC 9000 §17.2, RFC 9369 §3.2), where no library can hide them: ``long_header`
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 from dataclasses import dataclass
 
 from qh3 import tls as qh3_tls
@@ -135,6 +138,9 @@ class Connection(QuicConnection):
         super().__init__(configuration=configuration, **kwargs)
         self.offered_groups = groups
         self.group: int | None = None
+        # No SNI for an IP literal (RFC 6066 §3), as the TCP clients' ``ssl`` does; the address is still
+        # what the certificate is checked against, and what a session ticket is kept for.
+        self.sni = not _is_ip(configuration.server_name)
 
     def _create_tls(self, remote_source_cid):
         bridge = super()._create_tls(remote_source_cid)
@@ -153,7 +159,26 @@ class Connection(QuicConnection):
                 self.group = found
 
         context._client_handle_hello = read_hello
+        if not self.sni:
+            send_hello = context._client_send_hello
+
+            def send_hello_without_sni(output_buf) -> None:
+                name, context._server_name = context._server_name, None
+                try:
+                    send_hello(output_buf)
+                finally:
+                    context._server_name = name
+
+            context._client_send_hello = send_hello_without_sni
         return bridge
+
+
+def _is_ip(name: str | None) -> bool:
+    try:
+        ipaddress.ip_address(name or "")
+    except ValueError:
+        return False
+    return True
 
 
 def _is_grease(value: int) -> bool:
