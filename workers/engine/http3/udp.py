@@ -16,6 +16,8 @@ import math
 import select
 import socket
 
+from gevent.hub import Waiter
+
 from workers.engine.http3.errors import QuicRefused
 
 RECV_SIZE = 65536
@@ -86,8 +88,6 @@ class UdpSocket:
         ``RECHECK``: another greenlet cut the wait short (``recheck``)."""
         if self._hub is None:
             return bool(self._poll.poll(max(1, math.ceil(delay * 1000))))
-        from gevent.hub import Waiter
-
         hub = self._hub
         waiter = Waiter(hub)
         timer = hub.loop.timer(delay)
