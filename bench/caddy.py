@@ -9,6 +9,12 @@ for one name, and writes a JSON access log (``access_log_entries()``): per reque
 and ``request.tls`` (``resumed``, ``version``, ``cipher_suite``, ``proto``, ``client_common_name``),
 the server's own account. Caddy starts in a few tens of milliseconds.
 
+HTTP/3 (on by default, ``http3``) accepts 0-RTT early data unless ``zero_rtt=False``; answers to early
+data carry ``portal.lib.demo.caddy.EARLY_DATA_HEADER`` in the log's ``resp_headers`` when the handler ran
+before the handshake completed (most of them; on a busy machine not all). ``tickets=False`` turns
+session resumption off for every protocol. ``server_ca`` (``make_ca``'s pair) signs the server
+certificates instead (``ca_file``): a chain as a public server has, verified against its CA.
+
     with Caddy() as caddy:
         url = caddy.tls_url("/1k")
 
@@ -35,6 +41,7 @@ from portal.lib.demo import caddy as caddy_config
 
 START_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 10.0
+GRACE_PERIOD = "1s"
 PORT_ATTEMPTS = 3
 # nginx's words for ssl_verify_client, in Caddy's modes.
 VERIFY_MODES = {"on": "require_and_verify", "optional": "verify_if_given"}
@@ -61,6 +68,17 @@ def _accepts(port: int) -> bool:
         return False
 
 
+def _udp_bound(port: int) -> bool:
+    """Whether a UDP socket is bound to 127.0.0.1:``port`` (Caddy's HTTP/3 side), read from the kernel's
+    table rather than by binding there ourselves (which could take the port from Caddy)."""
+    wanted = f"0100007F:{port:04X}"
+    try:
+        with open("/proc/net/udp") as table:
+            return any(line.split()[1] == wanted for line in list(table)[1:] if len(line.split()) > 1)
+    except OSError:
+        return True  # no table to read: the first request will tell
+
+
 def _kill_group(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -82,6 +100,8 @@ class Caddy:
         curves: Iterable[str] = (),
         tickets: bool = True,
         http3: bool = True,
+        zero_rtt: bool = True,
+        server_ca: tuple[str, str] | None = None,
         client_ca_pem: str = "",
         verify_client: str = "on",
         mtls_port: bool = False,
@@ -96,6 +116,13 @@ class Caddy:
         self.curves = tuple(curves)
         self.tickets = tickets
         self.http3 = http3
+        # HTTP/3's 0-RTT early data accepted (Caddy's default) or refused; either way the answers to
+        # early data carry ``caddy_config.EARLY_DATA_HEADER`` in the access log's ``resp_headers``.
+        self.zero_rtt = zero_rtt
+        # A CA (``make_ca``'s pair) signing the server certificates instead of self-signed ones, as a
+        # public server's are; its PEM is ``ca_file``, what a verifying client trusts.
+        self.server_ca = server_ca
+        self.ca_file: Path | None = None
         # Client certificates of this CA (PEM), asked for on the TLS port or, with ``mtls_port``, on a
         # port of their own (``mtls_url``), as the demo does; nginx's words: "on" requires one,
         # "optional" asks and verifies one when given.
@@ -124,17 +151,26 @@ class Caddy:
     def start(self) -> Caddy:
         if self._proc is not None:
             raise RuntimeError("caddy is already started")
-        from portal.lib.tls.certs import make_self_signed
+        from portal.lib.tls.certs import make_self_signed, make_server_cert
 
         self._tempdir = tempfile.TemporaryDirectory(prefix="tollgate-caddy-")
         self.directory = Path(self._tempdir.name)
         try:
-            self.certs = [
-                make_self_signed(
-                    self.directory / "tls", name=f"caddy-{kind}", key_type=kind, key_bits=self.key_bits
-                )
-                for kind in self.key_types
-            ]
+            tls_dir = self.directory / "tls"
+            if self.server_ca is not None:
+                self.certs = [
+                    make_server_cert(
+                        self.server_ca, tls_dir, name=f"caddy-{kind}", key_type=kind, key_bits=self.key_bits
+                    )
+                    for kind in self.key_types
+                ]
+                self.ca_file = tls_dir / "server-ca.crt"
+                self.ca_file.write_text(self.server_ca[0])
+            else:
+                self.certs = [
+                    make_self_signed(tls_dir, name=f"caddy-{kind}", key_type=kind, key_bits=self.key_bits)
+                    for kind in self.key_types
+                ]
             site = self.site()
             site.write()
             last_error = ""
@@ -167,6 +203,8 @@ class Caddy:
                 "tls",
                 [f"127.0.0.1:{self.tls_port}"],
                 ("h1", "h2", "h3") if self.http3 else ("h1", "h2"),
+                allow_0rtt=self.zero_rtt,
+                mark_early_data=True,
                 **tls,
                 **({} if self.mtls_port_wanted else auth),
             ),
@@ -187,19 +225,18 @@ class Caddy:
         self.plain_port, self.tls_port = ports[:2]
         self.mtls_port = ports[2] if self.mtls_port_wanted else 0
         conf = self.directory / "caddy.json"
-        conf.write_text(
-            json.dumps(
-                caddy_config.config(
-                    site=site,
-                    listeners=self.listeners(),
-                    certificates=self.certs,
-                    storage=self.directory / "storage",
-                    access_log=self.directory / "access.log",
-                    tickets=self.tickets,
-                ),
-                indent=1,
-            )
+        config = caddy_config.config(
+            site=site,
+            listeners=self.listeners(),
+            certificates=self.certs,
+            storage=self.directory / "storage",
+            access_log=self.directory / "access.log",
+            tickets=self.tickets,
         )
+        # Caddy waits for open connections when it stops, forever by default: a QUIC connection whose
+        # CONNECTION_CLOSE was lost (a loss test's) stays open until its idle timeout.
+        config["apps"]["http"]["grace_period"] = GRACE_PERIOD
+        conf.write_text(json.dumps(config, indent=1))
         error_log = self.directory / "caddy.log"
         with open(error_log, "ab") as sink:
             proc = subprocess.Popen(  # noqa: S603 - the caddy of requirements.txt, our config
@@ -217,7 +254,8 @@ class Caddy:
             if proc.poll() is not None:
                 self._forget()
                 return f"exit code {proc.returncode}: {self._log_tail()}"
-            if all(_accepts(port) for port in ports) and _serves(self.plain_port):
+            h3_ready = not self.http3 or _udp_bound(self.tls_port)
+            if all(_accepts(port) for port in ports) and _serves(self.plain_port) and h3_ready:
                 return ""
             time.sleep(0.02)
         self._terminate()

@@ -35,6 +35,14 @@ CURVES = ("x25519mlkem768", "x25519", "secp256r1", "secp384r1", "secp521r1")
 CLIENT_AUTH_MODES = ("require_and_verify", "verify_if_given", "request", "require")
 # Access log lines come from the logger ``http.log.access.<listener name>``: which server answered.
 ACCESS_LOGGER = "http.log.access"
+# Set on answers to requests that came as 0-RTT early data (``Listener.mark_early_data``): Caddy's
+# ``tls`` matcher with ``handshake_complete: false``, a route that only adds the header and goes on.
+# A lower bound: an early request whose handler runs after the client's Finished came is not marked.
+EARLY_DATA_HEADER = "Tollgate-Early-Data"
+EARLY_DATA_ROUTE = {
+    "match": [{"tls": {"handshake_complete": False}}],
+    "handle": [{"handler": "headers", "response": {"set": {EARLY_DATA_HEADER: ["1"]}}}],
+}
 
 
 def find_binary() -> str | None:
@@ -108,6 +116,11 @@ class Listener:
     client_ca: Path | None = None  # a CA file: ask for client certificates it signed
     client_auth: str = "require_and_verify"
     public_key_algorithm: str = ""  # "rsa" or "ecdsa": serve that certificate only
+    # HTTP/3: False refuses 0-RTT early data (Caddy's ``allow_0rtt``; it accepts it by default), and
+    # ``mark_early_data`` sets ``EARLY_DATA_HEADER`` on every answer served before the handshake
+    # completed, so the access log (``resp_headers``) shows which requests came as early data.
+    allow_0rtt: bool = True
+    mark_early_data: bool = False
 
     def policy(self) -> dict:
         policy: dict = {"protocol_min": self.tls_versions[0], "protocol_max": self.tls_versions[1]}
@@ -131,6 +144,11 @@ class Listener:
             "automatic_https": {"disable": True},
             "logs": {"default_logger_name": self.name},
         }
+        if self.tls and "h3" in self.protocols:
+            if not self.allow_0rtt:
+                server["allow_0rtt"] = False
+            if self.mark_early_data:
+                server["routes"] = [EARLY_DATA_ROUTE, *server["routes"]]
         if self.tls:
             server["tls_connection_policies"] = [self.policy()]
             if self.client_ca is not None:

@@ -124,3 +124,43 @@ def make_client_cert(
         .sign(ca_key, hashes.SHA256())
     )
     return cert.public_bytes(serialization.Encoding.PEM).decode("ascii"), _pem_key(key)
+
+
+def make_server_cert(
+    ca: tuple[str, str],
+    directory: Path,
+    *,
+    name: str = "server",
+    common_name: str = "localhost",
+    key_type: str = "rsa",
+    key_bits: int = 2048,
+    sans: Iterable[str] = ("localhost", "127.0.0.1", "::1"),
+) -> tuple[Path, Path]:
+    """A server certificate (extended key usage serverAuth) signed by ``ca`` (``make_ca``'s pair), as
+    ``make_self_signed`` writes its files: a chain as a public server presents one, verified with the
+    CA's certificate (``bench.caddy.Caddy(server_ca=...)``)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    ca_cert = x509.load_pem_x509_certificate(ca[0].encode("ascii"))
+    ca_key = serialization.load_pem_private_key(ca[1].encode("ascii"), password=None)
+    key = _key(key_type, key_bits)
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(days=1))
+        .not_valid_after(now + dt.timedelta(days=30))
+        .add_extension(x509.SubjectAlternativeName([_san(s) for s in sans]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    cert_path = directory / f"{name}.crt"
+    key_path = directory / f"{name}.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(_pem_key(key))
+    return cert_path, key_path
