@@ -104,7 +104,7 @@ def start_redis(workdir: Path) -> tuple[subprocess.Popen, str]:
 
 
 def gunicorn_command(port: int, workers: int, threads: int) -> list[str]:
-    # gthread with keep-alive, like the demo (portal/runs/demo.py) and the Dockerfile.
+    # gthread with keep-alive, like the demo (portal/console/demo.py) and the Dockerfile.
     return [
         sys.executable,
         "-m",

@@ -8,7 +8,7 @@ code where the product has it:
 * a target (loopback URLs of the nginx the bench starts) and five finished runs of the same shape:
   5 arms × 4 interleaved rounds × 500 000 requests, 120 measured seconds per arm and round with
   its per-second series; latencies drawn from a log-normal with a tail and recorded into HDR
-  histograms of the engine's shape (``portal/runs/samples.py``, which the tests' runs use too). Each
+  histograms of the engine's shape (``bench/samples.py``, which the tests' runs use too). Each
   run then ends as the worker ends it: its report computed and stored with its summary
   (``store_summary``) and its page's report section (``store_after_end``), then frozen and signed
   (``freeze_after_end``);
@@ -23,9 +23,10 @@ import random
 
 from django.contrib.auth import get_user_model
 
+from bench import samples
 from portal.hooks import services as hooks
 from portal.projects.models import Membership, Project, ProjectQuota, Role
-from portal.runs import fragments, reporting, samples, starting
+from portal.runs import pages, reporting, starting
 from portal.runs.models import ArmResult, Run
 from portal.sharing import services as sharing
 from portal.signing.services import freeze_after_end
@@ -60,7 +61,7 @@ def finished_run(owner, target: Target, seed: int) -> Run:
         verify_tls=False,
     )
     reporting.store_summary(run)
-    fragments.store_after_end(run)
+    pages.store_after_end(run)
     freeze_after_end(run)
     run.refresh_from_db()
     return run

@@ -107,6 +107,7 @@ INSTALLED_APPS = [
     "portal.schedules",
     "portal.judgements",
     "portal.alerts",
+    "portal.console",  # the `tollgate` command and the demo: imports every app above, none imports it
 ]
 
 MIDDLEWARE = [
@@ -342,6 +343,9 @@ else:
             "LOCATION": str(VAR_DIR / "cache"),
         }
     }
+# Rendered pages (portal/runs/pages.py): in each web process's memory, the 64 most recent.
+PAGES_CACHE = {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "tollgate-pages"}
+CACHES["pages"] = PAGES_CACHE | {"TIMEOUT": None, "OPTIONS": {"MAX_ENTRIES": 64}}
 
 # Logs: plain text, or one JSON object per line with TOLLGATE_LOG_FORMAT=json (python-json-logger):
 # {"time", "level", "logger", "message", "process", "thread"}, plus "exc_info" for an exception.

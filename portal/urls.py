@@ -18,7 +18,7 @@ urlpatterns = [
     path("projects/", include("portal.projects.urls")),
     path("scenarios/", include("portal.scenarios.urls")),
     path("s/", include("portal.sharing.urls")),
-    path("shares/", include("portal.sharing.manage_urls")),
+    path("shares/", include("portal.sharing.owner_urls")),
     path("api/v1/", include("portal.api.urls")),
     path("tokens/", include("portal.api.token_urls")),
     path("hooks/", include("portal.hooks.urls")),

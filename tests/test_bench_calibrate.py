@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bench.nginx import find_binary
-from portal.runs import defaults
+from portal.lib.runs import runspec as defaults
 from tests.conftest import bench_report
 
 # The five HTTP/1.1 arms a default run is made of (tls_mtls and the HTTP/2 arms are not).

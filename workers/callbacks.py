@@ -5,25 +5,20 @@ is signed like a webhook (``X-Tollgate-Timestamp`` + ``X-Tollgate-Signature``) w
 secret of the scenario's webhook trigger, so a CI verifies the callback with the secret it already
 holds. No webhook, no callback: the attempt is logged as failed and says so.
 
-The URL goes through the outbound address policy on every attempt and the POST connects to the
-address checked (``portal.lib.security.hooks.post``): a receiver outside ``TOLLGATE_ALLOW_NETWORKS`` is
-refused and logged, never contacted. Each attempt is one ``CallbackDelivery`` row; a 5xx, 408, 429
-or a network error is retried by the task with exponential backoff
-(``TOLLGATE_CALLBACK_BACKOFF_S * 2^(attempt - 1)`` s, ``TOLLGATE_CALLBACK_ATTEMPTS`` attempts in
-all); any other answer is final.
+It is sent by ``portal.delivery``, the sender of every signed outbound POST (alerts too): the URL
+goes through the outbound address policy on every attempt and the POST connects to the address
+checked, so a receiver outside ``TOLLGATE_ALLOW_NETWORKS`` is refused and logged, never contacted;
+a 5xx, 408, 429 or a network error is retried by the task after the one rule's backoff. Each attempt
+is one ``CallbackDelivery`` row.
 """
 
 from __future__ import annotations
 
 import logging
-import time
-from datetime import timedelta
 
-from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
 
-from portal import outbound, vault
+from portal import delivery, vault
 from portal.hooks import services as hooks
 from portal.hooks.models import CallbackDelivery, WebhookDelivery
 from portal.lib.report import evidence
@@ -36,7 +31,6 @@ log = logging.getLogger(__name__)
 TASK = "workers.tasks.deliver_callback"
 # The maintenance worker takes it: run workers are busy for a whole run, callbacks must not wait.
 QUEUE = "maintenance"
-RETRYABLE = {408, 429}
 Status = CallbackDelivery.Status
 
 
@@ -58,10 +52,6 @@ def _enqueue(run_id: int) -> None:
         app.send_task(TASK, args=[run_id], queue=QUEUE)
     except Exception:  # the run's own record is final already; a lost callback is logged, not fatal
         log.exception("run %s: could not enqueue its callback", run_id)
-
-
-def backoff_s(attempt: int) -> int:
-    return settings.TOLLGATE_CALLBACK_BACKOFF_S * 2 ** (attempt - 1)
 
 
 def links(run: Run) -> dict:
@@ -104,12 +94,6 @@ def _sealed_payload(run: Run, row: CallbackDelivery) -> dict:
     return data
 
 
-def _end(row: CallbackDelivery, status: str, error: str = "", response_status: int | None = None) -> None:
-    row.status, row.error, row.response_status = status, error[:500], response_status
-    row.save(update_fields=["status", "error", "response_status", "sent_at", "next_attempt_at"])
-    log.info("callback of run %s, attempt %s: %s %s", row.run_id, row.attempt, status, error)
-
-
 def deliver(run_id: int, attempt: int) -> int | None:
     """Make attempt ``attempt`` (1-based). Returns the seconds to wait before the next attempt, or
     None when there is none (delivered, refused, or out of attempts). A redelivered task whose
@@ -125,38 +109,6 @@ def deliver(run_id: int, attempt: int) -> int | None:
         return None
     secret = hooks.signing_secret(run.scenario)
     if secret is None:
-        _end(row, Status.FAILED, "not sent: the scenario has no webhook, whose secret signs callbacks")
+        delivery.end(row, Status.FAILED, delivery.NO_SECRET)
         return None
-    decision = outbound.check_url(url)
-    if not decision.allowed:
-        _end(row, Status.FAILED, f"refused by the outbound address policy: {decision.reason}")
-        return None
-    try:
-        body = webhooks.canonical(_sealed_payload(run, row))
-    except Exception as exc:
-        _end(row, Status.FAILED, f"internal error: {type(exc).__name__}: {exc}")
-        raise
-    return _send(row, url, decision.pinned, body, secret)
-
-
-def _send(row: CallbackDelivery, url: str, pinned: str, body: bytes, secret: str) -> int | None:
-    row.sent_at = timezone.now()
-    try:
-        # Signed at each attempt: a retry an hour later carries a fresh timestamp.
-        code = webhooks.post(url, pinned, body, webhooks.signed_headers(secret, body, time.time()))
-    except OSError as exc:
-        code, error = None, str(exc)  # webhooks.NO_ANSWER: never the peer's bytes
-    else:
-        error = "" if 200 <= code < 300 else f"answered {code}"
-    if code is not None and 200 <= code < 300:
-        _end(row, Status.DELIVERED, response_status=code)
-        return None
-    retryable = code is None or code >= 500 or code in RETRYABLE
-    if not retryable or row.attempt >= settings.TOLLGATE_CALLBACK_ATTEMPTS:
-        final = "" if retryable else " (not retried)"
-        _end(row, Status.FAILED, f"{error}{final}", code)
-        return None
-    wait_s = backoff_s(row.attempt)
-    row.next_attempt_at = timezone.now() + timedelta(seconds=wait_s)
-    _end(row, Status.FAILED, f"{error}; retrying in {wait_s} s", code)
-    return wait_s
+    return delivery.post(row, url, lambda: webhooks.canonical(_sealed_payload(run, row)), secret)

@@ -2,7 +2,7 @@
 and a worker asked to stop hands its runs back instead of holding its warm shutdown for a whole run.
 
 - ``worker_ready`` (main process): a thread records the node name, host, pid and consumed queues
-  every ``REPORT_S``; queued runs say why nobody took them from these rows (portal/runs/queueing.py).
+  every ``REPORT_S``; queued runs say why nobody took them from these rows (portal/runs/live.py).
 - ``worker_shutting_down`` (main process; SIGTERM as ``docker stop`` and systemd send it): the rows
   say ``stopping`` and the open attempts this node executes get ``handback``; their executors' heartbeat
   stops the engine (the arm in progress is kept as partial) and puts the run back in the queue.

@@ -25,11 +25,10 @@ from portal import outbound
 from portal.lib.runs import quotas
 from portal.lib.runs.protocol import EngineConfig, engine_limit_s, run_limit_s
 from portal.projects.models import Project
-from portal.runs import fragments
+from portal.runs import live, pages
 from portal.runs.configs import engine_dict
 from portal.runs.live import PROGRESS_TTL_S, cache_delete, cache_set, probing_key, progress_key
 from portal.runs.models import GeneratorHost, Run, RunAttempt
-from portal.runs.queueing import runs_workers_present
 from portal.runs.quotas import limits_for
 from portal.runs.reporting import measured_nothing, store_summary, unanswered
 from portal.signing.services import freeze_after_end
@@ -126,7 +125,7 @@ def _end_dead_holders(run: Run, host: str, say: Callable[[str], object]) -> int:
     ended = 0
     for dead in list(attempts.stale(holders, silence_s, now)):
         if resumable is None:
-            resumable = runs_workers_present(now)
+            resumable = live.runs_workers_present(now)
         found = f"found dead by run {run.code}, which waited for its slot on {host}"
         outcome = reap(dead, silence_s, now, resumable=resumable, found=found)
         if outcome:
@@ -243,7 +242,7 @@ def after_end(run: Run) -> None:
     then its callback when its scenario has one, and its judgement against the baseline (never
     raises)."""
     store_summary(run)
-    fragments.store_after_end(run)
+    pages.store_after_end(run)
     freeze_after_end(run)
     callbacks.schedule(run)
     watch.schedule(run)

@@ -9,6 +9,8 @@ from uuid import uuid4
 from django.conf import settings
 from django.db import models
 
+from portal.delivery import Attempt
+
 
 class AlertChannel(models.Model):
     class Kind(models.TextChoices):
@@ -80,28 +82,16 @@ class Alert(models.Model):
         return self.subject
 
 
-class AlertDelivery(models.Model):
-    """One attempt to deliver an alert to a channel (kind and target copied: the log outlives it)."""
-
-    class Status(models.TextChoices):
-        PENDING = "pending"
-        DELIVERED = "delivered"
-        FAILED = "failed"
+class AlertDelivery(Attempt):
+    """One attempt to deliver an alert to a channel (kind and target copied: the log outlives it);
+    sent by ``portal.delivery`` like every signed outbound POST."""
 
     alert = models.ForeignKey(Alert, models.CASCADE, related_name="deliveries")
     channel = models.ForeignKey(AlertChannel, models.SET_NULL, null=True, related_name="deliveries")
     kind = models.CharField(max_length=8, choices=AlertChannel.Kind.choices)
     target = models.CharField(max_length=500)
-    attempt = models.PositiveSmallIntegerField()
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
-    response_status = models.PositiveSmallIntegerField(null=True, blank=True)
-    error = models.CharField(max_length=500, blank=True)
-    created = models.DateTimeField(auto_now_add=True)
-    sent_at = models.DateTimeField(null=True, blank=True)
-    next_attempt_at = models.DateTimeField(null=True, blank=True)
 
-    class Meta:
-        ordering = ["-created", "-id"]
+    class Meta(Attempt.Meta):
         indexes = [
             # The scenario page's delivery log: an alert's attempts, newest first.
             models.Index(fields=["alert", "-created"], name="alertdelivery_created_idx"),
@@ -114,3 +104,6 @@ class AlertDelivery(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.target} #{self.attempt}: {self.status}"
+
+    def described(self) -> str:
+        return f"alert {self.alert_id} to {self.kind} {self.target}"

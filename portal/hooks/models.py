@@ -8,6 +8,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from portal.delivery import Attempt
+
 
 def new_public_id() -> str:
     """The unguessable part of the webhook URL: 192 random bits."""
@@ -86,28 +88,16 @@ class WebhookDelivery(models.Model):
         return f"{self.status_code} {self.outcome}"
 
 
-class CallbackDelivery(models.Model):
-    """One attempt to POST a finished run's callback."""
-
-    class Status(models.TextChoices):
-        PENDING = "pending"
-        DELIVERED = "delivered"
-        FAILED = "failed"
+class CallbackDelivery(Attempt):
+    """One attempt to POST a finished run's callback (``portal.delivery``, as every signed outbound
+    POST)."""
 
     run = models.ForeignKey("runs.Run", models.CASCADE, related_name="callbacks")
     url = models.URLField(max_length=500)
-    attempt = models.PositiveSmallIntegerField()
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
-    response_status = models.PositiveSmallIntegerField(null=True, blank=True)
-    error = models.CharField(max_length=500, blank=True)
     # The body sent (sealed: it holds share and status links); every attempt sends the same one.
     payload_enc = models.TextField(blank=True)
-    created = models.DateTimeField(auto_now_add=True)
-    sent_at = models.DateTimeField(null=True, blank=True)
-    next_attempt_at = models.DateTimeField(null=True, blank=True)
 
-    class Meta:
-        ordering = ["-created", "-id"]
+    class Meta(Attempt.Meta):
         indexes = [
             # The scenario page's callback log: a run's attempts, newest first.
             models.Index(fields=["run", "-created"], name="callback_run_created_idx"),
@@ -118,3 +108,6 @@ class CallbackDelivery(models.Model):
 
     def __str__(self) -> str:
         return f"callback {self.attempt} of run {self.run_id}: {self.status}"
+
+    def described(self) -> str:
+        return f"callback of run {self.run_id}"

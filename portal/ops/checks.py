@@ -4,6 +4,7 @@ workers/presence.py). Each check answers within a few seconds, with what it foun
 
 from __future__ import annotations
 
+import socket
 import time
 from dataclasses import dataclass
 from datetime import timedelta
@@ -100,3 +101,19 @@ def readiness() -> list[Check]:
         _timed("cache", _cache),
         _timed("worker", _worker),
     ]
+
+
+def worker_check() -> Check:
+    """A Celery worker on this host (any queue) reported itself within ``TOLLGATE_READY_WORKER_S``
+    and is not stopping: the worker containers' healthcheck (their presence thread writes the row)."""
+    host = socket.gethostname()
+    since = timezone.now() - timedelta(seconds=settings.TOLLGATE_READY_WORKER_S)
+    names = list(
+        WorkerSeen.objects.filter(host=host, last_seen__gte=since, stopping=False).values_list(
+            "name", flat=True
+        )
+    )
+    detail = (
+        ", ".join(names) if names else f"no worker of {host} reported in {settings.TOLLGATE_READY_WORKER_S} s"
+    )
+    return Check("worker", bool(names), detail, 0.0)

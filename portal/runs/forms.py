@@ -11,10 +11,16 @@ from portal.lib.runs.names import PROCESS_NAME_MAX
 from portal.lib.runs.protocol import ARM_SCHEMES, ARMS
 from portal.lib.runs.runspec import ENGINE_KEYS, OPTIONS
 from portal.lib.tls import clientcerts
-from portal.runs.inputs import MAX_HEADERS_FIELD, parse_headers, parse_paths, parse_status
+from portal.runs.fields import (
+    MAX_HEADERS_FIELD,
+    SATURATION_FIELDS,
+    SpecFields,
+    TuningFields,
+    parse_headers,
+    parse_paths,
+    parse_status,
+)
 from portal.runs.quotas import count_problems, limits_for
-from portal.runs.specform import SpecFields
-from portal.runs.tuning import SATURATION_FIELDS, TuningFields
 from portal.scenarios.secrets import SavedSecrets, arm_origins, http_arms
 from portal.targets import verification
 from portal.targets.forms import SecretTextarea
@@ -33,7 +39,7 @@ SECRET_INPUTS = ("arms", "plain_url", "tls_url", "headers", "auth_secret")
 
 
 class RunForm(TuningFields, SpecFields):
-    """The run's options: the fields of ``portal.lib.runs.runspec.RunSpec`` (``portal.runs.specform``) and
+    """The run's options: the fields of ``portal.lib.runs.runspec.RunSpec`` (``portal.runs.fields``) and
     the hand-written ones behind its custom options (URLs, headers, credentials, probes, saturation)."""
 
     field_order = [

@@ -1,4 +1,5 @@
-"""Live state of a running run in the cache: written by the worker, read by the progress view.
+"""A run in flight: its live state in the cache (written by the worker, read by the progress view),
+and why a queued run has not started.
 
 The one place both sides agree on the cache keys and on the live per-second points; nothing in the
 cache is durable (the database is). ``progress_data`` is the progress JSON of the run page.
@@ -6,18 +7,25 @@ cache is durable (the database is). ``progress_data`` is the progress JSON of th
 Cache access is best-effort (``cache_get``, ``cache_set``, ``cache_delete``): while Redis is down or
 restarting, a run goes on and ends with every arm it measured, and the progress view answers from the
 database (status, elapsed time since the start, the stored arms' points) instead of failing.
+
+A queued run either says why a worker holds it back (``Run.waiting``: a full generator or project, a
+resumption) or, once it has waited a little, what the workers are doing (``queue_note``): none
+consuming the runs queue has reported lately (``WorkerSeen``, written by workers/presence.py), or
+they are all busy.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.core.cache import cache
+from django.db.models import Max
 from django.utils import timezone
 
-from portal.runs.models import Run
-from portal.runs.queueing import queue_note
+from portal.runs.models import Run, WorkerSeen
 
 # The per-second figures drawn live, the same the report's time charts use (ArmResult.series).
 LIVE_FIELDS = ("requests", "p50_us", "p95_us")
@@ -137,7 +145,7 @@ def progress_data(run: Run) -> dict:
         "started": run.started.isoformat() if run.started else None,
         "finished": run.finished.isoformat() if run.finished else None,
         # A queued run says what holds it back: a full generator or project, a resumption, or no
-        # worker present to take it (portal/runs/queueing.py).
+        # worker present to take it (``queue_note``).
         "waiting": queue_note(run),
     }
     running = run.status == Run.Status.RUNNING
@@ -166,3 +174,63 @@ def progress_data(run: Run) -> dict:
     elif running and run.started and not live:
         data["elapsed_s"] = round((timezone.now() - run.started).total_seconds(), 1)
     return data
+
+
+RUNS_QUEUE = "runs"
+# A fresh run is normally taken within a second or two; after this the page explains the wait.
+QUIET_S = 10
+
+
+def _ago(moment: datetime, now: datetime) -> str:
+    seconds = max(0, int((now - moment).total_seconds()))
+    return f"{seconds} s" if seconds < 120 else f"{seconds // 60} min"
+
+
+def _consumers() -> list[WorkerSeen]:
+    """Workers that consume the runs queue, as they last reported, latest first."""
+    return [w for w in WorkerSeen.objects.order_by("-last_seen") if RUNS_QUEUE in w.queues]
+
+
+def _present(consumers: list[WorkerSeen], now: datetime) -> list[WorkerSeen]:
+    fresh = now - timedelta(seconds=settings.TOLLGATE_WORKER_SEEN_S)
+    return [w for w in consumers if w.last_seen >= fresh and not w.stopping]
+
+
+def runs_workers_present(now: datetime | None = None) -> bool:
+    """Whether a worker consuming the runs queue reported in the last ``TOLLGATE_WORKER_SEEN_S`` and
+    is not stopping: someone would take a run put back in the queue."""
+    return bool(_present(_consumers(), now or timezone.now()))
+
+
+def queue_note(run: Run, now: datetime | None = None) -> str | None:
+    """``None`` for a run that is not queued, else what it is waiting for, in words."""
+    if run.status != Run.Status.QUEUED:
+        return None
+    now = now or timezone.now()
+    # Since it was put back in the queue (its last attempt's end), or created.
+    since = run.attempts.aggregate(requeued=Max("ended"))["requeued"] or run.created
+    waited = (now - since).total_seconds()
+    if run.waiting and not run.waiting.startswith("resuming:"):
+        return run.waiting
+    prefix = f"{run.waiting[:1].upper()}{run.waiting[1:]}. " if run.waiting else ""
+    if waited < QUIET_S:
+        return f"{prefix}Waiting for a worker…"
+    consumers = _consumers()
+    present = _present(consumers, now)
+    queued_for = f"Queued for {_ago(since, now)}"
+    if not present:
+        last = (
+            f"the last one, {consumers[0].name}, {_ago(consumers[0].last_seen, now)} ago"
+            if consumers
+            else "none ever has"
+        )
+        return (
+            f"{prefix}{queued_for} and no worker has taken it: no worker consuming the {RUNS_QUEUE} queue "
+            f"has "
+            f"reported in the last {settings.TOLLGATE_WORKER_SEEN_S} s ({last}). It starts when one does."
+        )
+    busy = Run.objects.filter(status=Run.Status.RUNNING).count()
+    return (
+        f"{prefix}{queued_for}: {len(present)} worker(s) consuming the {RUNS_QUEUE} queue are present "
+        f"and {busy} run(s) are running; it starts when one is free."
+    )

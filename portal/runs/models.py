@@ -286,7 +286,7 @@ class RunReport(models.Model):
     that no reader pays for computing it from the histograms. ``key`` names the run's finish time
     and the report version; a different key means the stored page is stale and is rebuilt.
 
-    Beside it, the report section of the run's page rendered from it (``portal.runs.fragments``):
+    Beside it, the report section of the run's page rendered from it (``portal.runs.pages``):
     HTML with its live slots, and the status line's evidence. ``section_key`` is the report's key
     and a digest of what the HTML is made of; a section stored under another key is rendered again."""
 

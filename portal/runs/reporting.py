@@ -221,7 +221,7 @@ def materialize(run: Run, request=None, key: str | None = None) -> dict:
     page = _build_page(run, request)
     if key:
         computed_ms = round((time.perf_counter() - began) * 1000.0, 1)
-        # The section rendered from the page it replaces is stale with it (portal.runs.fragments).
+        # The section rendered from the page it replaces is stale with it (portal.runs.pages).
         stale = {"section": "", "section_key": "", "section_evidence": None}
         RunReport.objects.update_or_create(
             run=run, defaults={"key": key, "page": page, "computed_ms": computed_ms, **stale}
@@ -295,7 +295,7 @@ def export_report(run: Run, request=None) -> dict:
 
 def store_summary(run: Run) -> None:
     """When a run has ended (finished or reaped): compute its report once, store it with the run's
-    summary, so readers and lists find them ready (then ``fragments.store_after_end`` stores its
+    summary, so readers and lists find them ready (then ``pages.store_after_end`` stores its
     page's report section)."""
     run.refresh_from_db()
     try:

@@ -17,12 +17,11 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from portal.lib.report import evidence
 from portal.projects.access import can, current_project, require_role
 from portal.projects.models import Role
-from portal.runs import exports, fragments, pages, quotas, reporting, runpage, services, starting
+from portal.runs import exports, pages, quotas, reporting, runpage, services, starting
 from portal.runs.access import get_run_for_user, may_delete_run, runs_for
 from portal.runs.forms import RunForm
-from portal.runs.live import progress_data
+from portal.runs.live import progress_data, queue_note
 from portal.runs.models import Run
-from portal.runs.queueing import queue_note
 from portal.scenarios.access import scenarios_for
 from portal.scenarios.secrets import (
     SCENARIO_ONLY_KEYS,
@@ -148,8 +147,8 @@ def runs_compare(request: HttpRequest) -> HttpResponse:
         "as_reference": [",".join([code] + [c for c in codes if c != code]) for code in codes],
     }
     ctx = {"runs": runs, "codes": ",".join(codes), **extra}
-    # The body of a compare of ended runs comes rendered from the cache (portal.runs.fragments).
-    ctx |= fragments.compare_section(runs, request, shared=False, extra=extra)
+    # The body of a compare of ended runs comes rendered from the cache (portal.runs.pages).
+    ctx |= pages.compare_section(runs, request, shared=False, extra=extra)
     return render(request, "runs/compare.html", ctx)
 
 
@@ -254,7 +253,7 @@ COST_LABELS = pages.COST_LABELS
 LIST_COSTS = ("keepalive_tls", "new_connection_tls", "handshake")
 
 
-# Fields of a run its page does not read: its report section is stored (portal.runs.fragments).
+# Fields of a run its page does not read: its report section is stored (portal.runs.pages).
 SECTION_FIELDS = ("engine", "tls_info", "server_software", "variants", "capacity", "probes")
 
 
@@ -262,20 +261,20 @@ SECTION_FIELDS = ("engine", "tls_info", "server_software", "variants", "capacity
 @require_GET
 def runs_detail(request: HttpRequest, code) -> HttpResponse:
     # Queries: the user; the run's page state with the reader's role and its share links, the
-    # reader's targets of its target's name (its label) (portal.runs.runpage.probe): an ended run's
+    # reader's targets of its target's name (its label) (portal.runs.runpage.read_state): an ended run's
     # page is kept rendered by all that (3 queries). Rendering it reads the run (and the baseline's
     # code when another run is the baseline, the stored section, the share links), then the state
     # again.
-    found = runpage.probe(request.user, code)
+    found = runpage.read_state(request.user, code)
     key = runpage.page_key(request, found)
     page = runpage.kept(key)
     if page is None:
         page, after = runpage.render(request, code, key, _detail_context(request, code, found))
         found = after or found
-    return page.fill(request, found)
+    return runpage.fill(page, request, found)
 
 
-def _detail_context(request: HttpRequest, code, found: runpage.Probe) -> dict:
+def _detail_context(request: HttpRequest, code, found: runpage.PageState) -> dict:
     related, deferred = ("scenario", "frozen_report"), ("frozen_report__body", *SECTION_FIELDS)
     run, role = get_run_for_user(request, code, related=related, deferred=deferred)
     is_baseline = run.target.baseline_id == run.pk
@@ -296,7 +295,7 @@ def _detail_context(request: HttpRequest, code, found: runpage.Probe) -> dict:
         "target_label": target_label,
         "json_download_url": json_download_url,
         "queue_note": queue_note(run),  # a queued run: what it waits for
-        **fragments.report_section(
+        **pages.report_section(
             run, shared=False, json_download_url=json_download_url, target_label=target_label
         ),
         # The signature of the frozen report (templates/signing/integrity.html), once the run has ended.

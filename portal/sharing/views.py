@@ -18,7 +18,7 @@ from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 
 from portal.lib.report import evidence
-from portal.runs import exports, fragments, pages, reporting
+from portal.runs import exports, pages, reporting
 from portal.runs.models import Run
 from portal.sharing import services
 from portal.sharing.models import ShareLink
@@ -114,12 +114,12 @@ def share_page(request: HttpRequest, link: ShareLink, token: str) -> HttpRespons
     ctx = {"link": link, "shared": True, **_urls(token)}
     if link.kind == ShareLink.Kind.COMPARE:
         runs = _compare_runs(link)
-        ctx |= {"runs": runs, **fragments.compare_section(runs, request, shared=True, extra={})}
+        ctx |= {"runs": runs, **pages.compare_section(runs, request, shared=True, extra={})}
         ctx["signed"] = _signed_runs(runs, token)
         return render(request, "sharing/compare.html", ctx)
     run = link.run
     ctx |= {"run": run, "target_label": run.target.name}
-    ctx |= fragments.report_section(
+    ctx |= pages.report_section(
         run, shared=True, json_download_url=ctx["json_download_url"], target_label=run.target.name
     )
     # The digest and key of the frozen, signed report once the run has ended (portal.signing), reached

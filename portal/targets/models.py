@@ -23,7 +23,7 @@ class Target(models.Model):
     tls_url = models.URLField(max_length=500, blank=True)
     # Where the server asks for a client certificate, when not at the TLS URL: the tls_mtls arm goes
     # there (``portal.runs.services.create_run``), so the other arms' handshakes stay those of a server
-    # that asks for none. The demo's Caddy asks on a port of its own (``portal.runs.demo``). Its
+    # that asks for none. The demo's Caddy asks on a port of its own (``portal.console.demo``). Its
     # default is the database's too: a row written by code of an earlier schema (a rolling deploy, a
     # migration test) gets "" instead of a NOT NULL error.
     mtls_url = models.URLField(max_length=500, blank=True, default="", db_default="")

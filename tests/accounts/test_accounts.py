@@ -14,7 +14,7 @@ from django.core import mail
 from django.urls import reverse
 
 from portal.audit.models import AuditEvent
-from portal.runs.demo import DEMO_PASSWORD, DEMO_USER, ensure_demo_user
+from portal.console.demo import DEMO_PASSWORD, DEMO_USER, ensure_demo_user
 
 pytestmark = pytest.mark.django_db
 

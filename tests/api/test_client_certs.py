@@ -9,10 +9,10 @@ import pytest
 from django.core.management import CommandError
 
 from portal import vault
+from portal.console import run_options as cli_options
 from portal.lib.tls import certs
 from portal.runs.configs import engine_dict
 from portal.runs.forms import RunForm
-from portal.runs.management import cli_options
 from portal.runs.models import Run
 from portal.targets.models import ClientCertificate
 from tests.api.conftest import inline

@@ -19,8 +19,8 @@ from pathlib import Path
 import psutil
 from celery import Celery
 
+from portal.console.demo_target import gunicorn_command
 from portal.runs import dispatch
-from portal.runs.demo_target import gunicorn_command
 from tests.conftest import ROOT
 from tests.drills.services import free_port, kill_group, port_open, tail
 
@@ -156,7 +156,7 @@ class Stack:
         return self.add(name, cmd, env)
 
     def maintenance(self) -> tuple[Service, Service]:
-        """The maintenance worker (reaper, callbacks) and beat, as in portal/runs/demo.py."""
+        """The maintenance worker (reaper, callbacks) and beat, as in portal/console/demo.py."""
         worker = self.worker("maintenance", "maintenance,celery")
         beat = self.add("beat", _celery("beat", "--schedule", str(self.dir / "celerybeat-schedule")))
         return worker, beat

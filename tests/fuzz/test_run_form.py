@@ -1,4 +1,4 @@
-"""The run form (portal/runs/forms.py, inputs.py, tuning.py) on random input.
+"""The run form (portal/runs/forms.py, fields.py) on random input.
 
 Its text parsers return their documented shape or raise their documented error with a message.
 ``POST /runs/new/`` by a logged-in project member, with every field possibly random (numbers as
@@ -23,7 +23,7 @@ from portal.lib.runs import protocol
 from portal.lib.stats import wan
 from portal.projects.access import SESSION_KEY
 from portal.projects.models import Membership, Project, ProjectQuota, Role
-from portal.runs import inputs, starting
+from portal.runs import fields, starting
 from portal.runs.forms import RunForm
 from portal.runs.models import Run
 from tests.fuzz.budget import count, fuzz
@@ -143,16 +143,16 @@ def _validation_message(parse, text):
 @fuzz("run_form.inputs")
 def test_the_text_fields_parse_to_their_shape_or_say_what_is_wrong(paths, headers, status, rtts, generators):
     count("run_form.inputs")
-    parsed = _validation_message(inputs.parse_paths, paths)
+    parsed = _validation_message(fields.parse_paths, paths)
     if parsed is not None:
-        assert len(parsed) <= inputs.MAX_PATHS
+        assert len(parsed) <= fields.MAX_PATHS
         assert all(p["path"].startswith("/") and 0 < p["weight"] <= 1000 for p in parsed)
-    parsed = _validation_message(inputs.parse_headers, headers)
+    parsed = _validation_message(fields.parse_headers, headers)
     if parsed is not None:
         for name, value in parsed.items():
-            assert inputs.HEADER_NAME.match(name) and name.lower() not in inputs.RESERVED_HEADERS
-            assert re.fullmatch(r"[\t\x20-\x7e]*", value) and len(value) <= inputs.MAX_HEADER_VALUE_BYTES
-    parsed = _validation_message(inputs.parse_status, status)
+            assert fields.HEADER_NAME.match(name) and name.lower() not in fields.RESERVED_HEADERS
+            assert re.fullmatch(r"[\t\x20-\x7e]*", value) and len(value) <= fields.MAX_HEADER_VALUE_BYTES
+    parsed = _validation_message(fields.parse_status, status)
     if parsed is not None:
         assert parsed == sorted(set(parsed)) and all(100 <= code <= 599 for code in parsed)
     parsed = _validation_message(wan.parse_rtts, rtts)

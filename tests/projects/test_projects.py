@@ -12,7 +12,7 @@ from django.db.migrations.executor import MigrationExecutor
 from django.urls import reverse
 from django.utils import timezone
 
-from portal.projects.cli import project_for_run
+from portal.console.projects import project_for_run
 from portal.projects.models import Invitation, Membership, Project, Role, personal_project
 from portal.runs.models import Run
 from portal.scenarios.models import Scenario

@@ -1,14 +1,14 @@
 """Stored runs for view tests: real encoded histograms built from given latencies (the rows are made
-by ``portal/runs/samples.py``, which the benchmarks' seeds use too)."""
+by ``bench/samples.py``, which the benchmarks' seeds use too)."""
 
 from __future__ import annotations
 
 from django.utils import timezone
 
+from bench import samples
+from bench.samples import encoded
 from portal.projects.models import personal_project
-from portal.runs import samples
 from portal.runs.models import ArmResult, Run, RunAttempt
-from portal.runs.samples import encoded
 from portal.targets.models import Target
 
 # A run form the portal accepts (loopback URLs, two arms, a short window): the base of the bad-input

@@ -1,6 +1,6 @@
 """The default scenario measures the server, not the client.
 
-The run form's initial values (portal/runs/defaults.py, shared with the CLI) go the whole way —
+The run form's initial values (portal/lib/runs/runspec.py's defaults, shared with the CLI) go the whole way —
 form → stored Run → real engine → report — against the demo target and a real nginx, and the
 report's own ``generator_saturation`` check must not warn. Only the window is shorter than the
 default's; the rate, the users and the loop are the default's.
@@ -11,11 +11,12 @@ from __future__ import annotations
 import pytest
 
 from bench.nginx import Nginx
+from portal.console.demo import start_demo_target, stop_processes
+from portal.console.management.commands.tollgate import Command
+from portal.lib.runs import runspec as defaults
 from portal.projects.models import personal_project
-from portal.runs import defaults, reporting, services
-from portal.runs.demo import start_demo_target, stop_processes
+from portal.runs import reporting, services
 from portal.runs.forms import RunForm
-from portal.runs.management.commands.tollgate import Command
 from portal.runs.models import Run
 from tests.servers import closed_port
 from workers import runner

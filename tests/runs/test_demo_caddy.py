@@ -16,8 +16,9 @@ from collections import Counter
 import pytest
 from django.contrib.auth import get_user_model
 
+from portal.console import demo
 from portal.projects.models import personal_project
-from portal.runs import demo, reporting, services
+from portal.runs import reporting, services
 from portal.runs.forms import RunForm
 from portal.runs.models import Run
 from tests.servers import closed_port

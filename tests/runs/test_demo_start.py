@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from portal.runs import demo
+from portal.console import demo
 from tests.servers import closed_port
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -112,9 +112,14 @@ def test_the_banner_environment_line_is_what_a_shell_needs(monkeypatch):
 
 def test_a_taken_udp_port_stops_the_demo_too():
     """HTTP/3 answers on the UDP side of the TLS port: a process holding that one stops the demo."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as held:
-        held.bind(("127.0.0.1", 0))
-        port = held.getsockname()[1]
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as held, socket.socket() as tcp:
+        # A UDP port whose TCP side this test holds too, then lets go: another program's TCP
+        # listener on the same number (the parallel tests run servers) would change the answer.
+        tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        tcp.bind(("127.0.0.1", 0))
+        port = tcp.getsockname()[1]
+        held.bind(("127.0.0.1", port))
+        tcp.close()
         assert demo.port_taken("127.0.0.1", port) is None  # TCP is free
         with pytest.raises(
             demo.DemoError, match=rf"UDP port {port} on 127.0.0.1 for the demo target \(https\)"

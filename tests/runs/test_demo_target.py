@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from portal.console.demo import PROCESS_NAME, start_demo_target, start_python_target, stop_processes
 from portal.lib.demo.target import PROCESS_NAME as PYTHON_PROCESS_NAME
-from portal.runs.demo import PROCESS_NAME, start_demo_target, start_python_target, stop_processes
 from tests.conftest import run_engine
 from tests.engine_config import engine_config
 from tests.servers import closed_port
@@ -236,7 +236,7 @@ def test_the_python_target_resumes_tls_sessions(tmp_path, settings):
 def test_the_demo_on_another_port_links_to_that_port(monkeypatch):
     """``tollgate demo --port P``: the workers freeze reports and make webhook and callback links
     outside any request, from TOLLGATE_BASE_URL, so the children must inherit the demo's own port."""
-    from portal.runs import demo
+    from portal.console import demo
 
     children = {k: v for k, v in os.environ.items() if not k.startswith("TOLLGATE_")}
     monkeypatch.setattr(os, "environ", children)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from django.conf import settings
 from django.test import override_settings
 from django.urls import reverse
 
@@ -20,7 +21,8 @@ def _refusing(monkeypatch, backend: str):
     """The cache on a loopback port where nothing listens (a Redis that is down)."""
     monkeypatch.setitem(live._cache_down_until, "at", 0.0)  # restored after the test
     location = f"redis://127.0.0.1:{closed_port()}/0"
-    return override_settings(CACHES={"default": {"BACKEND": backend, "LOCATION": location}})
+    pages = settings.CACHES["pages"]  # the rendered pages stay in the process's memory
+    return override_settings(CACHES={"default": {"BACKEND": backend, "LOCATION": location}, "pages": pages})
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """The report section of an ended run is rendered once and stored, and the compare body of ended runs
 once and served from the cache, byte for byte what rendering them anew gives; what varies per reader
 is rendered around them on every request; the compare page reads a fixed, small number of rows
-(portal/runs/fragments.py, docs/performance.md "The portal under its own load"; the run page's own
+(portal/runs/pages.py, docs/performance.md "The portal under its own load"; the run page's own
 tests are tests/runs/test_run_page.py)."""
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def test_the_shared_page_puts_its_token_in_after_the_store(owner):
     assert page.status_code == 200
     html = page.content.decode()
     assert reverse("sharing-report-json", args=[token]) + "?download=1" in html
-    assert "<!--live:" not in html
+    assert "<!--slot:" not in html
     assert token not in RunReport.objects.get(run=run).section  # the credential stays hashed only
     again = Client().get(reverse("sharing-view", args=[token])).content.decode()
     assert again == html

@@ -1,4 +1,4 @@
-"""The page of an ended run is its stored report section (portal/runs/fragments.py, rendered once when
+"""The page of an ended run is its stored report section (portal/runs/pages.py, rendered once when
 the run ends and stored beside its report) with what varies per reader and what can change after the
 run ended around it: the header, the controls of the reader's role, the baseline pin, the target's
 label, the scenario, the integrity block, the share panel with its links. Access and all that are
@@ -20,7 +20,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from portal.projects.models import Membership, Project, Role, personal_project
-from portal.runs import fragments, reporting, runpage
+from portal.runs import pages, reporting, runpage
 from portal.runs.models import Run, RunReport
 from portal.scenarios.models import Scenario
 from portal.sharing import services as sharing
@@ -49,7 +49,7 @@ def ended(owner, **kwargs) -> Run:
     """A finished run as the worker leaves it: report and section stored with its summary, frozen."""
     run = make_run(owner, seconds=6, **kwargs)
     reporting.store_summary(run)
-    fragments.store_after_end(run)
+    pages.store_after_end(run)
     freeze(run)
     return Run.objects.get(pk=run.pk)
 
@@ -79,25 +79,25 @@ def stored(run: Run) -> RunReport:
 def fresh_section(run: Run, label: str) -> str:
     """The section rendered now with this page's live values, from nothing stored in the page's way."""
     json_url = reverse("runs-report-json", args=[run.code]) + "?download=1"
-    live = fragments.live_values(run, shared=False, target_label=label, json_download_url=json_url)
-    return fragments.render_section(run, live)[0]
+    live = pages.live_values(run, shared=False, target_label=label, json_download_url=json_url)
+    return pages.render_section(run, live)[0]
 
 
 def test_the_section_is_stored_when_the_run_ends_and_is_what_rendering_it_anew_gives(owner):
     run = ended(owner, probes=PROBE_ERROR)
     row = stored(run)
-    assert row.section_key == fragments.section_key(run) and row.section_key.startswith(row.key)
-    assert "<!--live:json_download_url-->" in row.section and 'id="arm-table"' in row.section
+    assert row.section_key == pages.section_key(run) and row.section_key.startswith(row.key)
+    assert "<!--slot:json_download_url:-->" in row.section and 'id="arm-table"' in row.section
     assert row.section_evidence["badge"]["level"] in ("ok", "warn", "bad")
     client = reader(owner)
     url = reverse("runs-detail", args=[run.code])
     first, second = client.get(url), client.get(url)
     runpage.forget_all()  # a web process that never kept it: from the stored row
     third = client.get(url)
-    pages = [CSRF.sub("", r.content.decode()) for r in (first, second, third)]
-    assert pages[0] == pages[1] == pages[2]
+    served = [CSRF.sub("", r.content.decode()) for r in (first, second, third)]
+    assert served[0] == served[1] == served[2]
     assert fresh_section(run, run.target.name) in first.content.decode()
-    assert "<!--live:" not in first.content.decode()
+    assert "<!--slot:" not in first.content.decode()
     assert f"Check the SSH access of {run.target.name}" in first.content.decode()
     assert 'id="share-form"' in first.content.decode() and 'id="integrity"' in first.content.decode()
     assert run.frozen_report.sha256 in first.content.decode()
@@ -274,7 +274,7 @@ def test_the_shared_page_serves_the_same_section_without_the_portal_links_or_the
     assert page.status_code == 200
     shared = page.content.decode()
     assert reverse("sharing-report-json", args=[token]) + "?download=1" in shared
-    assert "ssh: connection refused" in shared and "SSH access" not in shared and "<!--live:" not in shared
+    assert "ssh: connection refused" in shared and "SSH access" not in shared and "<!--slot:" not in shared
     assert token not in stored(run).section  # the credential stays hashed only
     assert 'id="arm-table"' in shared and run.frozen_report.sha256 in shared
 
@@ -292,10 +292,10 @@ def test_a_run_still_going_is_rendered_anew_and_never_stored(owner):
     run = make_run(owner, status=Run.Status.RUNNING)
     Run.objects.filter(pk=run.pk).update(finished=None)
     run.refresh_from_db()
-    assert fragments.section_key(run) is None
+    assert pages.section_key(run) is None
     client = reader(owner)
     page = html(client, run)
-    assert 'id="run-bar"' in page and 'id="arm-table"' in page and "<!--live:" not in page
+    assert 'id="run-bar"' in page and 'id="arm-table"' in page and "<!--slot:" not in page
     assert not RunReport.objects.filter(run=run).exclude(section="").exists()
 
 
@@ -306,7 +306,7 @@ def test_a_report_stored_before_sections_renders_on_its_first_view_and_is_stored
     RunReport.objects.filter(run=run).update(section="", section_key="", section_evidence=None)
     runpage.forget_all()  # a web process that never kept the page
     assert CSRF.sub("", html(client, run)) == before
-    assert stored(run).section_key == fragments.section_key(run) and stored(run).section
+    assert stored(run).section_key == pages.section_key(run) and stored(run).section
 
 
 def test_a_section_of_another_template_or_report_version_is_rendered_again(owner, monkeypatch):
@@ -317,7 +317,7 @@ def test_a_section_of_another_template_or_report_version_is_rendered_again(owner
     RunReport.objects.filter(run=run).update(section="<p>stale section</p>", section_key="another release")
     runpage.forget_all()
     assert "stale section" not in html(client, run)
-    assert stored(run).section_key == fragments.section_key(run)
+    assert stored(run).section_key == pages.section_key(run)
     # A release that changed the report (REPORT_CACHE_VERSION): the report is computed again and its
     # section with it.
     old_key = stored(run).section_key
@@ -325,7 +325,7 @@ def test_a_section_of_another_template_or_report_version_is_rendered_again(owner
     page = html(client, run)
     row = stored(run)
     assert row.key.startswith(f"report:{reporting.REPORT_CACHE_VERSION}:")
-    assert row.section_key != old_key and row.section_key == fragments.section_key(run)
+    assert row.section_key != old_key and row.section_key == pages.section_key(run)
     assert 'id="arm-table"' in page
 
 

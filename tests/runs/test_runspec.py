@@ -15,14 +15,14 @@ from pydantic import create_model
 
 from portal.api import tokens
 from portal.api.serializers import InlineRunIn, inline_run_fields
+from portal.console import run_options as cli_options
 from portal.lib.report import compare
 from portal.lib.runs import protocol, runspec
 from portal.projects.models import personal_project
 from portal.runs import starting
+from portal.runs.fields import form_fields
 from portal.runs.forms import CUSTOM_FIELDS, RunForm
-from portal.runs.management import cli_options
 from portal.runs.models import Run
-from portal.runs.specform import form_fields
 
 OPTIONS = runspec.OPTIONS
 NUMBERS = [key for key, opt in OPTIONS.items() if opt.kind in ("int", "float")]

@@ -182,8 +182,8 @@ def test_a_matrix_whose_variants_were_all_refused_gives_no_advice_and_says_why(c
 
 
 def test_cli_text_output_lists_refusals_advice_and_the_wan_table():
+    from portal.console.run import report_lines
     from portal.lib.report import report
-    from portal.runs import tuning
     from tests.lib.test_matrix import probe, rows
 
     probes = [
@@ -199,7 +199,7 @@ def test_cli_text_output_lists_refusals_advice_and_the_wan_table():
         None,
         probes,
     )
-    text = "\n".join(tuning.report_lines(data))
+    text = "\n".join(report_lines(data))
     assert "refused  tls_new@1.3+rsa: asked for a RSA certificate" in text
     assert (
         "advice   ECDSA certificate instead of RSA certificate: saves 0.800 ms TTLB per request (95% CI 0.798"
@@ -213,8 +213,8 @@ def test_cli_text_output_lists_refusals_advice_and_the_wan_table():
 
 
 def test_form_api_and_cli_take_named_groups_and_the_cli_prints_the_hybrids_price(owner):
+    from portal.console.run import report_lines
     from portal.lib.report import report
-    from portal.runs import tuning
     from tests.lib.test_matrix import hybrid_probe, rows
 
     form = RunForm({**BASE, "arms": ["tls_new"], "tls_matrix": ["group"], "tls_groups": "P-384, X448"})
@@ -245,7 +245,7 @@ def test_form_api_and_cli_take_named_groups_and_the_cli_prints_the_hybrids_price
         hybrid_probe("tls_new@mlkem", "x25519mlkem768", 1484, 2460),
     ]
     arms = [rows("tls_new@x25519", 1200, 0.5), rows("tls_new@mlkem", 1300, 0.62)]
-    text = "\n".join(tuning.report_lines(report.build_report({"id": "x"}, arms, None, None, probes)))
+    text = "\n".join(report_lines(report.build_report({"id": "x"}, arms, None, None, probes)))
     assert "advice   What the post-quantum hybrid costs: X25519MLKEM768" in text
     assert "X25519MLKEM768 costs +100 µs of time to last byte over x25519" in text
     assert "+1184 bytes from the client, +1060 from the server" in text
@@ -254,8 +254,9 @@ def test_form_api_and_cli_take_named_groups_and_the_cli_prints_the_hybrids_price
 def test_cli_text_output_aligns_the_long_sub_arm_names():
     import io
 
+    from portal.console import run
+    from portal.console.management.commands.tollgate import Command
     from portal.lib.report import report
-    from portal.runs.management.commands.tollgate import Command
     from tests.lib.test_matrix import probe, rows
 
     probes = [probe("tls_new@1.2+p256+ecdsa+ticket", protocol="tls1.2", group="p256", cert="ecdsa")]
@@ -263,6 +264,6 @@ def test_cli_text_output_aligns_the_long_sub_arm_names():
     data = report.build_report({"id": "x"}, arms, {"protocol": "TLSv1.3", "chain_bytes": 700}, None, probes)
     data["run"] = {**(data.get("run") or {}), "report_url": "http://h/r/"}
     out = io.StringIO()
-    Command(stdout=out)._print_report(data, as_json=False)
+    run.print_report(Command(stdout=out), data, as_json=False)
     arm_lines = [line for line in out.getvalue().splitlines() if " req " in line]
     assert len(arm_lines) == 2 and len({line.index(" req ") for line in arm_lines}) == 1

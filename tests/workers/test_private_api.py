@@ -1,7 +1,8 @@
 """The engine's private-API code is pinned to the versions it was written for.
 
 ``workers/engine/http/cooperative.py`` drives OpenSSL's socket object through
-``SSLContext._wrap_socket``, subclasses ``_socket.socket`` and waits on gevent's hub loop;
+``SSLContext._wrap_socket``, subclasses ``_socket.socket`` and waits on gevent's hub loop (as
+``http/http3/udp.py`` does for the HTTP/3 client's UDP socket);
 ``matrix/variants.py`` and ``tls/mtls.py`` hook ``SSLContext._msg_callback``; ``tls/libraries.py``,
 ``tls/acceptance.py``, ``tls/mtls.py`` and ``matrix/bundled.py`` call pyOpenSSL's cffi binding. None of
 that is a public API, so an upgrade of Python, gevent or pyOpenSSL could break it silently. These tests
@@ -34,6 +35,7 @@ ENGINE = Path(__file__).resolve().parents[2] / "workers" / "engine"
 PRIVATE_USERS = {
     "http/cooperative.py": "SSLContext._wrap_socket, _encode_hostname, the _socket.socket subclass, "
     "hub.loop.io / hub.wait, loop.timer's again",
+    "http/http3/udp.py": "the _socket.socket UDP socket, hub.loop.io / loop.timer",
     "matrix/variants.py": "SSLContext._msg_callback",
     "matrix/bundled.py": "the bundled matrix's cffi calls (OpenSSL._util.lib, Context._context)",
     "tls/libraries.py": "OpenSSL._util.lib, Connection._ssl",

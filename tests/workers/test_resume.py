@@ -16,9 +16,8 @@ from django.utils import timezone
 
 from portal.projects.models import personal_project
 from portal.runs import services
-from portal.runs.live import cache_get, progress_key
+from portal.runs.live import cache_get, progress_key, queue_note
 from portal.runs.models import ArmResult, Run, RunAttempt, WorkerSeen
-from portal.runs.queueing import queue_note
 from tests.engine_config import engine_config
 from workers import arms, presence, runner
 
@@ -98,25 +97,28 @@ def test_a_handed_back_run_keeps_its_arms_and_its_next_attempt_measures_the_cut_
     assert run.waiting.startswith("resuming: worker celery@first pid ")
     assert "was asked to stop during arm plain (measure)" in run.waiting
     assert _runs_queue_length() == queued_before + 1  # its task, sent again for the next worker
-    stored = {f"{a.arm}#{a.round}": a.complete for a in run.arms.all()}
-    assert stored == {"plain#0": True, "plain#1": False}  # the arm in progress kept, cut short
+    stored = {a.round: a.complete for a in run.arms.all()}
+    # The arm in progress kept, cut short: the second round, or a later one on a machine so slow that
+    # the second window ended between the phase read and the hand-back.
+    (cut,) = [r for r, complete in stored.items() if not complete]
+    assert cut >= 1 and stored == {**dict.fromkeys(range(cut), True), cut: False}
     first = _snapshot(run)
 
     run = runner.execute_run(run.pk, worker="celery@second")
     assert run.status == Run.Status.SUCCEEDED, run.error
-    assert sorted(f"{a.arm}#{a.round}" for a in run.arms.all()) == ["plain#0", "plain#1", "plain#2"]
+    assert sorted(a.round for a in run.arms.all()) == [0, 1, 2] and cut <= 2
     assert all(a.complete for a in run.arms.all())
     assert {k: v for k, v in _snapshot(run).items() if k in first} == first
     assert [a.worker.split(" pid ")[0] for a in run.arms.order_by("position")] == [
-        "celery@first",
-        "celery@second",
-        "celery@second",
+        "celery@first" if r < cut else "celery@second" for r in range(3)
     ]
     first_attempt, second_attempt = (attempt.entry() for attempt in run.attempts.all())
-    assert first_attempt["outcome"] == "handed back" and first_attempt["arms"] == ["plain#0"]
+    assert first_attempt["outcome"] == "handed back"
+    assert first_attempt["arms"] == [f"plain#{r}" for r in range(cut)]
     (partial,) = first_attempt["partial"]
-    assert partial["arm"] == "plain" and partial["round"] == 1 and partial["requests"] > 0
-    assert second_attempt["arms"] == ["plain#1", "plain#2"] and second_attempt["outcome"] == "succeeded"
+    assert partial["arm"] == "plain" and partial["round"] == cut and partial["requests"] > 0
+    assert second_attempt["arms"] == [f"plain#{r}" for r in range(cut, 3)]
+    assert second_attempt["outcome"] == "succeeded"
 
 
 def test_a_cancelled_run_keeps_its_finished_arms_byte_for_byte(owner, plain_server):

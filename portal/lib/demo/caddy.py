@@ -4,7 +4,7 @@ Caddy is one Go binary that serves HTTP/1.1, HTTP/2 (and h2c on a plain port) an
 side of its TLS port, negotiates X25519MLKEM768 by default, holds an RSA and an ECDSA certificate for
 one name (Go's ``SupportsCertificate`` picks by the client's signature algorithms and cipher suites,
 ECDSA first), resumes sessions with tickets and asks for client certificates: a real server on a
-second TLS stack (Go's crypto/tls) beside nginx on OpenSSL. The demo (``portal.runs.demo``) and the
+second TLS stack (Go's crypto/tls) beside nginx on OpenSSL. The demo (``portal.console.demo``) and the
 tests' helper (``bench/caddy.py``) both build their configuration here.
 
 The configuration keeps Caddy off the network: no admin endpoint (``admin.disabled``), no automatic

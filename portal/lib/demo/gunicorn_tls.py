@@ -11,7 +11,7 @@ tickets and TLS 1.2 session IDs then resume).
 of them resumed a session; the demo site answers them at ``/tls-sessions``, so a test (or a curious
 user) checks resumption against what the server saw, not what the client says.
 
-Loaded with ``gunicorn -c python:portal.lib.demo.gunicorn_tls`` (``portal.runs.demo``).
+Loaded with ``gunicorn -c python:portal.lib.demo.gunicorn_tls`` (``portal.console.demo``).
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """One definition of a run's options: each field once, with its type, bounds, default, help text and
 whether a saved scenario's run (the API, a webhook) may override it.
 
-Every surface is derived from ``RunSpec``: the run form's fields (``portal.runs.specform``), the
+Every surface is derived from ``RunSpec``: the run form's fields (``portal.runs.fields``), the
 API's request schema (``portal.api.serializers.InlineRunIn``) and its validation (the API's JSON
 goes to those form fields as typed values, never written back out as text), the options of
-``manage.py tollgate run`` and ``scenario create`` (``portal.runs.management.cli_options``), the keys
+``manage.py tollgate run`` and ``scenario create`` (``portal.console.run_options``), the keys
 a scenario's run may override (``OVERRIDABLE``) and the run's engine config (``ENGINE_KEYS``:
 ``portal.lib.runs.protocol.EngineConfig`` is made from these fields, and the form fills them).
 ``tests/runs/test_runspec.py`` walks every field over every surface.

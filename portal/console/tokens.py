@@ -10,8 +10,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from portal.api import tokens
 from portal.api.models import ApiToken
+from portal.console.projects import project_named, user_named
 from portal.projects.access import can, role_in
-from portal.projects.cli import project_named, user_named
 from portal.projects.models import Role
 
 ACTIONS: tuple[str, ...] = ("token",)

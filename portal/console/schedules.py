@@ -1,6 +1,6 @@
 """``tollgate scenario schedule ID (--cron EXPR | --off) [--tz ZONE] [--user U] [--json]``: a saved
-scenario's schedule from the command line. A sub-command of ``tollgate scenario`` (the entry point
-hands this module to ``portal.scenarios.cli``); the same service as the page and the API
+scenario's schedule from the command line. A sub-command of ``tollgate scenario``
+(``portal.console.scenarios``); the same service as the page and the API
 (``portal.schedules.services``). ``--json`` prints ``{"scenario", "cron", "time_zone", "enabled",
 "next_run_at"}``.
 """
@@ -13,8 +13,8 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from portal.console.projects import user_named
 from portal.projects.access import can, role_in
-from portal.projects.cli import user_named
 from portal.projects.models import Role
 from portal.scenarios.models import Scenario
 from portal.schedules import services

@@ -1,5 +1,4 @@
-"""``manage.py tollgate verify-report|report-keys`` (registered in
-portal/runs/management/commands/tollgate.py): check a downloaded report's signature, list and rotate
+"""``manage.py tollgate verify-report|report-keys``: check a downloaded report's signature, list and rotate
 the report-signing keys."""
 
 from __future__ import annotations

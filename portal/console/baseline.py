@@ -9,8 +9,8 @@ from __future__ import annotations
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from portal.console.projects import user_named
 from portal.projects.access import can, role_in
-from portal.projects.cli import user_named
 from portal.projects.models import Role
 from portal.runs import services
 from portal.runs.models import Run

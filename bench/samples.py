@@ -1,8 +1,9 @@
 """Stored runs made from given latencies, for the benchmarks (``bench/portal_load_seed.py``,
 ``bench/report_speed``) and the tests (``tests/runs/factories.py``): a finished Run with its config
 and its ArmResult rows, whose histograms are real HDR encodings in the engine's shape (1 µs … 60 s,
-3 digits; ``portal.lib.stats.hdr``). Nothing here runs in the product; the callers choose the latencies,
-the shape of the run and how it ends (summary, report section, frozen report)."""
+3 digits; ``portal.lib.stats.hdr``). Nothing here runs in the product, so it lives with the benchmarks;
+the callers choose the latencies, the shape of the run and how it ends (summary, report section,
+frozen report)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The demo stack: the demo target (Caddy: plain, TLS with HTTP/2 and HTTP/3, and a port asking for
-client certificates), Celery workers, beat and the portal on Gunicorn."""
+"""``tollgate demo`` and ``tollgate demo-target``: the demo stack, the demo target (Caddy: plain, TLS
+with HTTP/2 and HTTP/3, and a port asking for client certificates), Celery workers, beat and the
+portal on Gunicorn (its processes: ``portal.console.demo_target``)."""
 
 from __future__ import annotations
 
@@ -19,10 +20,9 @@ from typing import IO
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError
 
-from portal.lib.tls.clientcerts import load_pair
-from portal.projects.models import personal_project
-from portal.runs.demo_target import (  # noqa: F401 - start_python_target: the tests' door to it
+from portal.console.demo_target import (  # noqa: F401 - start_python_target: the tests' door to it
     PROCESS_NAME,
     DemoTarget,
     gunicorn_command,
@@ -33,10 +33,13 @@ from portal.runs.demo_target import (  # noqa: F401 - start_python_target: the t
     url_host,
     wait_for_port,
 )
+from portal.lib.tls.clientcerts import load_pair
+from portal.projects.models import personal_project
 from portal.runs.services import get_or_create_target
 from portal.targets.clientcerts import save_client_cert
 from portal.targets.models import Target
 
+ACTIONS: tuple[str, ...] = ("demo", "demo-target")
 DEMO_USER = "demo"
 DEMO_PASSWORD = "tollgate-demo"  # noqa: S105 - the demo's published login, printed on start
 DEMO_TARGET_NAME = "demo"
@@ -53,6 +56,62 @@ UDP_ROLES = ("tls",)
 CLI_ENVIRONMENT = ("TOLLGATE_DEMO", "TOLLGATE_ALLOW_NETWORKS", "TOLLGATE_LOCAL_PROBE", "TOLLGATE_BASE_URL")
 # Set for a real database or broker; the demo runs without them on its embedded ones (var/).
 EMBEDDED_UNLESS_SET = ("DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL")
+
+
+def add_arguments(sub) -> None:
+    target = sub.add_parser(
+        "demo-target", help="serve the demo site with Caddy over HTTP, HTTPS (h2, h3) and mTLS"
+    )
+    demo = sub.add_parser("demo", help="migrate, create the demo login, start web + worker + demo target")
+    demo.add_argument("--port", type=int, default=8000)
+    for parser in (target, demo):
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--plain-port", type=int, default=8081)
+        parser.add_argument("--tls-port", type=int, default=8443, help="TCP, and UDP for HTTP/3")
+        parser.add_argument(
+            "--mtls-port", type=int, default=None, help="asks for client certificates (default: TLS port + 1)"
+        )
+
+
+def handle(command: BaseCommand, options: dict) -> None:
+    if options["action"] == "demo-target":
+        serve_demo_target(command, options)
+        return
+    try:
+        run_demo(
+            command.stdout,
+            web_port=options["port"],
+            plain_port=options["plain_port"],
+            tls_port=options["tls_port"],
+            mtls_port=options["mtls_port"],
+            host=options["host"],
+        )
+    except DemoError as exc:
+        raise CommandError(str(exc)) from None
+
+
+def serve_demo_target(command: BaseCommand, options: dict) -> None:
+    """The demo target alone, until Ctrl-C or one of its processes ends."""
+    target = start_demo_target(
+        settings.VAR_DIR / "demo-target",
+        host=options["host"],
+        plain_port=options["plain_port"],
+        tls_port=options["tls_port"],
+        mtls_port=options["mtls_port"],
+    )
+    procs = target.procs
+    command.stdout.write(
+        f"demo target (Caddy): {target.plain_url} and {target.tls_url} (self-signed; HTTP/3 on UDP), "
+        f"client certificates at {target.mtls_url} (var/demo-target/tls/client.crt, client.key)"
+    )
+    command.stdout.flush()
+    try:
+        while all(proc.poll() is None for proc in procs):
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stop_processes(procs)
 
 
 class DemoError(Exception):

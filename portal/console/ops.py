@@ -1,5 +1,4 @@
-"""``manage.py tollgate healthcheck|record-bench`` (registered in
-portal/runs/management/commands/tollgate.py): readiness from the command line (a container's
+"""``manage.py tollgate healthcheck|record-bench``: readiness from the command line (a container's
 healthcheck, a bare host's monitoring) and ``bench/generator``'s figures recorded for a host."""
 
 from __future__ import annotations
@@ -7,7 +6,6 @@ from __future__ import annotations
 import json
 import socket
 import sys
-from datetime import timedelta
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
@@ -16,7 +14,6 @@ from django.utils import timezone
 from portal.lib.stats import hostcapacity
 from portal.ops import checks
 from portal.ops.models import GeneratorBench
-from portal.runs.models import WorkerSeen
 
 ACTIONS: tuple[str, ...] = ("healthcheck", "record-bench")
 EXIT_UNHEALTHY = 1
@@ -40,7 +37,7 @@ def handle(command: BaseCommand, options: dict) -> None:
     if options["action"] == "record-bench":
         record_bench(command, options["file"], options["host"])
         return
-    found = checks.readiness() if options["what"] == "ready" else [worker_check()]
+    found = checks.readiness() if options["what"] == "ready" else [checks.worker_check()]
     if options["json"]:
         command.stdout.write(json.dumps({c.name: c.as_dict() for c in found}))
     else:
@@ -48,22 +45,6 @@ def handle(command: BaseCommand, options: dict) -> None:
             command.stdout.write(f"{c.name}: {'ok' if c.ok else 'FAILING'} ({c.detail})")
     if not all(c.ok for c in found):
         sys.exit(EXIT_UNHEALTHY)
-
-
-def worker_check() -> checks.Check:
-    """A Celery worker on this host (any queue) reported itself within ``TOLLGATE_READY_WORKER_S``
-    and is not stopping: the worker containers' healthcheck (their presence thread writes the row)."""
-    host = socket.gethostname()
-    since = timezone.now() - timedelta(seconds=settings.TOLLGATE_READY_WORKER_S)
-    names = list(
-        WorkerSeen.objects.filter(host=host, last_seen__gte=since, stopping=False).values_list(
-            "name", flat=True
-        )
-    )
-    detail = (
-        ", ".join(names) if names else f"no worker of {host} reported in {settings.TOLLGATE_READY_WORKER_S} s"
-    )
-    return checks.Check("worker", bool(names), detail, 0.0)
 
 
 def record_bench(command: BaseCommand, path: str, host: str) -> None:
