@@ -33,6 +33,6 @@ def test_the_worker_judges_and_retries_the_alert_until_the_webhook_accepts(
     received = callback_receiver.received
     assert len(received) == 3 and len({r.body for r in received}) == 1
     assert received[1].at - received[0].at >= 0.9 and received[2].at - received[1].at >= 1.9
-    assert "keepalive_tls rose by +0.40 ms" in json.loads(received[-1].body)["text"]
+    assert "TLS on warm (keep-alive) connections rose by +0.40 ms" in json.loads(received[-1].body)["text"]
     rows = AlertDelivery.objects.order_by("attempt").values_list("attempt", "status", "response_status")
     assert list(rows) == [(1, "failed", 503), (2, "failed", 503), (3, "delivered", 200)]

@@ -46,7 +46,7 @@ def test_the_scenario_page_draws_the_judged_series_with_the_regression_marked(
     regression = page.inner_text("#judgements-table tr[data-judgement=regression]")
     assert "TLS on warm (keep-alive) connections +0.50" in regression and "· +0.10" in regression
     assert "µs" not in page.inner_text("#judgements-table")
-    assert "keepalive_tls rose by +0.40 ms" in page.inner_text("#last-judgement")
+    assert "TLS on warm (keep-alive) connections rose by +0.40 ms" in page.inner_text("#last-judgement")
     assert "Next run at" in page.inner_text("#schedule-next")
     page.screenshot(path=str(ARTIFACTS / "scenario-watch.png"), full_page=True)
     assert page.console_errors == []

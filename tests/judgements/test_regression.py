@@ -102,7 +102,7 @@ def test_a_certificate_swap_is_a_handshake_regression_and_its_alert_arrives(
     assert deliver(alert.pk, slack.pk, 3) is None and len(callback_receiver.received) == 3  # redelivered
     text = json.loads(callback_receiver.received[-1].body)["text"]
     assert text.startswith("Tollgate: regression in scenario nightly")
-    assert "- handshake rose by +" in text and "(95% CI " in text
+    assert "- A full TLS handshake per request rose by +" in text and "(95% CI " in text
     assert "- certificate key: EC 256 → RSA 4096" in text
     compare = f"{reverse('runs-compare')}?runs={baseline.code},{run.code}"
     assert f"Compare: {settings.TOLLGATE_BASE_URL}{compare}" in text and "Share link (read-only" in text

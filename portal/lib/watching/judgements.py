@@ -26,6 +26,7 @@ before and after, named in words.
 from __future__ import annotations
 
 from portal.lib.report import compare
+from portal.lib.report.headline import COST_WORDS
 
 METRIC = "ttlb_p50_us"
 # Costs whose natural direction is a saving: larger is better.
@@ -132,16 +133,24 @@ def judge(run_report: dict, baseline_report: dict, tolerance_pct: float = DEFAUL
 
 
 def describe_cost(cost: dict) -> str:
-    """One sentence for an alert: "handshake rose by +1.90 ms (+85.2%): 4.13 ms (95% CI 4.01–4.30)
-    against the baseline's 2.23 ms (2.15–2.31)"."""
+    """One sentence for an alert, the cost named in words (the report's headline's): "A full TLS
+    handshake per request rose by +1.90 ms, +85.2%: 4.13 ms (95% CI 4.01–4.30 ms) against the
+    baseline's 2.23 ms (95% CI 2.15–2.31 ms)"."""
     verb = {"regression": "worsened", "improvement": "improved"}.get(cost["judgement"], "changed")
     if cost["name"] not in SAVINGS:
         verb = "rose" if cost["change_us"] > 0 else "fell"
     pct = f", {cost['change_pct']:+.1f}%" if cost["change_pct"] is not None else ""
     return (
-        f"{cost['name']} {verb} by {cost['change_us'] / 1000:+.2f} ms{pct}: "
+        f"{cost_words(cost['name'])} {verb} by {cost['change_us'] / 1000:+.2f} ms{pct}: "
         f"{_ms(cost['run'])} against the baseline's {_ms(cost['baseline'])}"
     )
+
+
+def cost_words(name: str) -> str:
+    """A cost's name as the report says it ("keepalive_tls": "TLS on warm (keep-alive) connections"),
+    first letter raised; a name without words keeps its own, underscores as spaces."""
+    words = COST_WORDS.get(name, name.replace("_", " "))
+    return words[:1].upper() + words[1:]
 
 
 def _ms(side: dict) -> str:
