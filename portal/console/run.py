@@ -281,7 +281,9 @@ def report_lines(report: dict) -> list[str]:
             else f"unconfirmed: {UNCONFIRMED}"
         )
         saving = item["saving_us"] / 1000
-        lines.append(f"advice   {item['title']}: saves {saving:.3f} ms TTLB per request ({ci})")
+        # The hybrid's item is a price (its time over the classical group's, either sign), not a saving.
+        said = f"costs {saving:+.3f}" if item.get("hybrid") else f"saves {saving:.3f}"
+        lines.append(f"advice   {item['title']}: {said} ms TTLB per request ({ci})")
         if item.get("hybrid"):
             lines.append(f"         {advice.hybrid_words(item['hybrid']).strip()}")
     rows = report.get("wan") or []

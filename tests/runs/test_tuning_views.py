@@ -247,6 +247,7 @@ def test_form_api_and_cli_take_named_groups_and_the_cli_prints_the_hybrids_price
     arms = [rows("tls_new@x25519", 1200, 0.5), rows("tls_new@mlkem", 1300, 0.62)]
     text = "\n".join(report_lines(report.build_report({"id": "x"}, arms, None, None, probes)))
     assert "advice   What the post-quantum hybrid costs: X25519MLKEM768" in text
+    assert "costs +0.100 ms TTLB per request" in text and "saves" not in text
     assert "X25519MLKEM768 costs +100 µs of time to last byte over x25519" in text
     assert "+1184 bytes from the client, +1060 from the server" in text
 
