@@ -48,6 +48,12 @@ class TargetRef(serializers.Serializer):
 class TargetOut(TargetRef):
     plain_url = serializers.CharField(allow_blank=True)
     tls_url = serializers.CharField(allow_blank=True)
+    mtls_url = serializers.CharField(
+        allow_blank=True,
+        help_text="Where the tls_mtls arm goes when the server asks for client certificates on another "
+        "port or name than tls_url's (the demo's Caddy: the TLS port + 1); empty: tls_url. Set on the "
+        "target's client-certificate page.",
+    )
     verified = serializers.SerializerMethodField()
     created = serializers.DateTimeField()
 

@@ -28,6 +28,12 @@ def test_a_token_sees_only_its_own_project(client, world, bearer):
     assert ids(client.get("/api/v1/runs", **auth)) == {str(r.code) for r in a.runs}
     targets = client.get("/api/v1/targets", **auth).json()["results"]
     assert {t["id"] for t in targets} == {str(a.runs[0].target.code), str(a.scenario.target.code)}
+    target = a.runs[0].target
+    target.mtls_url = "https://127.0.0.1:8444/1k"  # the tls_mtls arm's own port, as the demo's
+    target.save(update_fields=["mtls_url"])
+    listed = {t["id"]: t for t in client.get("/api/v1/targets", **auth).json()["results"]}
+    assert listed[str(target.code)]["mtls_url"] == "https://127.0.0.1:8444/1k"
+    assert listed[str(a.scenario.target.code)]["mtls_url"] in ("", target.mtls_url)
     scenarios = client.get("/api/v1/scenarios", **auth).json()["results"]
     assert [s["id"] for s in scenarios] == [str(a.scenario.code)]
     # B's run is as unknown as a made-up one: the same 404, no hint it exists.

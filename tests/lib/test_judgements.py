@@ -107,7 +107,8 @@ def test_the_alert_names_the_cost_change_with_intervals_what_changed_and_the_lin
     links = {"run": "http://p/runs/r/", "baseline": "http://p/runs/b/", "compare": "http://p/c?runs=b,r"}
     text = alerts.text(result, "nightly", "t", links)
     assert (
-        "- A full TLS handshake per request rose by +2.00 ms, +100.0%: 4.00 ms (95% CI 3.90–4.10 ms) against the baseline's " in text
+        "- A full TLS handshake per request rose by +2.00 ms, +100.0%: 4.00 ms (95% CI 3.90–4.10 ms) "
+        "against the baseline's " in text
     )
     assert "2.00 ms (95% CI 1.90–2.10 ms)" in text and "- certificate key: EC 256 → RSA 4096" in text
     assert "Compare: http://p/c?runs=b,r" in text and "Share link" not in text
