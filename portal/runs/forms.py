@@ -80,7 +80,13 @@ class RunForm(TuningFields, SpecFields):
         initial="none",
         help_text="Sent pre-emptively with every request: no 401 round trip is measured.",
     )
-    auth_user = forms.CharField(label="User", max_length=200, required=False, validators=[validate_text])
+    auth_user = forms.CharField(
+        label="User",
+        max_length=200,
+        required=False,
+        validators=[validate_text],
+        help_text="Sealed with the password; blank on a saved scenario keeps its saved user and password.",
+    )
     auth_secret = forms.CharField(
         label="Password or token",
         max_length=4000,
@@ -252,16 +258,25 @@ class RunForm(TuningFields, SpecFields):
 
     def _clean_auth(self, data: dict) -> None:
         auth = data.get("auth_type") or "none"
+        saved_user = self._saved_user(data)
         if auth == "basic":
-            if not data.get("auth_user"):
+            if not data.get("auth_user") and not saved_user:
                 self.add_error("auth_user", "Basic authentication needs a user.")
-            elif ":" in data["auth_user"]:
+            elif ":" in (data.get("auth_user") or ""):
                 self.add_error("auth_user", "A Basic user name cannot contain ':'.")
         saved_auth = bool(self.saved and self.saved.secrets.get("auth"))
         if auth in ("basic", "bearer") and not data.get("auth_secret") and not saved_auth:
             self.add_error("auth_secret", "Enter the password or token (it is never shown again).")
         if auth == "bearer" and non_ascii(data.get("auth_secret") or ""):
             self.add_error("auth_secret", "A bearer token is printable ASCII without spaces.")
+
+    def _saved_user(self, data: dict) -> str:
+        """The saved scenario's sealed Basic user, which a blank user field keeps, with its password
+        (a new password typed needs its user typed too)."""
+        saved = (self.saved.secrets if self.saved else {}).get("auth") or {}
+        if saved.get("type") != "basic" or data.get("auth_secret"):
+            return ""
+        return saved.get("user") or ""
 
     def _kept(self, data: dict) -> dict:
         """The saved secrets that blank fields keep."""
@@ -293,7 +308,8 @@ class RunForm(TuningFields, SpecFields):
         auth = data.get("auth_type") or "none"
         secret = data.get("auth_secret") or kept.get("auth", {}).get("secret")
         if auth != "none" and secret:
-            self._secrets["auth"] = {"type": auth, "user": data.get("auth_user") or "", "secret": secret}
+            user = data.get("auth_user") or self._saved_user(data)
+            self._secrets["auth"] = {"type": auth, "user": user, "secret": secret}
         plain = http_arms(data.get("arms") or [])
         if self._secrets and plain and not data.get("send_credentials_over_http"):
             self.add_error(

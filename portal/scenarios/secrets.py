@@ -22,7 +22,9 @@ from portal.scenarios.models import Scenario
 DEFAULT_PORTS = {"http": 80, "https": 443}
 # Kept as typed by the user (the parsed forms are for the engine).
 RAW_SCENARIO_FIELDS = ("paths", "expected_status")
-SECRET_FIELDS = ("headers", "auth_secret")
+# The Basic user name is half a credential: sealed with the password (``secrets["auth"]["user"]``),
+# never in the scenario's clear values (scenarios migration 0003 took it out of those saved before).
+SECRET_FIELDS = ("headers", "auth_user", "auth_secret")
 SCENARIO_ONLY_KEYS = ("secrets", "secret_origins")  # in a scenario's config, not form values
 
 
