@@ -28,6 +28,7 @@ from workers.engine.http.endpoint import ARM_POLICIES
 from workers.engine.matrix.variants import expand
 from workers.engine.preflight import ArmRefused, PreflightFailed, Prepared, preflight, servers_seen, tls_facts
 from workers.engine.recording.cpu import CpuMeter
+from workers.engine.recording.quic import tally_for
 from workers.engine.recording.recorder import ArmRecorder
 from workers.engine.unreachable import TargetUnreachable, Watch
 from workers.engine.users import arm_user_class
@@ -69,6 +70,7 @@ class Swarm:
         # Connection policy per arm name; the TLS matrix adds its sub-arms' (workers.engine.matrix.variants).
         self.policies = {name: policy for name, (_, policy) in ARM_POLICIES.items()}
         self.arms_total = config.arm_count() * config.rounds
+        self.quic_found: dict = {}  # the HTTP/3 arms' QUIC servers by endpoint (workers.engine.discovery)
 
     def headers_for(self, arm: ArmSpec) -> dict[str, str]:
         """The configured headers (credentials included) travel over TLS; over plain HTTP only when
@@ -112,7 +114,7 @@ class Swarm:
         return status in expected if expected else 200 <= status < 300
 
     def preflight(self, arm: ArmSpec) -> Prepared:
-        return preflight(self.config, arm, self.headers_for(arm))
+        return preflight(self.config, arm, self.headers_for(arm), self.quic_found)
 
     def _tls_facts(self, arm: ArmSpec, prepared: Prepared) -> None:
         emit(self.out, "tls_info", arm=arm.name, url=arm.url, info=tls_facts(self.config, prepared))
@@ -236,7 +238,9 @@ class Swarm:
                 return paths[0]
             return random.choices(paths, cum_weights=cum_weights)[0]  # noqa: S311 - load mix, not crypto
 
-        new_client, lanes = client_factory(endpoint, policy, context, timeout_s, headers, cfg.h2_streams)
+        new_client, lanes = client_factory(
+            endpoint, policy, context, timeout_s, headers, cfg.h2_streams, recorder.quic
+        )
         return arm_user_class(
             arm.name, new_client, pick, recorder.record, expected, interval_ns, cfg.think_time_s, lanes
         )
@@ -254,7 +258,7 @@ class Swarm:
             self.config.generators != 1
         ):  # a Locust master and its workers (workers.engine.distribution.master)
             return DistributedArm(Fleet.of(self), index, arm, ready, load, watch).run()
-        recorder = ArmRecorder(arm.name)
+        recorder = ArmRecorder(arm.name, tally_for(ready.quic))
         env = Environment(user_classes=[self._user_class(arm, ready, recorder, load)], events=Events())
         runner = env.create_local_runner()
         cpu = CpuMeter()

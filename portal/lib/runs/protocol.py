@@ -57,6 +57,11 @@ ARM_SCHEMES = {
     "h2": "https",
     "h2_new": "https",
     "h2c": "http",
+    # HTTP/3: the TLS URL's host and port over UDP (or the port its Alt-Svc names; the preflight finds it).
+    "h3": "https",
+    "h3_new": "https",
+    "h3_resumed": "https",
+    "h3_0rtt": "https",
 }
 EXIT_OK = 0
 EXIT_ARM_ERROR = 3
