@@ -1,0 +1,238 @@
+"""The HTTP/3 arms (``h3``, ``h3_new``, ``h3_resumed``, ``h3_0rtt``) measured by the real engine end to
+end, each run checked against what the server saw: Caddy's JSON access log (``request.proto``
+``HTTP/3.0``, ``tls.resumed``, its early-data mark), with 0-RTT on and off and tickets off; nginx (no
+QUIC) for the refusal; a relay that drops every Nth datagram for the loss counters; a TCP server whose
+``Alt-Svc`` names another UDP port for the discovery (docs/engine-protocol.md, "HTTP/3")."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from bench.caddy import Caddy
+from portal.lib.demo.caddy import EARLY_DATA_HEADER
+from tests.conftest import run_engine
+from tests.engine_config import engine_config
+from tests.servers import LocalServer, pages_handler
+from tests.stacks import start
+from tests.udp_relay import UdpRelay
+
+H3_ARMS = ("h3", "h3_new", "h3_resumed", "h3_0rtt")
+QUIC_KEYS = {
+    "port",
+    "discovered_by",
+    "alt_svc",
+    "connections",
+    "versions",
+    "alpn",
+    "groups",
+    "ciphers",
+    "resumed",
+    "retry",
+    "version_negotiation",
+    "early_data",
+    "datagrams_sent",
+    "datagrams_received",
+    "bytes_sent",
+    "bytes_received",
+    "packets_lost",
+    "pto_count",
+    "first_flight_bytes_max",
+    "first_flight_datagrams_max",
+    "handshake_bytes_sent",
+    "handshake_bytes_received",
+    "streams_reset",
+    "closed_by_server",
+}
+
+
+def caddy_or_skip(**kwargs) -> Caddy:
+    try:
+        return Caddy(key_types=("ec",), **kwargs).start()
+    except RuntimeError as exc:
+        pytest.skip(str(exc))
+
+
+def run(arms: dict[str, str], **overrides) -> tuple[dict[str, dict], list[dict]]:
+    config = engine_config(arms, **{"users": 2, "warmup_s": 0.3, "duration_s": 1.0, **overrides})
+    messages, code, stderr = run_engine(config)
+    assert code == 0, stderr[-3000:]
+    return {m["arm"]: m["result"] for m in messages if m["type"] == "arm"}, messages
+
+
+def arm_urls(server: Caddy, arms=H3_ARMS) -> dict[str, str]:
+    """Each arm on its own query string, so the access log tells its requests apart."""
+    return {arm: server.tls_url(f"/1k?arm={arm}") for arm in arms}
+
+
+def logged(server: Caddy, arm: str, at_least: int) -> list[dict]:
+    """The access log's entries of ``arm``'s requests, once Caddy has written ``at_least`` of them."""
+    deadline = time.monotonic() + 5
+    while True:
+        entries = [e for e in server.access_log_entries() if e["request"]["uri"] == f"/1k?arm={arm}"]
+        if len(entries) >= at_least or time.monotonic() > deadline:
+            return entries
+        time.sleep(0.05)
+
+
+def assert_measured(result: dict) -> None:
+    assert result["requests"] > 0 and result["failures"] == 0, result["errors"]
+    assert set(result["quic"]) == QUIC_KEYS
+    assert result["http2"] is None
+
+
+def test_the_four_arms_against_caddy_as_its_access_log_saw_them():
+    server = caddy_or_skip()
+    try:
+        results, messages = run(arm_urls(server), h2_streams=2)
+        entries = {arm: logged(server, arm, results[arm]["requests"]) for arm in H3_ARMS}
+    finally:
+        server.stop()
+    assert not [m for m in messages if m["type"] in ("refused", "arm_error")]
+    for arm in H3_ARMS:
+        result, seen = results[arm], entries[arm]
+        assert_measured(result)
+        quic = result["quic"]
+        # The server answered at least every request the report counts over HTTP/3; over TCP only the
+        # preflight's one request for the Alt-Svc header (once for the four arms, with the first's URL).
+        over_h3 = [e for e in seen if e["request"]["proto"] == "HTTP/3.0"]
+        assert len(over_h3) >= result["requests"], arm
+        assert len(seen) - len(over_h3) == (arm == "h3"), arm
+        assert (quic["port"], quic["discovered_by"]) == (server.tls_port, "url")
+        assert f':{server.tls_port}"' in quic["alt_svc"]  # Caddy's Alt-Svc, as the preflight saw it
+        assert quic["bytes_sent"] > 0 and quic["bytes_received"] > result["requests"] * 1024
+        assert quic["datagrams_received"] > 0 and quic["retry"] == quic["version_negotiation"] == 0
+    entries = {arm: [e for e in seen if e["request"]["proto"] == "HTTP/3.0"] for arm, seen in entries.items()}
+    h3, new, resumed, zero = (results[arm] for arm in H3_ARMS)
+    # h3: the users' connections were opened in the warm-up; the window saw none open.
+    assert h3["connections_opened"] == 0 and h3["quic"]["connections"] == 0
+    assert h3["hist"]["tls_handshake_us"] is None
+    for result in (new, resumed, zero):
+        quic = result["quic"]
+        assert quic["connections"] == result["connections_opened"] == result["requests"]
+        assert quic["versions"] == {"1": quic["connections"]} and quic["alpn"] == {"h3": quic["connections"]}
+        assert quic["groups"] == {"X25519MLKEM768": quic["connections"]}  # qh3's default offer
+        assert quic["first_flight_bytes_max"] >= 1200  # an Initial is padded to 1,200 bytes at least
+        assert quic["handshake_bytes_sent"] > 0 and quic["handshake_bytes_received"] > 0
+        assert result["hist"]["tls_handshake_us"] and result["hist"]["connect_us"]
+    assert new["tls_sessions_reused"] == new["quic"]["resumed"] == 0
+    assert not any(e["request"]["tls"]["resumed"] for e in entries["h3_new"])
+    assert resumed["tls_sessions_reused"] == resumed["quic"]["resumed"] == resumed["connections_opened"]
+    assert resumed["quic"]["early_data"] == {"accepted": 0, "refused": 0, "no_ticket": 0}
+    # The server resumed at least the connections the report counts as resumed (each user's first
+    # connection, and the preflight's, had no ticket yet).
+    for arm in ("h3_resumed", "h3_0rtt"):
+        resumed_seen = sum(bool(e["request"]["tls"]["resumed"]) for e in entries[arm])
+        assert resumed_seen >= results[arm]["tls_sessions_reused"] > 0, arm
+        assert len(entries[arm]) - resumed_seen <= 2 + 1, arm
+    early = zero["quic"]["early_data"]
+    assert early["accepted"] > 0 and early["refused"] == 0
+    assert sum(early.values()) == zero["quic"]["connections"]
+    assert zero["tls_sessions_reused"] == zero["quic"]["resumed"] >= early["accepted"]
+    # Caddy marks an answer whose handler began before the handshake completed: 0-RTT ones, some of them.
+    marked = [e for e in entries["h3_0rtt"] if e.get("resp_headers", {}).get(EARLY_DATA_HEADER)]
+    unmeasured = zero["warmup_requests"] + zero["unwindowed_requests"] + 1  # + the preflight's
+    assert 0 < len(marked) <= early["accepted"] + unmeasured
+    assert not any(e.get("resp_headers", {}).get(EARLY_DATA_HEADER) for e in entries["h3_resumed"])
+
+
+def test_0rtt_off_gives_no_early_data_and_tickets_off_no_resumption():
+    no_0rtt = caddy_or_skip(zero_rtt=False)
+    no_tickets = caddy_or_skip(tickets=False)
+    try:
+        off, _ = run({"h3_0rtt": no_0rtt.tls_url("/1k?arm=h3_0rtt")})
+        off_seen = logged(no_0rtt, "h3_0rtt", off["h3_0rtt"]["requests"])
+        urls = arm_urls(no_tickets, ("h3_resumed", "h3_0rtt"))
+        none, _ = run(urls)
+        none_seen = logged(no_tickets, "h3_resumed", none["h3_resumed"]["requests"])
+    finally:
+        no_0rtt.stop()
+        no_tickets.stop()
+    result = off["h3_0rtt"]
+    assert_measured(result)
+    # Its tickets allow no early data: every request waited for its (resumed) handshake; none is 0-RTT.
+    quic = result["quic"]
+    assert quic["early_data"] == {"accepted": 0, "refused": 0, "no_ticket": quic["connections"]}
+    assert quic["resumed"] == quic["connections"] > 0
+    assert len(off_seen) >= result["requests"]
+    assert not any(e.get("resp_headers", {}).get(EARLY_DATA_HEADER) for e in off_seen)
+    for arm in ("h3_resumed", "h3_0rtt"):
+        assert_measured(none[arm])
+        assert none[arm]["tls_sessions_reused"] == none[arm]["quic"]["resumed"] == 0
+    assert none["h3_0rtt"]["quic"]["early_data"]["no_ticket"] == none["h3_0rtt"]["quic"]["connections"]
+    assert not any(e["request"]["tls"]["resumed"] for e in none_seen)
+
+
+def test_nginx_without_quic_refuses_the_h3_arms_within_seconds_and_measures_the_rest():
+    with start("nginx") as server:
+        url = server.tls_url()
+        arms = {"tls": url, **dict.fromkeys(H3_ARMS, url)}
+        t0 = time.monotonic()
+        results, messages = run(arms)
+        took_s = time.monotonic() - t0
+        served = server.served()
+    refused = {m["arm"]: m["reason"] for m in messages if m["type"] == "refused"}
+    assert set(refused) == set(H3_ARMS) and set(results) == {"tls"}
+    port = url.rsplit(":", 1)[1].split("/")[0]
+    for arm, reason in refused.items():
+        assert reason.startswith(f"{arm} refused: ")
+        assert f"UDP port {port}" in reason and "no QUIC there" in reason, reason
+    # Found once for the four arms: the ICMP answer is immediate; the whole run is its one arm's.
+    assert took_s < 15
+    assert {s.proto for s in served} == {"HTTP/1.1"}  # never measured over TCP instead
+
+
+def test_a_filtered_udp_port_refuses_after_the_handshake_timeout(tls_cert):
+    """No ICMP, no answer (a relay to a port nobody listens on, dropping everything): refused after 3 s."""
+    tcp = LocalServer(tls=tls_cert).start()
+    try:
+        with UdpRelay(("127.0.0.1", 9), drop_every=1) as relay:
+            arms = {"h3_new": f"https://127.0.0.1:{relay.port}/1k", "tls": f"https://127.0.0.1:{tcp.port}/1k"}
+            results, messages = run(arms)
+    finally:
+        tcp.stop()
+    (reason,) = [m["reason"] for m in messages if m["type"] == "refused"]
+    assert f"no answer on UDP port {relay.port} within 3 s (no QUIC there)" in reason
+    assert set(results) == {"tls"}
+
+
+def test_the_alt_svc_port_is_used_when_the_urls_udp_port_has_no_quic(tls_cert):
+    """The URL names a TCP server that says ``Alt-Svc: h3=":<caddy>"``: the arm measures Caddy's QUIC."""
+    server = caddy_or_skip()
+    alt_svc = f'h3=":{server.tls_port}"; ma=60'
+
+    def with_alt_svc(request):
+        status, headers, body = pages_handler(request)
+        return status, {**headers, "Alt-Svc": alt_svc}, body
+
+    try:
+        tcp = LocalServer(tls=tls_cert, app=with_alt_svc).start()
+        try:
+            results, _ = run({"h3_new": f"https://127.0.0.1:{tcp.port}/1k?arm=h3_new"})
+        finally:
+            tcp.stop()
+        seen = logged(server, "h3_new", results["h3_new"]["requests"])
+    finally:
+        server.stop()
+    result = results["h3_new"]
+    assert_measured(result)
+    quic = result["quic"]
+    assert (quic["port"], quic["discovered_by"], quic["alt_svc"]) == (server.tls_port, "alt-svc", alt_svc)
+    assert len(seen) >= result["requests"] and {e["request"]["proto"] for e in seen} == {"HTTP/3.0"}
+
+
+def test_a_relay_dropping_every_7th_datagram_shows_losses_in_result_quic():
+    server = caddy_or_skip()
+    try:
+        with UdpRelay(("127.0.0.1", server.tls_port), drop_every=7) as relay:
+            url = f"https://127.0.0.1:{relay.port}/1k?arm=h3"  # UDP to the relay (no TCP there)
+            results, messages = run({"h3": url}, users=1, h2_streams=4, timeout_s=5)
+            dropped = sum(relay.dropped.values())
+    finally:
+        server.stop()
+    refused = [m for m in messages if m["type"] == "refused"]
+    assert not refused, refused
+    quic = results["h3"]["quic"]
+    assert results["h3"]["requests"] > 0 and dropped > 0
+    assert quic["packets_lost"] > 0 or quic["pto_count"] > 0, quic
