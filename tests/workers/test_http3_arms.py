@@ -236,3 +236,32 @@ def test_a_relay_dropping_every_7th_datagram_shows_losses_in_result_quic():
     quic = results["h3"]["quic"]
     assert results["h3"]["requests"] > 0 and dropped > 0
     assert quic["packets_lost"] > 0 or quic["pto_count"] > 0, quic
+
+
+def test_the_matrix_group_dimension_repeats_h3_new_per_group():
+    """``h3_new@<group>``: each sub-arm offers its one group; what Caddy chose is read from the
+    ServerHello, and the hybrid's key share makes the client's first flight the largest."""
+    server = caddy_or_skip()
+    try:
+        url = server.tls_url("/1k?arm=matrix")
+        results, messages = run({"tls_new": url, "h3_new": url}, tls_matrix=["group"], duration_s=0.5)
+    finally:
+        server.stop()
+    (probes,) = [m["variants"] for m in messages if m["type"] == "matrix" and m["arm"] == "h3_new"]
+    by_name = {p["name"]: p for p in probes}
+    assert set(by_name) == {"h3_new@x25519", "h3_new@p256", "h3_new@mlkem"}
+    expected = {"h3_new@x25519": "x25519", "h3_new@p256": "secp256r1", "h3_new@mlkem": "X25519MLKEM768"}
+    for name, group in expected.items():
+        probe = by_name[name]
+        assert probe["status"] == "measured", probe
+        assert (probe["negotiated"]["group"], probe["negotiated"]["protocol"]) == (group, "TLSv1.3")
+        result = results[name]
+        assert_measured(result)
+        assert (
+            result["quic"]["groups"] == {group: result["quic"]["connections"]}
+            and result["connections_opened"]
+        )
+    flights = {name: results[name]["quic"]["first_flight_bytes_max"] for name in expected}
+    assert flights["h3_new@mlkem"] > flights["h3_new@x25519"]
+    # The TLS arms' variants are the TCP ones (tls_new@…), never QUIC.
+    assert results["tls_new@x25519"]["quic"] is None

@@ -25,6 +25,7 @@ from workers.engine.distribution.arm import DistributedArm, Fleet
 from workers.engine.hello import engine_facts
 from workers.engine.http.by_protocol import client_factory
 from workers.engine.http.endpoint import ARM_POLICIES
+from workers.engine.matrix import quic as quic_matrix
 from workers.engine.matrix.variants import expand
 from workers.engine.preflight import ArmRefused, PreflightFailed, Prepared, preflight, servers_seen, tls_facts
 from workers.engine.recording.cpu import CpuMeter
@@ -208,6 +209,8 @@ class Swarm:
         report them; the accepted ones become sub-arms with their own context and policy."""
         cfg = self.config
         ready = prepared[arm.name]
+        if ready.quic is not None:  # h3_new: its group variants over QUIC
+            return self._expand_quic(arm, ready, prepared)
         options = {"library": cfg.tls_library, "client_certs": cfg.client_certs, "groups": cfg.tls_groups}
         sub_arms, entries = expand(
             arm, ready.endpoint, cfg.tls_matrix, cfg.verify_tls, cfg.timeout_s, **options
@@ -220,6 +223,29 @@ class Swarm:
             self.policies[sub.spec.name] = sub.policy
         self.arms_total -= (len(entries) - len(sub_arms)) * cfg.rounds  # refused: not run
         return [sub.spec for sub in sub_arms]
+
+    def _expand_quic(self, arm: ArmSpec, ready: Prepared, prepared: dict[str, Prepared]) -> list[ArmSpec]:
+        """``_expand`` for ``h3_new`` (``workers.engine.matrix.quic``): one QUIC handshake per group."""
+        cfg = self.config
+        path = ready.targets[0]["path"]
+        subs, entries = quic_matrix.expand(
+            arm,
+            ready.endpoint,
+            ready.quic,
+            path,
+            cfg.tls_matrix,
+            cfg.verify_tls,
+            cfg.timeout_s,
+            cfg.tls_groups,
+        )
+        if not entries:
+            return []
+        emit(self.out, "matrix", arm=arm.name, variants=entries)
+        for spec, settings, policy in subs:
+            prepared[spec.name] = dataclasses.replace(ready, context=settings)
+            self.policies[spec.name] = policy
+        self.arms_total -= (len(entries) - len(subs)) * cfg.rounds
+        return [spec for spec, _, _ in subs]
 
     def _user_class(self, arm: ArmSpec, ready: Prepared, recorder: ArmRecorder, load: Load) -> type[User]:
         policy = self.policies[arm.name]

@@ -30,10 +30,8 @@ def new_histogram() -> HdrHistogram:
     return HdrHistogram(HIST_MIN_US, HIST_MAX_US, HIST_DIGITS)
 
 
-def _clamp(value_us: int) -> int:
-    """A value as the histogram holds it: at most 60 s; 0 stays 0 (an HTTP/3 connection's
-    ``connect_us``: QUIC has no separate transport handshake), anything else at least 1 µs."""
-    return min(max(value_us, HIST_MIN_US), HIST_MAX_US) if value_us else 0
+def _clamp(value_us: int, floor: int = HIST_MIN_US) -> int:
+    return min(max(value_us, floor), HIST_MAX_US)
 
 
 _SHAPE = new_histogram()  # only its bucket arithmetic is used
@@ -63,11 +61,12 @@ def _count(counts: dict[int, int], value: int) -> None:
     counts[value] = counts.get(value, 0) + 1
 
 
-def _add(hist: HdrHistogram, counts: dict[int, int]) -> HdrHistogram:
+def _add(hist: HdrHistogram, counts: dict[int, int], floor: int = HIST_MIN_US) -> HdrHistogram:
     """Record each distinct value once with its count (exactly what one call per value would do),
-    then forget the counts."""
+    then forget the counts. ``floor``: the least value kept (0 for ``connect_us``: an HTTP/3
+    connection's is 0, QUIC having no separate transport handshake)."""
     for value, count in counts.items():
-        hist.record_value(_clamp(value), count)
+        hist.record_value(_clamp(value, floor), count)
     counts.clear()
     return hist
 
@@ -133,10 +132,13 @@ class ArmRecorder:
 
     def flush(self) -> None:
         """Add every pending count of the window into its histogram (reading one does it too)."""
-        for hist, counts in zip(
-            (self._ttfb, self._ttlb, self._connect, self._tls_handshake), self._pending, strict=True
+        for hist, counts, floor in zip(
+            (self._ttfb, self._ttlb, self._connect, self._tls_handshake),
+            self._pending,
+            (HIST_MIN_US, HIST_MIN_US, 0, HIST_MIN_US),
+            strict=True,
         ):
-            _add(hist, counts)
+            _add(hist, counts, floor)
 
     @property
     def ttfb(self) -> HdrHistogram:
@@ -148,7 +150,7 @@ class ArmRecorder:
 
     @property
     def connect(self) -> HdrHistogram:
-        return _add(self._connect, self._pending[2])
+        return _add(self._connect, self._pending[2], 0)
 
     @property
     def tls_handshake(self) -> HdrHistogram:
