@@ -265,3 +265,29 @@ def test_the_matrix_group_dimension_repeats_h3_new_per_group():
     assert flights["h3_new@mlkem"] > flights["h3_new@x25519"]
     # The TLS arms' variants are the TCP ones (tls_new@…), never QUIC.
     assert results["tls_new@x25519"]["quic"] is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_outbound_policy_refuses_an_h3_arm_at_run_start_and_nothing_goes_over_udp(owner, settings):
+    """UDP goes where TCP goes: the h3 arm's https URL is checked and pinned by the worker like any arm's;
+    an address the operator does not allow fails the run before a datagram is sent."""
+    from portal.projects.models import personal_project
+    from portal.runs import services
+    from portal.runs.models import Run
+    from portal.targets.models import Target
+    from workers import runner
+
+    server = caddy_or_skip()
+    try:
+        url = server.tls_url("/1k?arm=h3_new")
+        target = Target.objects.create(project=personal_project(owner), name="t", tls_url=url)
+        run_ = services.create_run(owner, target, engine_config({"h3_new": url}, arrival_rate=60))
+        settings.TOLLGATE_ALLOW_NETWORKS = []  # loopback is not allowed any more
+        run_ = runner.execute_run(run_.pk)
+        time.sleep(0.3)
+        seen = [e for e in server.access_log_entries() if e["request"]["uri"] == "/1k?arm=h3_new"]
+    finally:
+        server.stop()
+    assert run_.status == Run.Status.FAILED
+    assert run_.error.startswith(f"refused by the outbound address policy: {url}: 127.0.0.1 is a loopback")
+    assert seen == [] and not run_.arms.exists()
