@@ -291,3 +291,51 @@ def test_the_outbound_policy_refuses_an_h3_arm_at_run_start_and_nothing_goes_ove
     assert run_.status == Run.Status.FAILED
     assert run_.error.startswith(f"refused by the outbound address policy: {url}: 127.0.0.1 is a loopback")
     assert seen == [] and not run_.arms.exists()
+
+
+def test_a_distributed_run_merges_quic_over_its_generators():
+    server = caddy_or_skip()
+    try:
+        results, messages = run(arm_urls(server, ("h3_new", "h3_0rtt")), generators=2, users=4)
+        seen = {arm: logged(server, arm, results[arm]["requests"]) for arm in ("h3_new", "h3_0rtt")}
+    finally:
+        server.stop()
+    for arm in ("h3_new", "h3_0rtt"):
+        result = results[arm]
+        assert_measured(result)
+        assert len(result["generators"]) == 2 and all(g["requests"] > 0 for g in result["generators"])
+        quic = result["quic"]
+        # Each generator's connections added: one per request, as the server saw them.
+        assert quic["connections"] == result["connections_opened"] == result["requests"]
+        assert sum(quic["groups"].values()) == sum(quic["versions"].values()) == quic["connections"]
+        h3_seen = [e for e in seen[arm] if e["request"]["proto"] == "HTTP/3.0"]
+        assert len(h3_seen) >= result["requests"]
+    early = results["h3_0rtt"]["quic"]["early_data"]
+    assert sum(early.values()) == results["h3_0rtt"]["quic"]["connections"] and early["accepted"] > 0
+
+
+def test_merge_quic_adds_counters_and_merges_counts():
+    from workers.engine.recording.quic import merge_quic
+
+    one = {"port": 8443, "discovered_by": "url", "alt_svc": None, "connections": 2, "groups": {"x25519": 2}}
+    one |= {"early_data": {"accepted": 1, "refused": 1, "no_ticket": 0}, "first_flight_bytes_max": 1250}
+    two = {
+        **one,
+        "connections": 3,
+        "groups": {"x25519": 1, "X25519MLKEM768": 2},
+        "first_flight_bytes_max": 2560,
+    }
+    merged = merge_quic([one, None, two])
+    assert merged["connections"] == 5 and merged["groups"] == {"x25519": 3, "X25519MLKEM768": 2}
+    assert merged["early_data"] == {"accepted": 2, "refused": 2, "no_ticket": 0}
+    assert merged["first_flight_bytes_max"] == 2560 and merged["port"] == 8443
+    assert merge_quic([None, None]) is None
+
+
+def test_alt_svc_ports_are_the_same_hosts_h3_entries():
+    from workers.engine.discovery import alt_svc_ports
+
+    assert alt_svc_ports('h3=":8443"; ma=2592000, h3-29=":8443"', 443) == [8443]
+    assert alt_svc_ports('h3=":443"; ma=60', 443) == []  # the URL's own port: tried already
+    assert alt_svc_ports('h3="other.example:8443", h3=":9443"', 443) == [9443]  # another host: never
+    assert alt_svc_ports('h2=":8443"', 443) == [] and alt_svc_ports(None, 443) == []
