@@ -339,3 +339,15 @@ def test_alt_svc_ports_are_the_same_hosts_h3_entries():
     assert alt_svc_ports('h3=":443"; ma=60', 443) == []  # the URL's own port: tried already
     assert alt_svc_ports('h3="other.example:8443", h3=":9443"', 443) == [9443]  # another host: never
     assert alt_svc_ports('h2=":8443"', 443) == [] and alt_svc_ports(None, 443) == []
+
+
+def test_an_h3_certificate_that_does_not_verify_fails_the_preflight_saying_how_to_proceed():
+    server = caddy_or_skip()
+    try:
+        config = engine_config({"h3_new": server.tls_url()}, verify_tls=True)
+        messages, code, _ = run_engine(config)
+    finally:
+        server.stop()
+    (error,) = [m["error"] for m in messages if m["type"] == "arm_error"]
+    assert code == 3 and "TLS certificate verification failed" in error and "untick Verify TLS" in error
+    assert "certificate" in error and not [m for m in messages if m["type"] == "arm"]
