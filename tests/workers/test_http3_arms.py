@@ -351,3 +351,29 @@ def test_an_h3_certificate_that_does_not_verify_fails_the_preflight_saying_how_t
     (error,) = [m["error"] for m in messages if m["type"] == "arm_error"]
     assert code == 3 and "TLS certificate verification failed" in error and "untick Verify TLS" in error
     assert "certificate" in error and not [m for m in messages if m["type"] == "arm"]
+
+
+def test_udp_goes_to_the_pinned_address_and_no_name_is_looked_up(tmp_path):
+    """The h3 arm under the DNS guard (``tests/workers/test_pinning.py``: every lookup logged and
+    refused), its host a name pinned to the checked address (``localhost``: a name Caddy's certificate
+    holds); the QUIC datagrams (and the Alt-Svc request) go there, the name stays for ``:authority``
+    and SNI."""
+    from portal.lib.runs.protocol import pin_key
+    from tests.workers.test_pinning import run_guarded
+
+    server = caddy_or_skip()
+    try:
+        url = f"https://localhost:{server.tls_port}/1k?arm=h3_new"
+        config = engine_config({"h3_new": url}, pinned={pin_key(url): "127.0.0.1"}, users=1)
+        messages, code, stderr, asked = run_guarded(config, tmp_path / "dns.log")
+        seen = logged(server, "h3_new", 1)
+    finally:
+        server.stop()
+    assert code == 0, [m for m in messages if m["type"] in ("refused", "arm_error")]
+    assert asked == []  # the engine never looked a name up, for TCP or UDP
+    (result,) = [m["result"] for m in messages if m["type"] == "arm"]
+    assert result["requests"] > 0 and result["failures"] == 0 and result["address"] == "127.0.0.1"
+    over_h3 = [e for e in seen if e["request"]["proto"] == "HTTP/3.0"]
+    assert len(over_h3) >= result["requests"]
+    assert {e["request"]["host"] for e in over_h3} == {f"localhost:{server.tls_port}"}
+    assert {e["request"]["tls"]["server_name"] for e in over_h3} == {"localhost"}
