@@ -377,3 +377,29 @@ def test_udp_goes_to_the_pinned_address_and_no_name_is_looked_up(tmp_path):
     assert len(over_h3) >= result["requests"]
     assert {e["request"]["host"] for e in over_h3} == {f"localhost:{server.tls_port}"}
     assert {e["request"]["tls"]["server_name"] for e in over_h3} == {"localhost"}
+
+
+def test_0rtt_refused_by_the_server_is_counted_as_refused_never_as_0rtt():
+    """Each new connection goes to the other of two Caddys (a relay alternating per flow): the ticket a
+    user offers was issued by the other server, which cannot open it, so it refuses the early data and
+    makes a full handshake; the library sends the request again after it. Every such connection is
+    counted in ``early_data.refused`` and none as 0-RTT or resumed, as both servers' logs agree."""
+    first, second = caddy_or_skip(), caddy_or_skip()
+    try:
+        with UdpRelay(("127.0.0.1", first.tls_port), alternate=("127.0.0.1", second.tls_port)) as relay:
+            url = f"https://127.0.0.1:{relay.port}/1k?arm=h3_0rtt"
+            results, _ = run({"h3_0rtt": url}, users=1)
+            flows = dict(relay.flows_to)
+        result = results["h3_0rtt"]
+        seen = logged(first, "h3_0rtt", 1) + logged(second, "h3_0rtt", 1)
+    finally:
+        first.stop()
+        second.stop()
+    assert_measured(result)
+    quic = result["quic"]
+    assert min(flows.values()) > 1  # both servers took connections
+    assert quic["early_data"]["accepted"] == 0 and quic["early_data"]["refused"] > 0
+    assert sum(quic["early_data"].values()) == quic["connections"] == result["connections_opened"]
+    assert result["tls_sessions_reused"] == quic["resumed"] == 0
+    assert len(seen) >= result["requests"] and not any(e["request"]["tls"]["resumed"] for e in seen)
+    assert not any(e.get("resp_headers", {}).get(EARLY_DATA_HEADER) for e in seen)
