@@ -403,3 +403,24 @@ def test_0rtt_refused_by_the_server_is_counted_as_refused_never_as_0rtt():
     assert result["tls_sessions_reused"] == quic["resumed"] == 0
     assert len(seen) >= result["requests"] and not any(e["request"]["tls"]["resumed"] for e in seen)
     assert not any(e.get("resp_headers", {}).get(EARLY_DATA_HEADER) for e in seen)
+
+
+def test_a_cancel_during_the_quic_discovery_ends_the_engine_at_once():
+    """SIGTERM while the preflight waits for a QUIC answer that never comes (3 s): the wait is cut."""
+    from tests.workers.engine_lines import Engine
+
+    with UdpRelay(("127.0.0.1", 9), drop_every=1) as relay:
+        engine = Engine(engine_config({"h3_new": f"https://127.0.0.1:{relay.port}/1k"}))
+        try:
+            engine.until(lambda m: m["type"] == "hello")
+            deadline = time.monotonic() + 5
+            while relay.datagrams_from_client == 0 and time.monotonic() < deadline:
+                time.sleep(0.02)  # the first QUIC datagram left: the preflight waits for an answer
+            sent_at = engine.terminate()
+            rest, code, ended_at = engine.rest(timeout_s=10)
+        finally:
+            engine.kill()
+    assert relay.datagrams_from_client > 0
+    assert code == 0 and ended_at - sent_at < 2.5  # the handshake timeout (3 s) would run out first
+    assert [m["status"] for m in rest if m["type"] == "done"] == ["cancelled"]
+    assert not [m for m in rest if m["type"] in ("arm", "refused")]
