@@ -424,3 +424,21 @@ def test_a_cancel_during_the_quic_discovery_ends_the_engine_at_once():
     assert code == 0 and ended_at - sent_at < 2.5  # the handshake timeout (3 s) would run out first
     assert [m["status"] for m in rest if m["type"] == "done"] == ["cancelled"]
     assert not [m for m in rest if m["type"] in ("arm", "refused")]
+
+
+def test_a_quic_server_without_h3_refuses_the_arm_saying_so(tls_cert):
+    """qh3's own server offering another protocol over ALPN (``tests/quic_server.py``): QUIC answers,
+    h3 is not offered, and the arm is refused in those words within seconds."""
+    from tests.quic_server import QuicServer
+
+    with QuicServer(tls_cert, alpn=("hq-interop",)) as server:
+        t0 = time.monotonic()
+        messages, code, _ = run_engine(engine_config({"h3": f"https://127.0.0.1:{server.port}/1k"}))
+        took_s = time.monotonic() - t0
+        served = list(server.served)
+    (refused,) = [m for m in messages if m["type"] == "refused"]
+    assert refused["arm"] == "h3" and code == 3  # its only arm: the run fails with the reason
+    assert refused["reason"].startswith(
+        f"h3 refused: the server does not offer h3 over ALPN on UDP port {server.port}"
+    )
+    assert took_s < 10 and served == []
