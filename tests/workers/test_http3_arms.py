@@ -124,8 +124,12 @@ def test_the_four_arms_against_caddy_as_its_access_log_saw_them():
     # connection, and the preflight's, had no ticket yet).
     for arm in ("h3_resumed", "h3_0rtt"):
         resumed_seen = sum(bool(e["request"]["tls"]["resumed"]) for e in entries[arm])
-        assert resumed_seen >= results[arm]["tls_sessions_reused"] > 0, arm
-        assert len(entries[arm]) - resumed_seen <= 2 + 1, arm
+        result = results[arm]
+        assert resumed_seen >= result["tls_sessions_reused"] > 0, arm
+        # ... and made full handshakes no more often than the report says (+ the unmeasured requests).
+        full = result["connections_opened"] - result["tls_sessions_reused"]
+        unmeasured = result["warmup_requests"] + result["unwindowed_requests"] + 1
+        assert len(entries[arm]) - resumed_seen <= full + unmeasured, arm
     early = zero["quic"]["early_data"]
     assert early["accepted"] > 0 and early["refused"] == 0
     assert sum(early.values()) == zero["quic"]["connections"]
@@ -154,7 +158,7 @@ def test_0rtt_off_gives_no_early_data_and_tickets_off_no_resumption():
     # Its tickets allow no early data: every request waited for its (resumed) handshake; none is 0-RTT.
     quic = result["quic"]
     assert quic["early_data"] == {"accepted": 0, "refused": 0, "no_ticket": quic["connections"]}
-    assert quic["resumed"] == quic["connections"] > 0
+    assert quic["resumed"] == result["tls_sessions_reused"] > 0
     assert len(off_seen) >= result["requests"]
     assert not any(e.get("resp_headers", {}).get(EARLY_DATA_HEADER) for e in off_seen)
     for arm in ("h3_resumed", "h3_0rtt"):
@@ -383,7 +387,9 @@ def test_0rtt_refused_by_the_server_is_counted_as_refused_never_as_0rtt():
     """Each new connection goes to the other of two Caddys (a relay alternating per flow): the ticket a
     user offers was issued by the other server, which cannot open it, so it refuses the early data and
     makes a full handshake; the library sends the request again after it. Every such connection is
-    counted in ``early_data.refused`` and none as 0-RTT or resumed, as both servers' logs agree."""
+    counted in ``early_data.refused``, never as 0-RTT nor as resumed, as both servers' logs agree. (A
+    ticket that arrives after its connection's answer is not kept, so the next connection may offer an
+    older one, from the server it reaches: that one is accepted, and counted so.)"""
     first, second = caddy_or_skip(), caddy_or_skip()
     try:
         with UdpRelay(("127.0.0.1", first.tls_port), alternate=("127.0.0.1", second.tls_port)) as relay:
@@ -396,13 +402,17 @@ def test_0rtt_refused_by_the_server_is_counted_as_refused_never_as_0rtt():
         first.stop()
         second.stop()
     assert_measured(result)
-    quic = result["quic"]
+    quic, early = result["quic"], result["quic"]["early_data"]
     assert min(flows.values()) > 1  # both servers took connections
-    assert quic["early_data"]["accepted"] == 0 and quic["early_data"]["refused"] > 0
-    assert sum(quic["early_data"].values()) == quic["connections"] == result["connections_opened"]
-    assert result["tls_sessions_reused"] == quic["resumed"] == 0
-    assert len(seen) >= result["requests"] and not any(e["request"]["tls"]["resumed"] for e in seen)
-    assert not any(e.get("resp_headers", {}).get(EARLY_DATA_HEADER) for e in seen)
+    assert early["refused"] > early["accepted"] and early["no_ticket"] == 0
+    assert sum(early.values()) == quic["connections"] == result["connections_opened"]
+    # Only an accepted one resumed: a refused one made a full handshake, and is no 0-RTT request.
+    assert result["tls_sessions_reused"] == quic["resumed"] == early["accepted"]
+    resumed_seen = sum(bool(e["request"]["tls"]["resumed"]) for e in seen)
+    marked = sum(bool(e.get("resp_headers", {}).get(EARLY_DATA_HEADER)) for e in seen)
+    unmeasured = result["warmup_requests"] + result["unwindowed_requests"] + 2  # + the preflight's
+    assert len(seen) >= result["requests"] and resumed_seen <= early["accepted"] + unmeasured
+    assert marked <= early["accepted"] + unmeasured
 
 
 def test_a_cancel_during_the_quic_discovery_ends_the_engine_at_once():
