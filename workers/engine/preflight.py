@@ -18,9 +18,11 @@ from urllib.parse import urljoin
 
 from portal.lib.runs.protocol import ArmSpec, EngineConfig
 from portal.lib.tls import clientcerts
-from workers.engine.http.endpoint import ARM_POLICIES, Endpoint, origin_of, split_target
+from workers.engine.discovery import Found, discover, quic_settings
+from workers.engine.http.endpoint import ARM_POLICIES, ConnectionPolicy, Endpoint, origin_of, split_target
 from workers.engine.http.http1 import MAX_HEAD_BYTES, TimedClient, parse_head
 from workers.engine.http.http2 import H2Client
+from workers.engine.http.http3.client import H3Client
 from workers.engine.http.sample import CONNECTION_ERRORS, Sample
 from workers.engine.tls import mtls
 from workers.engine.tls.facts import handshake_facts
@@ -65,6 +67,8 @@ class Prepared:
     redirects: list[dict]  # {"from", "to", "status"}
     origin: str
     server: str | None = None  # the Server header of the first target's answer (``server_software``)
+    # HTTP/3 arms: where their QUIC server is (``discovery.Found.as_dict``: port, discovered_by, alt_svc).
+    quic: dict | None = None
 
 
 class _Keeping:
@@ -131,17 +135,29 @@ def dechunked(raw: bytes) -> bytes:
     return bytes(data)
 
 
-def preflight(config: EngineConfig, arm: ArmSpec, headers: dict[str, str]) -> Prepared:
+def preflight(
+    config: EngineConfig, arm: ArmSpec, headers: dict[str, str], found: dict | None = None
+) -> Prepared:
     """Resolve the host, resolve redirects and make one request per target, before measuring; keep
     the first target's Server header. An unreachable arm, a certificate that does not verify and an
     answer outside the expected set fail loudly here (``PreflightFailed``) instead of becoming noise.
     A redirect is followed once (when allowed) and the final URL is measured; one that leaves the
-    arm's origin fails the arm, because the arm would then measure another scheme, host or port."""
+    arm's origin fails the arm, because the arm would then measure another scheme, host or port.
+    An HTTP/3 arm first finds its QUIC server (``discovery``; ``found``: what earlier arms of the run
+    found, by endpoint) or is refused."""
     endpoint = Endpoint.resolve(arm.url, config.pinned)
     _, policy = ARM_POLICIES[arm.name]
-    context = run_context(config, arm.name, http2=policy.http2) if endpoint.tls else None
     wanted = [(spec.path, spec.weight) for spec in config.paths or []] or [(split_target(arm.url), 1.0)]
     origin = origin_of(arm.url)
+    quic = None
+    if policy.http3:
+        settings = quic_settings(config)
+        quic = quic_server(config, endpoint, wanted[0][0], headers, settings, found)
+        if quic.refusal:
+            raise ArmRefused(origin + wanted[0][0], f"{arm.name} refused: {quic.refusal}")
+        context = settings
+    else:
+        context = run_context(config, arm.name, http2=policy.http2) if endpoint.tls else None
     targets: list[dict] = []
     redirects: list[dict] = []
     server = None
@@ -151,11 +167,7 @@ def preflight(config: EngineConfig, arm: ArmSpec, headers: dict[str, str]) -> Pr
             mtls.check(config, endpoint, clientcerts.arm_key_type(config.client_certs), wanted[0][0])
         except mtls.Rejected as exc:
             raise PreflightFailed(origin + wanted[0][0], str(exc)) from None
-    if policy.http2:
-        client = H2Client(endpoint, policy, context, timeout_s=config.timeout_s, headers=headers)
-        client.keep_body = True
-    else:
-        client = PeekingClient(endpoint, policy, context, timeout_s=config.timeout_s, headers=headers)
+    client = preflight_client(config, endpoint, policy, context, headers, quic)
     try:
         for path, weight in wanted:
             current = path
@@ -186,7 +198,43 @@ def preflight(config: EngineConfig, arm: ArmSpec, headers: dict[str, str]) -> Pr
             targets.append({"path": current, "weight": weight, "requested": path})
     finally:
         client.close()
-    return Prepared(endpoint, context, targets, redirects, origin, server)
+    return Prepared(endpoint, context, targets, redirects, origin, server, quic.as_dict() if quic else None)
+
+
+def quic_server(
+    config: EngineConfig, endpoint: Endpoint, path: str, headers: dict, settings, found: dict | None
+) -> Found:
+    """The endpoint's QUIC server (``discovery.discover``), found once per run (``found``)."""
+    key = (endpoint.address, endpoint.port)
+    if found is not None and key in found:
+        return found[key]
+    quic = discover(config, endpoint, path, headers, settings)
+    if found is not None:
+        found[key] = quic
+    return quic
+
+
+def preflight_client(
+    config: EngineConfig, endpoint: Endpoint, policy: ConnectionPolicy, context, headers: dict, quic
+):
+    """The arm's own client for its preflight requests, keeping the start of each answer's body."""
+    if policy.http3:
+        client = H3Client(
+            endpoint,
+            policy,
+            context,
+            timeout_s=config.timeout_s,
+            headers=headers,
+            early_data=policy.early_data,
+            port=quic.port,
+        )
+        client.keep_body = True
+        return client
+    if policy.http2:
+        client = H2Client(endpoint, policy, context, timeout_s=config.timeout_s, headers=headers)
+        client.keep_body = True
+        return client
+    return PeekingClient(endpoint, policy, context, timeout_s=config.timeout_s, headers=headers)
 
 
 def not_expected(
@@ -243,6 +291,10 @@ def refusal(arm: str, http2: bool, endpoint: Endpoint, sample: Sample, timeout_s
     """Why the arm is refused, worded for the protocol it asked for ("" when its failure is no
     refusal): an HTTP/2 arm's server without h2 (``h2_refusal``), a plain HTTP/1.1 arm's port that
     speaks TLS (``tls_port_refusal``) — never an HTTP/2 reason for an HTTP/1.1 arm."""
+    if ARM_POLICIES[arm][1].http3:
+        if sample.error == "alpn_refused":
+            return f"{arm} refused: the server does not offer h3 over ALPN ({sample.error_detail})"
+        return ""
     if http2:
         return h2_refusal(arm, endpoint.tls, sample) if sample.error else ""
     return tls_port_refusal(arm, endpoint, timeout_s)
@@ -283,7 +335,10 @@ def expected(codes: list[int], status: int | None) -> bool:
 def transport_failure(sample: Sample) -> str:
     """Why a preflight request got no answer, worded for the person who can fix it."""
     detail = f"{sample.error}: {sample.error_detail}"
-    if sample.error == "tls_error" and "CERTIFICATE_VERIFY_FAILED" in (sample.error_detail or ""):
+    said = sample.error_detail or ""
+    # OpenSSL's words on TCP; qh3's (an HTTP/3 arm) name the certificate in the alert it closed with.
+    unverified = "CERTIFICATE_VERIFY_FAILED" in said or ("QuicClosed" in said and "certificate" in said)
+    if sample.error == "tls_error" and unverified:
         return f"TLS certificate verification failed ({detail}); {INSECURE_HINT}"
     if sample.error == "tls_error":
         return f"TLS handshake failed ({detail})"

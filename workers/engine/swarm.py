@@ -25,9 +25,11 @@ from workers.engine.distribution.arm import DistributedArm, Fleet
 from workers.engine.hello import engine_facts
 from workers.engine.http.by_protocol import client_factory
 from workers.engine.http.endpoint import ARM_POLICIES
+from workers.engine.matrix import quic as quic_matrix
 from workers.engine.matrix.variants import expand
 from workers.engine.preflight import ArmRefused, PreflightFailed, Prepared, preflight, servers_seen, tls_facts
 from workers.engine.recording.cpu import CpuMeter
+from workers.engine.recording.quic import tally_for
 from workers.engine.recording.recorder import ArmRecorder
 from workers.engine.unreachable import TargetUnreachable, Watch
 from workers.engine.users import arm_user_class
@@ -69,6 +71,7 @@ class Swarm:
         # Connection policy per arm name; the TLS matrix adds its sub-arms' (workers.engine.matrix.variants).
         self.policies = {name: policy for name, (_, policy) in ARM_POLICIES.items()}
         self.arms_total = config.arm_count() * config.rounds
+        self.quic_found: dict = {}  # the HTTP/3 arms' QUIC servers by endpoint (workers.engine.discovery)
 
     def headers_for(self, arm: ArmSpec) -> dict[str, str]:
         """The configured headers (credentials included) travel over TLS; over plain HTTP only when
@@ -112,7 +115,7 @@ class Swarm:
         return status in expected if expected else 200 <= status < 300
 
     def preflight(self, arm: ArmSpec) -> Prepared:
-        return preflight(self.config, arm, self.headers_for(arm))
+        return preflight(self.config, arm, self.headers_for(arm), self.quic_found)
 
     def _tls_facts(self, arm: ArmSpec, prepared: Prepared) -> None:
         emit(self.out, "tls_info", arm=arm.name, url=arm.url, info=tls_facts(self.config, prepared))
@@ -206,6 +209,8 @@ class Swarm:
         report them; the accepted ones become sub-arms with their own context and policy."""
         cfg = self.config
         ready = prepared[arm.name]
+        if ready.quic is not None:  # h3_new: its group variants over QUIC
+            return self._expand_quic(arm, ready, prepared)
         options = {"library": cfg.tls_library, "client_certs": cfg.client_certs, "groups": cfg.tls_groups}
         sub_arms, entries = expand(
             arm, ready.endpoint, cfg.tls_matrix, cfg.verify_tls, cfg.timeout_s, **options
@@ -218,6 +223,29 @@ class Swarm:
             self.policies[sub.spec.name] = sub.policy
         self.arms_total -= (len(entries) - len(sub_arms)) * cfg.rounds  # refused: not run
         return [sub.spec for sub in sub_arms]
+
+    def _expand_quic(self, arm: ArmSpec, ready: Prepared, prepared: dict[str, Prepared]) -> list[ArmSpec]:
+        """``_expand`` for ``h3_new`` (``workers.engine.matrix.quic``): one QUIC handshake per group."""
+        cfg = self.config
+        path = ready.targets[0]["path"]
+        subs, entries = quic_matrix.expand(
+            arm,
+            ready.endpoint,
+            ready.quic,
+            path,
+            cfg.tls_matrix,
+            cfg.verify_tls,
+            cfg.timeout_s,
+            cfg.tls_groups,
+        )
+        if not entries:
+            return []
+        emit(self.out, "matrix", arm=arm.name, variants=entries)
+        for spec, settings, policy in subs:
+            prepared[spec.name] = dataclasses.replace(ready, context=settings)
+            self.policies[spec.name] = policy
+        self.arms_total -= (len(entries) - len(subs)) * cfg.rounds
+        return [spec for spec, _, _ in subs]
 
     def _user_class(self, arm: ArmSpec, ready: Prepared, recorder: ArmRecorder, load: Load) -> type[User]:
         policy = self.policies[arm.name]
@@ -236,7 +264,9 @@ class Swarm:
                 return paths[0]
             return random.choices(paths, cum_weights=cum_weights)[0]  # noqa: S311 - load mix, not crypto
 
-        new_client, lanes = client_factory(endpoint, policy, context, timeout_s, headers, cfg.h2_streams)
+        new_client, lanes = client_factory(
+            endpoint, policy, context, timeout_s, headers, cfg.h2_streams, recorder.quic
+        )
         return arm_user_class(
             arm.name, new_client, pick, recorder.record, expected, interval_ns, cfg.think_time_s, lanes
         )
@@ -254,7 +284,7 @@ class Swarm:
             self.config.generators != 1
         ):  # a Locust master and its workers (workers.engine.distribution.master)
             return DistributedArm(Fleet.of(self), index, arm, ready, load, watch).run()
-        recorder = ArmRecorder(arm.name)
+        recorder = ArmRecorder(arm.name, tally_for(ready.quic))
         env = Environment(user_classes=[self._user_class(arm, ready, recorder, load)], events=Events())
         runner = env.create_local_runner()
         cpu = CpuMeter()

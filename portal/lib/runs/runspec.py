@@ -47,7 +47,21 @@ from portal.lib.tls import clientcerts, matrix
 # of CPU too), measured by ``bench/calibrate`` against the demo target and nginx on loopback
 # (docs/performance.md), with windows long enough for 1,000+ samples per arm (p99).
 # portal.lib.runs.protocol.ARMS
-ARM_NAMES = ("plain", "tls", "plain_new", "tls_new", "tls_resumed", "tls_mtls", "h2", "h2_new", "h2c")
+ARM_NAMES = (
+    "plain",
+    "tls",
+    "plain_new",
+    "tls_new",
+    "tls_resumed",
+    "tls_mtls",
+    "h2",
+    "h2_new",
+    "h2c",
+    "h3",
+    "h3_new",
+    "h3_resumed",
+    "h3_0rtt",
+)
 ARMS = ("plain", "tls", "tls_new")
 ARRIVAL_RATE = 60.0  # requests/s over all users, open loop
 # Each user sends every USERS / ARRIVAL_RATE = 200 ms: room for a full handshake over a WAN before a
@@ -99,6 +113,10 @@ ARM_LABELS = {
     "h2": "h2 — HTTPS with HTTP/2 (ALPN h2), keep-alive, up to h2_streams requests in flight per connection",
     "h2_new": "h2_new — HTTPS with HTTP/2, new connection and full handshake per request",
     "h2c": "h2c — HTTP/2 over plain TCP (prior knowledge): control that isolates TLS from HTTP/2",
+    "h3": "h3 — HTTP/3 over QUIC (UDP, the TLS URL), one connection per user, up to h2_streams in flight",
+    "h3_new": "h3_new — HTTP/3, new QUIC connection and full handshake per request",
+    "h3_resumed": "h3_resumed — HTTP/3, new QUIC connection per request resuming the previous session",
+    "h3_0rtt": "h3_0rtt — HTTP/3, resumed connection per request, the request sent as 0-RTT early data",
 }
 
 

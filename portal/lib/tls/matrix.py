@@ -43,6 +43,9 @@ MATRIX_ARMS: dict[str, tuple[str, ...]] = {
     "tls": ("protocol",),
     "h2_new": DIMENSIONS,
     "h2": ("protocol",),
+    # HTTP/3 (QUIC): TLS 1.3 only, tickets as the arm says: only the key-exchange group varies, whose
+    # key share rides the client's first flight (workers/engine/matrix/quic.py).
+    "h3_new": ("group",),
 }
 # The arms repeated over every dimension: a run with ``tls_matrix`` names at least one of them.
 NEW_CONNECTION_ARMS = ("tls_new", "h2_new")

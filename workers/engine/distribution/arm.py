@@ -15,6 +15,7 @@ import gevent
 
 from portal.lib.stats import generators as merging
 from workers.engine.distribution.master import READY_TIMEOUT_S, RESULT_TIMEOUT_S, SECOND_WAIT_S, TICK_S, Fleet
+from workers.engine.recording.quic import merge_quic
 
 
 class DistributedArm:
@@ -35,6 +36,7 @@ class DistributedArm:
             "endpoint": dataclasses.asdict(ready.endpoint),
             "targets": ready.targets,
             "origin": ready.origin,
+            "quic": ready.quic,  # an HTTP/3 arm's QUIC server (port, discovered_by, alt_svc)
             "load": dataclasses.asdict(self.load),
             # The master's policy for this name: a saturation stage (``plain@capacity``) is not among
             # the workers' stock arm names.
@@ -196,6 +198,7 @@ class DistributedArm:
                 }
             )
         result = merging.merge_results(parts, measured_s)
+        result["quic"] = merge_quic([part.get("quic") for part in parts])
         lost = [share["id"] for share in shares if share["lost_at"] is not None]
         result.update(
             users=load.users,

@@ -23,8 +23,10 @@ from locust.event import Events
 from portal.lib.runs.protocol import ArmSpec, EngineConfig
 from workers.engine.distribution.master import USER_CLASS, ArmUser
 from workers.engine.http.endpoint import ConnectionPolicy, Endpoint
+from workers.engine.discovery import quic_settings
 from workers.engine.preflight import Prepared
 from workers.engine.recording.cpu import CpuMeter, process_cpu_s
+from workers.engine.recording.quic import tally_for
 from workers.engine.recording.recorder import ArmRecorder
 from workers.engine.swarm import Load, Swarm
 from workers.engine.tls.libraries import run_context
@@ -59,10 +61,13 @@ class Generator:
         endpoint = Endpoint(**data["endpoint"])
         arm = ArmSpec(**data["arm"])
         http2 = data["policy"].get("http2", False)
-        context = run_context(config, arm.name, http2=http2) if endpoint.tls else None
-        prepared = Prepared(endpoint, context, data["targets"], [], data["origin"])
+        if data["policy"].get("http3", False):
+            context = quic_settings(config)
+        else:
+            context = run_context(config, arm.name, http2=http2) if endpoint.tls else None
+        prepared = Prepared(endpoint, context, data["targets"], [], data["origin"], quic=data.get("quic"))
         self.arm_index = data["index"]
-        self.recorder = ArmRecorder(arm.name)
+        self.recorder = ArmRecorder(arm.name, tally_for(prepared.quic))
         swarm = Swarm(config, io.StringIO())
         swarm.policies[arm.name] = ConnectionPolicy(**data["policy"])
         user_class = swarm._user_class(arm, prepared, self.recorder, Load(**data["load"]))

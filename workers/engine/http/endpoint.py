@@ -51,6 +51,8 @@ class ConnectionPolicy:
     new_connection_per_request: bool
     resume_sessions: bool
     http2: bool = False  # workers.engine.http.http2: ALPN h2 over TLS, or prior knowledge over TCP (h2c)
+    http3: bool = False  # workers.engine.http.http3: QUIC over UDP, ALPN h3 (the TLS URL's host)
+    early_data: bool = False  # h3_0rtt: the request sent as 0-RTT early data on a resumed connection
 
 
 ARM_POLICIES: dict[str, tuple[str, ConnectionPolicy]] = {  # arm -> (scheme it needs, connection policy)
@@ -64,7 +66,19 @@ ARM_POLICIES: dict[str, tuple[str, ConnectionPolicy]] = {  # arm -> (scheme it n
     "h2": ("https", ConnectionPolicy(new_connection_per_request=False, resume_sessions=False, http2=True)),
     "h2_new": ("https", ConnectionPolicy(new_connection_per_request=True, resume_sessions=False, http2=True)),
     "h2c": ("http", ConnectionPolicy(new_connection_per_request=False, resume_sessions=False, http2=True)),
+    # HTTP/3 (workers.engine.http.http3.client: H3_ARMS): the TLS URL's host over UDP.
+    "h3": ("https", ConnectionPolicy(new_connection_per_request=False, resume_sessions=False, http3=True)),
+    "h3_new": ("https", ConnectionPolicy(new_connection_per_request=True, resume_sessions=False, http3=True)),
+    "h3_resumed": (
+        "https",
+        ConnectionPolicy(new_connection_per_request=True, resume_sessions=True, http3=True),
+    ),
+    "h3_0rtt": (
+        "https",
+        ConnectionPolicy(new_connection_per_request=True, resume_sessions=True, http3=True, early_data=True),
+    ),
 }
+H3_ARM_NAMES = ("h3", "h3_new", "h3_resumed", "h3_0rtt")
 
 
 def origin_of(url: str) -> str:

@@ -12,6 +12,7 @@ from collections import Counter
 from hdrh.histogram import HdrHistogram
 
 from workers.engine.http.sample import CONNECTION_ERRORS, Sample
+from workers.engine.recording.quic import QuicTally
 
 # 1 µs … 60 s at 3 significant digits: the format the portal stores and merges.
 HIST_MIN_US = 1
@@ -29,8 +30,8 @@ def new_histogram() -> HdrHistogram:
     return HdrHistogram(HIST_MIN_US, HIST_MAX_US, HIST_DIGITS)
 
 
-def _clamp(value_us: int) -> int:
-    return min(max(value_us, HIST_MIN_US), HIST_MAX_US)
+def _clamp(value_us: int, floor: int = HIST_MIN_US) -> int:
+    return min(max(value_us, floor), HIST_MAX_US)
 
 
 _SHAPE = new_histogram()  # only its bucket arithmetic is used
@@ -60,11 +61,12 @@ def _count(counts: dict[int, int], value: int) -> None:
     counts[value] = counts.get(value, 0) + 1
 
 
-def _add(hist: HdrHistogram, counts: dict[int, int]) -> HdrHistogram:
+def _add(hist: HdrHistogram, counts: dict[int, int], floor: int = HIST_MIN_US) -> HdrHistogram:
     """Record each distinct value once with its count (exactly what one call per value would do),
-    then forget the counts."""
+    then forget the counts. ``floor``: the least value kept (0 for ``connect_us``: an HTTP/3
+    connection's is 0, QUIC having no separate transport handshake)."""
     for value, count in counts.items():
-        hist.record_value(_clamp(value), count)
+        hist.record_value(_clamp(value, floor), count)
     counts.clear()
     return hist
 
@@ -85,8 +87,10 @@ class ArmRecorder:
     read (``hdrh``'s ``record_value`` costs about 1.4 µs, several per request; a dict count about
     0.1 µs). Which samples are recorded is decided per sample, as they end, exactly as before."""
 
-    def __init__(self, arm: str) -> None:
+    def __init__(self, arm: str, quic: QuicTally | None = None) -> None:
         self.arm = arm
+        # HTTP/3 arms: their QUIC connections' figures over the window (``result.quic``), else None.
+        self.quic = quic
         self.window_start_ns: int | None = None
         self.window_end_ns: int | None = None
         self._ttfb, self._ttlb = new_histogram(), new_histogram()
@@ -128,10 +132,13 @@ class ArmRecorder:
 
     def flush(self) -> None:
         """Add every pending count of the window into its histogram (reading one does it too)."""
-        for hist, counts in zip(
-            (self._ttfb, self._ttlb, self._connect, self._tls_handshake), self._pending, strict=True
+        for hist, counts, floor in zip(
+            (self._ttfb, self._ttlb, self._connect, self._tls_handshake),
+            self._pending,
+            (HIST_MIN_US, HIST_MIN_US, 0, HIST_MIN_US),
+            strict=True,
         ):
-            _add(hist, counts)
+            _add(hist, counts, floor)
 
     @property
     def ttfb(self) -> HdrHistogram:
@@ -143,7 +150,7 @@ class ArmRecorder:
 
     @property
     def connect(self) -> HdrHistogram:
-        return _add(self._connect, self._pending[2])
+        return _add(self._connect, self._pending[2], 0)
 
     @property
     def tls_handshake(self) -> HdrHistogram:
@@ -158,9 +165,13 @@ class ArmRecorder:
         for counts in self._sec_pending:
             counts.clear()
         self._sec_requests = self._sec_failures = 0
+        if self.quic is not None:
+            self.quic.start_window()
 
     def close_window(self) -> None:
         self.window_end_ns = time.perf_counter_ns()
+        if self.quic is not None:
+            self.quic.close_window()
 
     def record(self, sample: Sample, expected_ok: bool) -> None:
         if sample.error is not None and sample.error in CONNECTION_ERRORS:
@@ -194,8 +205,8 @@ class ArmRecorder:
             _count(pending[3], sample.tls_handshake_us)
             if sample.session_reused:
                 self.sessions_reused += 1
-        if sample.streams_in_flight:
-            self._note_http2(sample)
+        if sample.streams_in_flight or self.quic is not None:
+            self._note_streams(sample)
         if sample.status is None:
             return
         self.status_codes[sample.status] += 1
@@ -216,8 +227,18 @@ class ArmRecorder:
             self.http2 = {"alpn": {}, "peer_max_streams": None, "streams_peak": 0, "goaway": {}}
         return self.http2
 
+    def _note_streams(self, sample: Sample) -> None:
+        """A request in the window on a multiplexed protocol: HTTP/3's QUIC figures, or HTTP/2's."""
+        if self.quic is not None:
+            self.quic.note(sample)
+        else:
+            self._note_http2(sample)
+
     def _note_h2_connection(self, sample: Sample) -> None:
-        """What one HTTP/2 connection negotiated: ALPN, and the server's stream limit."""
+        """What one HTTP/2 connection negotiated: ALPN, and the server's stream limit (not HTTP/3's:
+        its connections are in ``quic``)."""
+        if self.quic is not None:
+            return
         h2 = self._h2()
         _count(h2["alpn"], sample.alpn)
         if sample.peer_max_streams is not None:
@@ -312,4 +333,5 @@ class ArmRecorder:
             "unwindowed_requests": self.unwindowed_requests,
             "max_schedule_lag_us": self.max_schedule_lag_us,
             "http2": self.http2,
+            "quic": self.quic.result() if self.quic is not None else None,
         }

@@ -38,7 +38,7 @@ import socket
 import time
 from collections.abc import Callable
 
-from workers.engine.http.endpoint import ConnectionPolicy, Endpoint
+from workers.engine.http.endpoint import ARM_POLICIES, H3_ARM_NAMES, ConnectionPolicy, Endpoint
 from workers.engine.http.http1 import USER_AGENT
 from workers.engine.http.http3 import quic as q
 from workers.engine.http.http3.driver import Driver
@@ -51,10 +51,7 @@ HANDSHAKE_TIMEOUT_S = 3.0  # no datagram back in this long: no QUIC there (the f
 EARLY_DATA_ACCEPTED = "accepted"
 
 H3_ARMS: dict[str, tuple[ConnectionPolicy, bool]] = {  # arm -> (connection policy, early data)
-    "h3": (ConnectionPolicy(new_connection_per_request=False, resume_sessions=False), False),
-    "h3_new": (ConnectionPolicy(new_connection_per_request=True, resume_sessions=False), False),
-    "h3_resumed": (ConnectionPolicy(new_connection_per_request=True, resume_sessions=True), False),
-    "h3_0rtt": (ConnectionPolicy(new_connection_per_request=True, resume_sessions=True), True),
+    name: (ARM_POLICIES[name][1], ARM_POLICIES[name][1].early_data) for name in H3_ARM_NAMES
 }
 
 
@@ -80,6 +77,7 @@ class H3Client:
         port: int | None = None,
         handshake_timeout_s: float | None = None,
         on_connection_end: Callable[[QuicFacts], None] | None = None,
+        on_connection_open: Callable[[Driver], None] | None = None,
     ) -> None:
         if not endpoint.tls:
             raise ValueError("HTTP/3 needs an https endpoint (QUIC is always encrypted)")
@@ -93,6 +91,7 @@ class H3Client:
         self.early_data = early_data
         self.address = (endpoint.address, port or endpoint.port)
         self.on_connection_end = on_connection_end
+        self.on_connection_open = on_connection_open  # the arm's tally reads an open one's counters
         # Under gevent (the engine patched ``socket``) waits go to the hub (driver.py); elsewhere they block.
         self._coop = hasattr(socket.socket, "_wait")
         self.streams = max(1, min(streams, MAX_STREAMS)) if self._coop else 1
@@ -154,6 +153,8 @@ class H3Client:
         ticket = self._offered_ticket()
         conn = Driver(self.address, self.settings, self.endpoint.host, ticket, self._on_ticket, self._hub)
         self.connections_opened += 1
+        if self.on_connection_open is not None:
+            self.on_connection_open(conn)
         sample.connect_us = 0
         sample.quic = conn.facts  # also when it fails: what it sent, whether anything came back
         sent = None

@@ -336,7 +336,8 @@ class Driver:
             return facts
         if self.failure is None:
             self.fail(QuicClosed(0, None, "closed by the client"))
-            facts.end = None
+            # The server's GOAWAY ended it (the client closes it once its streams are done).
+            facts.end = "GoAway: the server sent HTTP/3 GOAWAY" if self.goaway is not None else None
         with contextlib.suppress(Exception):
             self.quic.close()
             now_s = time.perf_counter_ns() / 1e9
