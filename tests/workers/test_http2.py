@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+import jh2.events as jh2_events
 import pytest
 
 from portal.lib.validity.http2 import check_http2
@@ -244,3 +245,61 @@ def test_h2c_against_nginx_answers_without_a_nagle_stall():
     assert [(s.error, s.status, s.body_bytes, s.alpn) for s in samples[:1]] == [(None, 200, 1024, "h2c")]
     assert all(s.error is None and s.body_bytes == 1024 for s in samples)
     assert statistics.median(s.ttlb_us for s in samples[1:]) < 20_000
+
+
+def test_an_answers_status_and_fields_are_read_for_every_request_from_one_reading_per_block(tmp_path):
+    """The client reads an answer's header block (validity, status, the fields a report keeps) once
+    per distinct block and looks it up after: every request still gets its answer's status and
+    fields, and a block that differs (another server's) is read afresh."""
+    context = make_context("system", False, alpn=("h2",))
+    seen = []
+    for name in ("first-server", "second-server"):
+        with GoAwayServer(tmp_path / name, goaway_after=100, server=name) as server:
+            client = new_client(Endpoint.resolve(server.url()), ARM_POLICIES["h2"][1], context)
+            samples = [client.request("/1k", "/1k") for _ in range(3)]
+            client.close()
+        seen += [(s.error, s.status, s.server, s.content_type, s.body_bytes) for s in samples]
+    assert (
+        seen
+        == [(None, 200, "first-server", "text/plain", 1024)] * 3
+        + [(None, 200, "second-server", "text/plain", 1024)] * 3
+    )
+
+
+def test_answers_data_handed_back_in_batches_never_stalls_the_server():
+    """The client hands an ended stream's DATA back to the library's window accounting in batches
+    (``Connection.acknowledge``); over a connection window of 4 MiB with 1 MiB batches, a server (the
+    ``h2`` package, its own flow control) sends 16 MB of answers without ever running out of window,
+    and reads the client's WINDOW_UPDATEs for the connection."""
+    import contextlib
+
+    import h2.config
+    import h2.connection
+    import h2.events
+
+    from workers.engine.http.http2_state import ACK_BATCH_BYTES, Connection
+
+    client = Connection(sock=None, write_lock=contextlib.nullcontext())
+    client.h2.initiate_connection()
+    client.h2.increment_flow_control_window(4 * 2**20 - 65535)
+    client.ack_batch_bytes = ACK_BATCH_BYTES
+    server = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False))
+    server.initiate_connection()
+    server.receive_data(client.h2.data_to_send())
+    client.h2.receive_data(server.data_to_send())
+    body = b"x" * 16000
+    request = [(b":method", b"GET"), (b":scheme", b"https"), (b":authority", b"a"), (b":path", b"/")]
+    window_updates = received = 0
+    for _ in range(1000):
+        stream_id = client.h2.get_next_available_stream_id()
+        client.h2.send_headers(stream_id, request, end_stream=True)
+        for event in server.receive_data(client.h2.data_to_send()):
+            window_updates += isinstance(event, h2.events.WindowUpdated) and event.stream_id == 0
+        server.send_headers(stream_id, [(":status", "200")])
+        server.send_data(stream_id, body, end_stream=True)  # h2 raises FlowControlError past the window
+        for event in client.h2.receive_data(server.data_to_send()):
+            if isinstance(event, jh2_events.DataReceived):
+                received += len(event.data)
+                client.acknowledge(event)
+    assert received == 1000 * len(body)
+    assert window_updates >= 1

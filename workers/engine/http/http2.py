@@ -33,6 +33,7 @@ import jh2.settings
 from workers.engine.http.endpoint import ConnectionPolicy, Endpoint
 from workers.engine.http.http1 import RECV_SIZE, USER_AGENT, TimedClient, _note_headers
 from workers.engine.http.http2_state import (
+    ACK_BATCH_BYTES,
     HEADER_EVENTS,
     ALPNRefused,
     Connection,
@@ -43,7 +44,6 @@ from workers.engine.http.http2_state import (
     StreamReset,
     classify_h2,
     code_name,
-    fill_head,
     finish_stream,
     request_headers,
 )
@@ -147,6 +147,7 @@ class H2Client(TimedClient):
         # A large receive window: flow control must not pace the answers (h2load does the same).
         conn.h2.increment_flow_control_window(2**30 - 65535)
         conn.h2.update_settings({jh2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 2**24})
+        conn.ack_batch_bytes = ACK_BATCH_BYTES  # a 2**30 window: answers' DATA handed back per MiB
         conn.flush()
         self.conn = conn
         return conn
@@ -158,6 +159,8 @@ class H2Client(TimedClient):
 
     def _take_slot(self, conn: Connection) -> bool:
         """Wait (this lane only) until the connection has room for one more stream; whether it waited."""
+        if not self._shared:
+            return False  # one lane: its previous stream has left the connection, there is room
         waited = False
         while conn.usable() and (len(conn.streams) >= self._limit(conn) or conn.slot_waiters):
             if self._event is None:
@@ -266,7 +269,9 @@ class H2Client(TimedClient):
             out = h2conn.data_to_send()
             conn.streams[stream_id] = stream
             t_send = time.perf_counter_ns()
-            conn.sock.sendall(out)
+            sent = conn.sock.send(out)  # the whole request almost always; sendall for what is left
+            if sent < len(out):
+                conn.sock.sendall(out[sent:])
         conn.requests += 1
         sample.streams_in_flight = len(conn.streams)
         try:
@@ -345,24 +350,29 @@ class H2Client(TimedClient):
             self._on_event(conn, event, now)
         conn.flush()
 
+    def _on_data(self, conn: Connection, event) -> None:
+        stream = conn.streams.get(event.stream_id)
+        if stream is not None:
+            stream.body += len(event.data)
+            if stream.kept is not None and len(stream.kept) < BODY_KEPT_BYTES:
+                stream.kept += event.data[: BODY_KEPT_BYTES - len(stream.kept)]
+        if event.flow_controlled_length:
+            conn.acknowledge(event)
+
     def _on_event(self, conn: Connection, event, now: int) -> None:
         """One frame's event, handed to its stream (or the connection's state)."""
         streams = conn.streams
         kind = type(event)
         if kind is jh2.events.DataReceived:
+            self._on_data(conn, event)
+        elif kind is jh2.events.ResponseReceived:  # the answer's header block: checked and read at once
+            stream = streams.get(event.stream_id)
+            if stream is not None and self._header_check.response(stream, event, now):
+                stream.t_first = now
+        elif kind in HEADER_EVENTS:  # an informational (1xx) header block, trailers: checked only
             stream = streams.get(event.stream_id)
             if stream is not None:
-                stream.body += len(event.data)
-                if stream.kept is not None and len(stream.kept) < BODY_KEPT_BYTES:
-                    stream.kept += event.data[: BODY_KEPT_BYTES - len(stream.kept)]
-            if event.flow_controlled_length:
-                conn.h2.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
-        elif kind in HEADER_EVENTS:  # the answer's header block (a 1xx one's, trailers: checked only)
-            stream = streams.get(event.stream_id)
-            checked = stream is not None and self._header_check.passes(stream, event, now)
-            if checked and kind is jh2.events.ResponseReceived:
-                stream.t_first = now
-                fill_head(stream, event.headers)
+                self._header_check.passes(stream, event, now)
         elif kind is jh2.events.StreamEnded:
             finish_stream(streams.get(event.stream_id), now)
         elif kind is jh2.events.StreamReset:
