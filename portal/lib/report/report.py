@@ -73,6 +73,7 @@ def arm_section(arm: dict) -> dict:
         rounds=arm.get("rounds") or [],
         server_cpu_ms_per_req=arm.get("server_cpu_ms_per_req"),
         http2=arm.get("http2"),
+        quic=arm.get("quic"),
         series=series,
         hdr={metric: hist.get(metric) or None for metric in LATENCY_METRICS},
     )
