@@ -146,6 +146,42 @@ def evidence_of(quic: dict) -> dict:
     }
 
 
+def _named(counts: dict) -> str:
+    """``{"1": 300}`` → "1"; several: "1 ×200, 2 ×100"; none: "—"."""
+    if not counts:
+        return "—"
+    if len(counts) == 1:
+        return next(iter(counts))
+    return _counts(counts)
+
+
+def quic_rows(arms: dict[str, dict]) -> list[dict]:
+    """The report's ``quic``: one row per HTTP/3 arm with QUIC facts, as the run page's QUIC table
+    shows them (version, group, ALPN, 0-RTT accepted/refused, loss %, the first flight's bytes)."""
+    rows = []
+    for name, arm in arms.items():
+        quic = arm.get("quic")
+        if base_arm(name) not in HTTP3_ARMS or not quic:
+            continue
+        facts = evidence_of(quic)
+        early = facts["early_data"]
+        rows.append(
+            {
+                "arm": name,
+                **facts,
+                "version": _named(facts["versions"]),
+                "group": _named(facts["groups"]),
+                "alpn_text": _named(facts["alpn"]),
+                "early_data_text": (
+                    f"{early.get('accepted', 0):,} / {early.get('refused', 0) + early.get('no_ticket', 0):,}"
+                    if base_arm(name) == "h3_0rtt"
+                    else "—"
+                ),
+            }
+        )
+    return rows
+
+
 def check_http3(arms: dict[str, dict]) -> dict | None:
     names = [name for name in arms if base_arm(name) in HTTP3_ARMS]
     if not names:
