@@ -9,7 +9,9 @@ reference blocks in the kernel as a plain Python client does (``ssl`` is importe
 so its ``SSLSocket`` derives from the original socket class). The order within a pair alternates.
 The HTTP/2 arms (``h2_new``: a new connection per request, ``h2``: one kept connection) pair the
 engine's ``H2Client`` with ``bench.blocking.BlockingH2``, the same ``jh2`` library on a blocking
-socket; on ``h2`` only TTLB is paired (no connect after the first request).
+socket; on ``h2`` only TTLB is paired (no connect after the first request). The HTTP/3 arms (``h3_new``,
+``h3``; Caddy's QUIC) pair the engine's ``H3Client`` with ``bench.blocking_h3.BlockingH3``, the same
+qh3 configuration on a blocking UDP socket: TTLB only (a QUIC connection has no connect of its own).
 Reads one JSON object on stdin (``{"arms": {"<arm>": {"url", "port", "tls"}}, "seconds",
 "warmup_pairs", "min_pairs", "path", "tls_library"}``; ``tls_library``: both clients' TLS library,
 ``system`` or ``bundled``), measures each arm for the seconds and at least
@@ -35,8 +37,10 @@ from bench.blocking import (  # noqa: E402
     blocking_request,
     request_head,
 )
+from bench.blocking_h3 import BlockingH3  # noqa: E402
 from workers.engine.http.by_protocol import new_client  # noqa: E402
 from workers.engine.http.endpoint import ARM_POLICIES, Endpoint  # noqa: E402
+from workers.engine.http.http3.quic import make_settings  # noqa: E402
 from workers.engine.tls.libraries import (  # noqa: E402
     H2,
     HTTP1,
@@ -52,6 +56,8 @@ def pairs(arm: str, spec: dict, run: dict) -> dict[str, list[int]]:
     endpoint = Endpoint.resolve(spec["url"])
     library = run.get("tls_library", "system")
     policy = ARM_POLICIES[arm][1]
+    if policy.http3:
+        return h3_pairs(arm, spec, run, endpoint, policy)
     alpn = H2 if policy.http2 else HTTP1
     client = new_client(endpoint, policy, make_context(library, False, alpn=alpn) if spec["tls"] else None)
     reference = BundledReference(alpn) if library == "bundled" else blocking_context(alpn=alpn)
@@ -90,6 +96,36 @@ def pairs(arm: str, spec: dict, run: dict) -> dict[str, list[int]]:
     client.close()
     if policy.http2:
         h2_reference.close()
+    return out
+
+
+def h3_pairs(arm: str, spec: dict, run: dict, endpoint: Endpoint, policy) -> dict[str, list[int]]:
+    """``pairs`` for an HTTP/3 arm: TTLB of the engine's ``H3Client`` and of ``BlockingH3``."""
+    settings = make_settings(False)
+    client = new_client(endpoint, policy, settings)
+    reference = BlockingH3(spec["port"], settings=settings, socket_cls=ORIGINAL_SOCKET)
+    new, path = policy.new_connection_per_request, run["path"]
+    least = run["warmup_pairs"] + run["min_pairs"]
+    out: dict[str, list[int]] = {"engine_ttlb_us": [], "blocking_ttlb_us": []}
+    deadline = time.monotonic() + run["seconds"]
+    n = 0
+    try:
+        while time.monotonic() < deadline or n < least:
+            if n % 2:
+                theirs = reference.request(path, new=new)[2]
+                sample = client.request(spec["url"], path)
+            else:
+                sample = client.request(spec["url"], path)
+                theirs = reference.request(path, new=new)[2]
+            if sample.error:
+                raise RuntimeError(f"{arm}: the engine's client failed: {sample.error_detail}")
+            n += 1
+            if n > run["warmup_pairs"]:
+                out["engine_ttlb_us"].append(sample.ttlb_us)
+                out["blocking_ttlb_us"].append(theirs)
+    finally:
+        client.close()
+        reference.close()
     return out
 
 

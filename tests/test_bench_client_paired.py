@@ -1,7 +1,8 @@
 """bench/client_paired runs end to end briefly: the engine's client and the blocking reference take
 turns on a throwaway nginx, on each TLS library in one run (``--tls-library both``), and the last
 line carries both medians per library, arm and phase, and bundled / system; the HTTP/2 arms (the
-engine's ``H2Client`` against a blocking client on the same ``jh2`` library) included."""
+engine's ``H2Client`` against a blocking client on the same ``jh2`` library) and, with Caddy, the HTTP/3
+ones (``H3Client`` against ``bench/blocking_h3.py`` on the same qh3) included."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 
 from bench import bound
 from bench.nginx import find_binary
+from portal.lib.demo.caddy import find_binary as caddy_found
 from tests.conftest import bench_run
 
 
@@ -65,6 +67,15 @@ def test_bench_client_paired_short_run_prints_both_clients_on_both_libraries():
         "h2_new": ("connect_us", "ttlb_us"),
         "h2": ("ttlb_us",),
     }
+    if caddy_found():
+        # HTTP/3 on Caddy: the engine's H3Client against bench/blocking_h3.py, TTLB only (no connect).
+        phases.update({"h3_new": ("ttlb_us",), "h3": ("ttlb_us",)})
+        for run in report["runs"]:
+            for arm in ("h3_new", "h3"):
+                assert set(run[arm]) == {"pairs", "ttlb_us"} and run[arm]["pairs"] >= 20, arm
+                assert run[arm]["ttlb_us"]["engine_p50"] > 0 and run[arm]["ttlb_us"]["blocking_p50"] > 0
+            for who in ("engine_p50", "blocking_p50"):  # a kept connection pays no handshake
+                assert run["h3"]["ttlb_us"][who] < run["h3_new"]["ttlb_us"][who]
     for run in report["runs"]:
         assert run["within_bound"] == bound.overall(
             run[arm][phase]["within_bound"] for arm, wanted in phases.items() for phase in wanted

@@ -123,3 +123,25 @@ def test_bench_generator_overhead_takes_turns_and_its_check_exits_with_the_verdi
     assert report["within_bound"] == bound.overall(
         report["summary"][name]["within_bound"] for name in ("system", "bundled")
     )
+
+
+def test_bench_generator_only_h3_prints_http3_beside_http2_and_says_there_is_no_reference():
+    """``--only h3``: the engine's h3 requests and h3_new new connections per CPU-second beside its own
+    h2 and h2_new on Caddy, the ratios their own, and the output saying no reference tool exists."""
+    from portal.lib.demo.caddy import find_binary
+
+    if not find_binary():
+        pytest.skip("needs caddy")
+    args = ("--only", "h3", "--duration", "1", "--warmup", "0.3", "--users", "2")
+    proc, report = bench_run("generator", *args, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    assert "no reference tool" in proc.stdout and report["reference"] is None
+    (run,) = report["h3_runs"]
+    for arm in ("h2", "h3", "h2_new", "h3_new"):
+        figures = run[arm]
+        assert figures["requests"] > 0 and figures["failures"] == 0 and figures["per_cpu_s"] > 0, arm
+        assert figures["cpu_us_per_request"] == round(1e6 / figures["per_cpu_s"], 1)
+    for arm in ("h2_new", "h3_new"):  # a new connection per request
+        assert run[arm]["connections_per_cpu_s"] > 0 and run[arm]["connections_opened"] > 0
+    assert run["h3_vs_h2"] == round(run["h3"]["per_cpu_s"] / run["h2"]["per_cpu_s"], 3)
+    assert report["h3_new_vs_h2_new_median"] == run["h3_new_vs_h2_new"] > 0

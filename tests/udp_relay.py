@@ -2,7 +2,9 @@
 datagrams to ``target`` from a socket of that client's own (so the server's answers find their way
 back) and counts what passed, both ways. It can drop every Nth datagram (each direction counted apart),
 and hold a flow's server datagrams after its first one for a while (a server whose first packet comes
-at once and the rest of its flight late).
+at once and the rest of its flight late). With ``alternate``, a second server, each new flow (a new
+client socket: a new QUIC connection) goes to the other server than the flow before it: a session
+ticket one server issued is then offered to the other, which cannot open it.
 
     with UdpRelay(("127.0.0.1", caddy.tls_port), drop_every=5) as relay:
         ... https://127.0.0.1:{relay.port}/ over QUIC ...
@@ -25,9 +27,16 @@ TO_SERVER, TO_CLIENT = "to_server", "to_client"
 
 class UdpRelay:
     def __init__(
-        self, target: tuple[str, int], *, drop_every: int = 0, hold_after_first_s: float = 0.0
+        self,
+        target: tuple[str, int],
+        *,
+        drop_every: int = 0,
+        hold_after_first_s: float = 0.0,
+        alternate: tuple[str, int] | None = None,
     ) -> None:
         self.target = target
+        self.alternate = alternate
+        self.flows_to = {target: 0, **({alternate: 0} if alternate else {})}  # new flows per server
         self.drop_every = drop_every
         self.hold_after_first_s = hold_after_first_s
         self.port = 0
@@ -107,7 +116,11 @@ class UdpRelay:
         upstream = self._flows.get(client)
         if upstream is None:
             upstream = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-            upstream.connect(self.target)
+            target = self.target
+            if self.alternate is not None and len(self._flows) % 2:
+                target = self.alternate
+            self.flows_to[target] += 1
+            upstream.connect(target)
             self._flows[client] = upstream
             self._clients[upstream.fileno()] = client
         if self._drops(TO_SERVER):

@@ -265,3 +265,141 @@ def test_the_matrix_group_dimension_repeats_h3_new_per_group():
     assert flights["h3_new@mlkem"] > flights["h3_new@x25519"]
     # The TLS arms' variants are the TCP ones (tls_new@…), never QUIC.
     assert results["tls_new@x25519"]["quic"] is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_outbound_policy_refuses_an_h3_arm_at_run_start_and_nothing_goes_over_udp(owner, settings):
+    """UDP goes where TCP goes: the h3 arm's https URL is checked and pinned by the worker like any arm's;
+    an address the operator does not allow fails the run before a datagram is sent."""
+    from portal.projects.models import personal_project
+    from portal.runs import services
+    from portal.runs.models import Run
+    from portal.targets.models import Target
+    from workers import runner
+
+    server = caddy_or_skip()
+    try:
+        url = server.tls_url("/1k?arm=h3_new")
+        target = Target.objects.create(project=personal_project(owner), name="t", tls_url=url)
+        run_ = services.create_run(owner, target, engine_config({"h3_new": url}, arrival_rate=60))
+        settings.TOLLGATE_ALLOW_NETWORKS = []  # loopback is not allowed any more
+        run_ = runner.execute_run(run_.pk)
+        time.sleep(0.3)
+        seen = [e for e in server.access_log_entries() if e["request"]["uri"] == "/1k?arm=h3_new"]
+    finally:
+        server.stop()
+    assert run_.status == Run.Status.FAILED
+    assert run_.error.startswith(f"refused by the outbound address policy: {url}: 127.0.0.1 is a loopback")
+    assert seen == [] and not run_.arms.exists()
+
+
+def test_a_distributed_run_merges_quic_over_its_generators():
+    server = caddy_or_skip()
+    try:
+        results, messages = run(arm_urls(server, ("h3_new", "h3_0rtt")), generators=2, users=4)
+        seen = {arm: logged(server, arm, results[arm]["requests"]) for arm in ("h3_new", "h3_0rtt")}
+    finally:
+        server.stop()
+    for arm in ("h3_new", "h3_0rtt"):
+        result = results[arm]
+        assert_measured(result)
+        assert len(result["generators"]) == 2 and all(g["requests"] > 0 for g in result["generators"])
+        quic = result["quic"]
+        # Each generator's connections added: one per request, as the server saw them.
+        assert quic["connections"] == result["connections_opened"] == result["requests"]
+        assert sum(quic["groups"].values()) == sum(quic["versions"].values()) == quic["connections"]
+        h3_seen = [e for e in seen[arm] if e["request"]["proto"] == "HTTP/3.0"]
+        assert len(h3_seen) >= result["requests"]
+    early = results["h3_0rtt"]["quic"]["early_data"]
+    assert sum(early.values()) == results["h3_0rtt"]["quic"]["connections"] and early["accepted"] > 0
+
+
+def test_merge_quic_adds_counters_and_merges_counts():
+    from workers.engine.recording.quic import merge_quic
+
+    one = {"port": 8443, "discovered_by": "url", "alt_svc": None, "connections": 2, "groups": {"x25519": 2}}
+    one |= {"early_data": {"accepted": 1, "refused": 1, "no_ticket": 0}, "first_flight_bytes_max": 1250}
+    two = {
+        **one,
+        "connections": 3,
+        "groups": {"x25519": 1, "X25519MLKEM768": 2},
+        "first_flight_bytes_max": 2560,
+    }
+    merged = merge_quic([one, None, two])
+    assert merged["connections"] == 5 and merged["groups"] == {"x25519": 3, "X25519MLKEM768": 2}
+    assert merged["early_data"] == {"accepted": 2, "refused": 2, "no_ticket": 0}
+    assert merged["first_flight_bytes_max"] == 2560 and merged["port"] == 8443
+    assert merge_quic([None, None]) is None
+
+
+def test_alt_svc_ports_are_the_same_hosts_h3_entries():
+    from workers.engine.discovery import alt_svc_ports
+
+    assert alt_svc_ports('h3=":8443"; ma=2592000, h3-29=":8443"', 443) == [8443]
+    assert alt_svc_ports('h3=":443"; ma=60', 443) == []  # the URL's own port: tried already
+    assert alt_svc_ports('h3="other.example:8443", h3=":9443"', 443) == [9443]  # another host: never
+    assert alt_svc_ports('h2=":8443"', 443) == [] and alt_svc_ports(None, 443) == []
+
+
+def test_an_h3_certificate_that_does_not_verify_fails_the_preflight_saying_how_to_proceed():
+    server = caddy_or_skip()
+    try:
+        config = engine_config({"h3_new": server.tls_url()}, verify_tls=True)
+        messages, code, _ = run_engine(config)
+    finally:
+        server.stop()
+    (error,) = [m["error"] for m in messages if m["type"] == "arm_error"]
+    assert code == 3 and "TLS certificate verification failed" in error and "untick Verify TLS" in error
+    assert "certificate" in error and not [m for m in messages if m["type"] == "arm"]
+
+
+def test_udp_goes_to_the_pinned_address_and_no_name_is_looked_up(tmp_path):
+    """The h3 arm under the DNS guard (``tests/workers/test_pinning.py``: every lookup logged and
+    refused), its host a name pinned to the checked address (``localhost``: a name Caddy's certificate
+    holds); the QUIC datagrams (and the Alt-Svc request) go there, the name stays for ``:authority``
+    and SNI."""
+    from portal.lib.runs.protocol import pin_key
+    from tests.workers.test_pinning import run_guarded
+
+    server = caddy_or_skip()
+    try:
+        url = f"https://localhost:{server.tls_port}/1k?arm=h3_new"
+        config = engine_config({"h3_new": url}, pinned={pin_key(url): "127.0.0.1"}, users=1)
+        messages, code, stderr, asked = run_guarded(config, tmp_path / "dns.log")
+        seen = logged(server, "h3_new", 1)
+    finally:
+        server.stop()
+    assert code == 0, [m for m in messages if m["type"] in ("refused", "arm_error")]
+    assert asked == []  # the engine never looked a name up, for TCP or UDP
+    (result,) = [m["result"] for m in messages if m["type"] == "arm"]
+    assert result["requests"] > 0 and result["failures"] == 0 and result["address"] == "127.0.0.1"
+    over_h3 = [e for e in seen if e["request"]["proto"] == "HTTP/3.0"]
+    assert len(over_h3) >= result["requests"]
+    assert {e["request"]["host"] for e in over_h3} == {f"localhost:{server.tls_port}"}
+    assert {e["request"]["tls"]["server_name"] for e in over_h3} == {"localhost"}
+
+
+def test_0rtt_refused_by_the_server_is_counted_as_refused_never_as_0rtt():
+    """Each new connection goes to the other of two Caddys (a relay alternating per flow): the ticket a
+    user offers was issued by the other server, which cannot open it, so it refuses the early data and
+    makes a full handshake; the library sends the request again after it. Every such connection is
+    counted in ``early_data.refused`` and none as 0-RTT or resumed, as both servers' logs agree."""
+    first, second = caddy_or_skip(), caddy_or_skip()
+    try:
+        with UdpRelay(("127.0.0.1", first.tls_port), alternate=("127.0.0.1", second.tls_port)) as relay:
+            url = f"https://127.0.0.1:{relay.port}/1k?arm=h3_0rtt"
+            results, _ = run({"h3_0rtt": url}, users=1)
+            flows = dict(relay.flows_to)
+        result = results["h3_0rtt"]
+        seen = logged(first, "h3_0rtt", 1) + logged(second, "h3_0rtt", 1)
+    finally:
+        first.stop()
+        second.stop()
+    assert_measured(result)
+    quic = result["quic"]
+    assert min(flows.values()) > 1  # both servers took connections
+    assert quic["early_data"]["accepted"] == 0 and quic["early_data"]["refused"] > 0
+    assert sum(quic["early_data"].values()) == quic["connections"] == result["connections_opened"]
+    assert result["tls_sessions_reused"] == quic["resumed"] == 0
+    assert len(seen) >= result["requests"] and not any(e["request"]["tls"]["resumed"] for e in seen)
+    assert not any(e.get("resp_headers", {}).get(EARLY_DATA_HEADER) for e in seen)

@@ -6,6 +6,7 @@ import os
 import platform
 import socket
 import ssl
+from importlib import metadata
 
 import gevent
 import locust
@@ -29,6 +30,7 @@ def engine_facts(tls_library: str = libraries.SYSTEM) -> dict:
         "gevent": gevent.__version__,
         "python": platform.python_version(),
         "openssl": ssl.OPENSSL_VERSION,
+        "qh3": metadata.version("qh3"),  # the HTTP/3 arms' QUIC and HTTP/3 library (its own TLS 1.3)
         "tls_library": libraries.describe(tls_library),
         "host": socket.gethostname(),
         "platform": platform.platform(),

@@ -335,7 +335,10 @@ def expected(codes: list[int], status: int | None) -> bool:
 def transport_failure(sample: Sample) -> str:
     """Why a preflight request got no answer, worded for the person who can fix it."""
     detail = f"{sample.error}: {sample.error_detail}"
-    if sample.error == "tls_error" and "CERTIFICATE_VERIFY_FAILED" in (sample.error_detail or ""):
+    said = sample.error_detail or ""
+    # OpenSSL's words on TCP; qh3's (an HTTP/3 arm) name the certificate in the alert it closed with.
+    unverified = "CERTIFICATE_VERIFY_FAILED" in said or ("QuicClosed" in said and "certificate" in said)
+    if sample.error == "tls_error" and unverified:
         return f"TLS certificate verification failed ({detail}); {INSECURE_HINT}"
     if sample.error == "tls_error":
         return f"TLS handshake failed ({detail})"

@@ -12,7 +12,7 @@ After a connection-level failure (refused, reset, timed out) a user backs off be
 (``workers.engine.unreachable``: 5 ms doubling to 1 s, reset by any answer), so a dead target is not
 hammered; the wait is outside every request's timing, and the open loop keeps its schedule.
 
-On the ``h2`` and ``h2c`` arms a user runs ``h2_streams`` request loops (lanes) on its one client, so
+On the ``h2``, ``h2c`` and ``h3`` arms a user runs ``h2_streams`` request loops (lanes) on its one client, so
 up to that many of its requests are in flight on its connection at once: in the open loop they share
 the user's one schedule (a request waits for a free lane, and the wait counts as lateness), in the
 closed loop each lane sends as soon as it has its answer (lanes × users requests in flight).

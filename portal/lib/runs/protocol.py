@@ -20,7 +20,8 @@ stdout messages, one JSON object per line, each with a "type":
                                                         (portal.lib.stats.capacity.stage_point)
   refused   {"arm", "url", "reason"}                  an arm the server's protocols cannot serve (no h2
                                                         over ALPN, no HTTP/2 with prior knowledge, TLS on
-                                                        a plain arm's port): not measured, the others are
+                                                        a plain arm's port, no QUIC on the UDP port or no
+                                                        h3 over ALPN): not measured, the others are
   arm_error {"arm", "error", "preflight"?, "url"?}      an arm's preflight failed (every arm is
                                                         preflighted before the first is measured;
                                                         "preflight": true), or an arm was stopped
