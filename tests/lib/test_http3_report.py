@@ -114,6 +114,11 @@ def test_the_six_http3_costs_have_values_intervals_and_verdicts_in_the_answer_ta
     assert "0-RTT saves 0.50 ms per resumed QUIC connection" in data["headline"]
     check = next(c for c in data["validity"] if c["check"] == "http3")
     assert check["status"] == "pass" and check["evidence"]["h3_new"]["loss_pct"] == 0.1
+    # Without a second of generator load recorded the pass does not claim the generator kept up.
+    assert "the generator's load was not recorded (not judged)" in check["detail"]
+    loaded = [r | {"series": [p | {"gen_cpu_pct": 30.0} for p in r["series"]]} for r in h3_rows()]
+    detail = next(c for c in build(loaded)["validity"] if c["check"] == "http3")["detail"]
+    assert detail.endswith("the generator kept up.")
     csv_text = "\n".join(",".join(map(str, line)) for line in csv_rows("x", data))
     assert "What 0-RTT saves on a resumed HTTP/3 connection" in csv_text
 
