@@ -283,6 +283,7 @@ WHERE = {
     "h2_new": "per new HTTP/2 connection",
     "tls": "on warm connections",
     "h2": "on warm HTTP/2 connections",
+    "h3_new": "per new QUIC connection",
 }
 
 
