@@ -265,6 +265,9 @@ class ArmResult(models.Model):
     # SETTINGS_MAX_CONCURRENT_STREAMS or null, "streams_peak", "goaway": {error code: count}} in the
     # window (workers.engine.recording.recorder); null on HTTP/1.1 arms.
     http2 = models.JSONField(null=True, blank=True)
+    # HTTP/3 arms: the engine's ``result.quic`` (docs/engine-protocol.md, "HTTP/3": version, ALPN, group,
+    # 0-RTT accepted/refused, datagrams, packets lost, first flight ...) over the window; null otherwise.
+    quic = models.JSONField(null=True, blank=True)
     # The worker and attempt that measured it (RunAttempt.worker, .number): resumed runs mix attempts.
     worker = models.CharField(max_length=255, blank=True)
     attempt = models.PositiveSmallIntegerField(default=1)

@@ -61,6 +61,7 @@ def arm_data(arm: ArmResult) -> dict:
         "server_cpu": arm.server_cpu,
         "generators": arm.generators,
         "http2": arm.http2,
+        "quic": arm.quic,
     }
 
 

@@ -38,6 +38,7 @@ def make_run(
     local_cpu_ms: dict[str, float] | None = None,
     project=None,
     rounds: int = 1,
+    quic: dict[str, dict] | None = None,
 ) -> Run:
     """``seconds``: also store a per-second series (that many points, each at the arm's median), so
     costs get per-second intervals; ``summarize``: write the run's summary as a finished run has;
@@ -45,7 +46,7 @@ def make_run(
     ``local_cpu_ms``: the same for a local process sampled on the generator host; ``project``: where
     the run and its target go (default: the owner's personal project); ``rounds``: each arm stored
     that many times, one row per round with the same figures (3 give every cost an interval over
-    rounds, server CPU's too)."""
+    rounds, server CPU's too); ``quic``: an HTTP/3 arm's ``result.quic`` by arm name."""
     target, _ = Target.objects.get_or_create(
         project=project or personal_project(owner),
         plain_url=f"http://127.0.0.1:1/{target_name}",
@@ -53,7 +54,8 @@ def make_run(
         defaults={"name": target_name},
     )
     arms = arms if arms is not None else {"plain": [400] * 100, "tls": [500] * 100, "tls_new": [3000] * 100}
-    urls = {name: target.tls_url if "tls" in name else target.plain_url for name in arms}
+    https = [name for name in arms if "tls" in name or name.startswith("h3")]
+    urls = {name: target.tls_url if name in https else target.plain_url for name in arms}
     run = samples.new_run(
         owner,
         target,
@@ -76,6 +78,7 @@ def make_run(
             ttlb_hist=encoded(values),
             connections_reopened=0,
             series=_series(values, seconds),
+            quic=(quic or {}).get(name),
             server_cpu={
                 **_server_cpu(server_cpu_ms, name, len(values)),
                 **_local_cpu(local_cpu_ms, name, len(values)),

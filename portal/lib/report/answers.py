@@ -58,11 +58,12 @@ QUESTIONS = (
     Question("h2_new_vs_tls_new", "HTTP/2 instead of HTTP/1.1, new TLS connections", ("h2_new", "tls_new")),
     Question("h2_vs_plain", "TLS with HTTP/2 against plain HTTP/1.1", ("h2", "plain")),
     Question("h2_tls", "TLS under HTTP/2 (h2 against h2c)", ("h2", "h2c")),
-    # HTTP/3: declared for the costs to come (DESIGN.md §2); a row appears once the report has one.
+    # HTTP/3 (QUIC): against HTTP/2 and HTTP/1.1 over TLS, warm and new; resumption and 0-RTT as savings.
     Question("h3_vs_h2", "HTTP/3 instead of HTTP/2 on warm connections", ("h3", "h2")),
     Question("h3_vs_tls", "HTTP/3 instead of HTTP/1.1 over TLS on warm connections", ("h3", "tls")),
     Question("h3_new_vs_h2_new", "HTTP/3 instead of HTTP/2 on a new connection", ("h3_new", "h2_new")),
     Question("h3_new_vs_tls_new", "HTTP/3 instead of HTTP/1.1 on a new connection", ("h3_new", "tls_new")),
+    Question("h3_resumption_saving", "What resuming a QUIC session saves", ("h3_new", "h3_resumed")),
     Question("h3_0rtt_saving", "What 0-RTT saves on a resumed HTTP/3 connection", ("h3_resumed", "h3_0rtt")),
 )  # fmt: skip
 # A cost's name in words (pages, lists, compare): declared once, by its question.
@@ -282,6 +283,7 @@ WHERE = {
     "h2_new": "per new HTTP/2 connection",
     "tls": "on warm connections",
     "h2": "on warm HTTP/2 connections",
+    "h3_new": "per new QUIC connection",
 }
 
 

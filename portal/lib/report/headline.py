@@ -28,6 +28,16 @@ COST_WORDS = {
     "h2_new_vs_tls_new": "HTTP/2 on a new TLS connection per request (h2_new vs tls_new)",
     "h2_tls": "TLS under HTTP/2 (h2 vs h2c)",
     "client_certificate": "a client certificate per new connection (tls_mtls vs tls_new)",
+    "h3_vs_h2": "HTTP/3 on warm connections against HTTP/2 (h3 vs h2)",
+    "h3_vs_tls": "HTTP/3 on warm connections against HTTP/1.1 over TLS (h3 vs tls)",
+    "h3_new_vs_h2_new": "HTTP/3 on a new connection per request against HTTP/2 (h3_new vs h2_new)",
+    "h3_new_vs_tls_new": "HTTP/3 per new connection against HTTP/1.1 over TLS (h3_new vs tls_new)",
+}
+# Costs read as savings (arm − base positive: the base is quicker): what is saved, and per what.
+SAVING_WORDS = {
+    "resumption_saving": ("session resumption", "resumed connections", "new connection"),
+    "h3_resumption_saving": ("QUIC session resumption", "resumed QUIC connections", "new QUIC connection"),
+    "h3_0rtt_saving": ("0-RTT", "0-RTT requests", "resumed QUIC connection"),
 }
 HANDSHAKE_HINT = "Adding the plain_new arm isolates the handshake from the TCP connect."
 NO_INTERVAL = f"Unconfirmed: {UNCONFIRMED}."
@@ -41,7 +51,7 @@ def _qualifiers(cost: dict, word: str | None = None) -> str:
     """(verdict or "unconfirmed", Δ%, 95% CI when there is one; warnings) of a cost; ``word`` in place of the
     verdict's words (``verdicts.verdict_words``), "" for none."""
     parts = [verdict_words(cost)["label"] if word is None else word]
-    if cost["delta_pct"] is not None and cost["name"] != "resumption_saving":
+    if cost["delta_pct"] is not None and cost["name"] not in SAVING_WORDS:
         parts.append(f"{cost['delta_pct']:+.0f}%")
     if cost["ci95"]:
         parts.append(f"95% CI {cost['ci95'][0] / 1000:+.2f} … {cost['ci95'][1] / 1000:+.2f} ms")
@@ -57,26 +67,11 @@ def _clause(cost: dict, costs: list[dict]) -> str:
     if cost.get("not_judged"):
         return f"{words}: not judged — {cost['not_judged']}"
     said = verdict_words(cost)
+    if cost["name"] in SAVING_WORDS:
+        return _saving_clause(cost, said)
     if said["label"] == "unconfirmed":  # the size measured, no claim about it
-        if cost["name"] == "resumption_saving":
-            return f"session resumption: {_ms(-cost['delta'])} per new connection {_qualifiers(cost)}"
         measured = f"{_ms(cost['delta'])} median time to last byte{_cpu(cost, costs)}"
         return f"{words}: {measured} {_qualifiers(cost)}"
-    if cost["name"] == "resumption_saving":
-        if said["direction"] == SAVING:
-            saved = cost["delta"] / 1000
-            return f"session resumption saves {saved:.2f} ms per new connection {_qualifiers(cost)}"
-        if said["direction"] == NONE:
-            return (
-                f"session resumption makes no clear difference per new connection: "
-                f"{_ms(cost['delta'])} saved {_qualifiers(cost)}"
-            )
-        longer = f"resumed connections took {-cost['delta'] / 1000:.2f} ms longer"
-        if said["unexpected"]:
-            return (
-                f"session resumption saves nothing here: {longer} — check the setup {_qualifiers(cost, '')}"
-            )
-        return f"session resumption saves nothing here: {longer} {_qualifiers(cost)}"
     if said["unexpected"]:
         # TLS faster than its control: a sign the arms measured different things, not a saving.
         arm, base = ARMS.get(cost["name"], ("the arm", "its base"))
@@ -92,6 +87,21 @@ def _clause(cost: dict, costs: list[dict]) -> str:
     else:
         what = f"{words} changes the median time to last byte by {_ms(cost['delta'])}"
     return f"{what}{_cpu(cost, costs)} {_qualifiers(cost)}"
+
+
+def _saving_clause(cost: dict, said: dict) -> str:
+    """A saving's clause: "session resumption saves 1.20 ms per new connection (…)"."""
+    what, second, per = SAVING_WORDS[cost["name"]]
+    if said["label"] == "unconfirmed":
+        return f"{what}: {_ms(-cost['delta'])} per {per} {_qualifiers(cost)}"
+    if said["direction"] == SAVING:
+        return f"{what} saves {cost['delta'] / 1000:.2f} ms per {per} {_qualifiers(cost)}"
+    if said["direction"] == NONE:
+        return f"{what} makes no clear difference per {per}: {_ms(cost['delta'])} saved {_qualifiers(cost)}"
+    longer = f"{second} took {-cost['delta'] / 1000:.2f} ms longer"
+    if said["unexpected"]:
+        return f"{what} saves nothing here: {longer} — check the setup {_qualifiers(cost, '')}"
+    return f"{what} saves nothing here: {longer} {_qualifiers(cost)}"
 
 
 def _cpu(cost: dict, costs: list[dict]) -> str:

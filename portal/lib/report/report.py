@@ -20,6 +20,7 @@ from portal.lib.stats import capacity, costs, generators, hdr, wan
 from portal.lib.stats.projection import projection_inputs, with_intervals
 from portal.lib.stats.rounds import LATENCY_METRICS, merge_rounds
 from portal.lib.tls import advice, matrix, tlswords
+from portal.lib.validity import http3
 
 SCHEMA = "tollgate.report/1"
 BASE_ARM = "plain"
@@ -73,6 +74,7 @@ def arm_section(arm: dict) -> dict:
         rounds=arm.get("rounds") or [],
         server_cpu_ms_per_req=arm.get("server_cpu_ms_per_req"),
         http2=arm.get("http2"),
+        quic=arm.get("quic"),
         series=series,
         hdr={metric: hist.get(metric) or None for metric in LATENCY_METRICS},
     )
@@ -197,6 +199,7 @@ def build_report(
         "costs": cost_list,
         "validity": checks,
         "tls_info": tls_info or None,
+        "quic": http3.quic_rows(arm_sections),
         "probes": probed,
         "projection": projected,
         "generators": generators.report_generators(arms),

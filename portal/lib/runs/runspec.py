@@ -334,9 +334,10 @@ class RunSpec(BaseModel):
         default_factory=list,
         label="TLS configuration matrix",
         help="Repeats tls_new (and h2_new, when it runs) under every combination of the ticked "
-        "dimensions, and the keep-alive tls and h2 arms, when they run, for the protocol; each a sub-arm "
-        "with its own histograms, CPU and costs. Each variant is probed with one handshake first: one the "
-        "server or the generator refuses (an HTTP/2 one that does not get ALPN h2 too) is listed as "
+        "dimensions, the keep-alive tls and h2 arms, when they run, for the protocol, and h3_new, when it "
+        "runs, for the group (QUIC is TLS 1.3 only; the group's key share rides its first flight); each a "
+        "sub-arm with its own histograms, CPU and costs. Each variant is probed with one handshake first: "
+        "one the server or the generator refuses (an HTTP/2 one that does not get ALPN h2 too) is listed as "
         "refused, not measured. Each adds warm-up + duration per round (all five: up to 162 sub-arms per "
         "new-connection arm).",
         description="TLS configuration matrix: repeat tls_new and h2_new (arms must name one of them) "

@@ -14,6 +14,13 @@ with a non-zero count):
 - ``resumption_saving``: ``tls_new`` − ``tls_resumed`` (positive: resumption saves that much);
 - ``client_certificate``: ``tls_mtls`` − ``tls_new`` (asking for and checking a client certificate);
 - HTTP/2 (either way, ``verdicts.TWO_SIDED``): h2 − tls, h2 − plain, h2_new − tls_new; h2 − h2c (TLS).
+- HTTP/3 (QUIC; either way): ``h3_vs_h2`` h3 − h2 and ``h3_vs_tls`` h3 − tls (warm connections),
+  ``h3_new_vs_h2_new`` h3_new − h2_new and ``h3_new_vs_tls_new`` h3_new − tls_new (a new connection
+  per request: QUIC's one round trip against TCP + TLS 1.3's two); and, read as savings like
+  ``resumption_saving`` (positive: the second arm is quicker), ``h3_resumption_saving`` h3_new −
+  h3_resumed (what resuming a QUIC session saves) and ``h3_0rtt_saving`` h3_resumed − h3_0rtt (what
+  sending the request as 0-RTT early data saves). ``h3_0rtt`` is judged only when every one of its
+  connections was accepted as 0-RTT: a refused one voids its costs (validity check ``http3``).
 
 Metrics (``METRICS``): ``ttlb_p50_us``, ``ttlb_p95_us``, ``ttfb_p50_us`` (µs, whole numbers) and
 ``rps`` (requests/s, 3 decimals; arm − base, so a TLS cost shows as a negative delta). The point
@@ -97,6 +104,9 @@ COSTS = (
     ("client_certificate", "tls_mtls", "tls_new"),
     *(("h2_vs_tls", "h2", "tls"), ("h2_vs_plain", "h2", "plain")),
     *(("h2_new_vs_tls_new", "h2_new", "tls_new"), ("h2_tls", "h2", "h2c")),
+    *(("h3_vs_h2", "h3", "h2"), ("h3_vs_tls", "h3", "tls")),
+    *(("h3_new_vs_h2_new", "h3_new", "h2_new"), ("h3_new_vs_tls_new", "h3_new", "tls_new")),
+    *(("h3_resumption_saving", "h3_new", "h3_resumed"), ("h3_0rtt_saving", "h3_resumed", "h3_0rtt")),
 )
 
 

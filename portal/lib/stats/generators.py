@@ -88,6 +88,7 @@ def merge_results(parts: list[dict], measured_s: float) -> dict:
     out["sizes_by_url"], out["content_by_url"] = _by_url(parts)
     out["errors"] = _errors(parts)
     out["http2"] = merge_http2([part.get("http2") for part in parts])
+    out["quic"] = merge_quic([part.get("quic") for part in parts])
     return out
 
 
@@ -108,6 +109,49 @@ def merge_http2(parts: list[dict | None]) -> dict | None:
         "streams_peak": max(part.get("streams_peak") or 0 for part in found),
         "goaway": dict(out["goaway"]),
     }
+
+
+# An HTTP/3 arm's ``quic`` (docs/engine-protocol.md): counters added, counts by name merged, the
+# largest first flight kept (as ``workers.engine.recording.quic.merge_quic``; the rooms keep apart).
+QUIC_SUMMED = (
+    "connections",
+    "resumed",
+    "retry",
+    "version_negotiation",
+    "datagrams_sent",
+    "datagrams_received",
+    "bytes_sent",
+    "bytes_received",
+    "packets_lost",
+    "pto_count",
+    "handshake_bytes_sent",
+    "handshake_bytes_received",
+    "streams_reset",
+)
+QUIC_COUNTS = ("versions", "alpn", "groups", "ciphers", "early_data", "closed_by_server")
+QUIC_MAX = ("first_flight_bytes_max", "first_flight_datagrams_max")
+
+
+def merge_quic(parts: list[dict | None]) -> dict | None:
+    """Several rounds' (or workers') ``quic`` as one; None when no part has any (not an HTTP/3 arm).
+    ``retry_by_part``/``versions_by_part`` keep each part's own so a change between rounds shows."""
+    found = [part for part in parts if part]
+    if not found:
+        return None
+    if len(found) == 1:
+        return dict(found[0])
+    out: dict = {key: found[0].get(key) for key in ("port", "discovered_by", "alt_svc")}
+    for key in QUIC_SUMMED:
+        out[key] = sum(part.get(key) or 0 for part in found)
+    for key in QUIC_COUNTS:
+        merged: Counter = Counter()
+        for part in found:
+            merged.update(part.get(key) or {})
+        out[key] = dict(merged)
+    for key in QUIC_MAX:
+        out[key] = max(part.get(key) or 0 for part in found)
+    out["retry_by_part"] = [part.get("retry") or 0 for part in found]
+    return out
 
 
 def seconds_total(seconds: list[dict]) -> dict:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 
 from portal.lib.stats import hdr
-from portal.lib.stats.generators import merge_http2
+from portal.lib.stats.generators import merge_http2, merge_quic
 
 LATENCY_METRICS = ("ttfb_us", "ttlb_us", "connect_us", "tls_handshake_us")
 # Counts that add up over rounds.
@@ -53,6 +53,7 @@ def _merge_measurements(group: list[dict]) -> dict:
     merged.update(_merged_sizes(group))
     merged["errors"] = _merged_errors(group)
     merged["http2"] = merge_http2([r.get("http2") for r in group])
+    merged["quic"] = merge_quic([r.get("quic") for r in group])
     merged["stopped"] = next((r["stopped"] for r in group if r.get("stopped")), "")
     return merged
 

@@ -36,7 +36,9 @@ NATURAL_DIRECTION = {
     "resumption_saving": SAVING,
     "client_certificate": COST,
     "h2_tls": COST,
-    # HTTP/3's (declared for the costs to come, with their answers: portal.lib.report.answers.QUESTIONS).
+    # HTTP/3's: what resuming a QUIC session saves (h3_new − h3_resumed) and 0-RTT on top of it
+    # (h3_resumed − h3_0rtt).
+    "h3_resumption_saving": SAVING,
     "h3_0rtt_saving": SAVING,
 }
 # Comparisons with no natural direction: HTTP/2 may cost or save against HTTP/1.1 (and TLS + HTTP/2

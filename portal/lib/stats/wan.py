@@ -38,6 +38,22 @@ Their connection's own setup (TCP + TLS full handshake + window) is paid once by
 and amortised over all requests of the connection, tending to 0; ``first_request_extra_round_trips``
 in the model says how much the first one pays. The ``*_new`` arms pay everything on every request.
 
+HTTP/3 (QUIC over UDP, ``h3``, ``h3_new``, ``h3_resumed``, ``h3_0rtt`` and the matrix's ``h3_new@…``)
+has no TCP connect: QUIC's handshake carries TLS 1.3 and the transport together (``quic_model``):
+
+* ``h3_new``: 1 round trip of handshake before the request (TCP + TLS 1.3 pay 2);
+* ``h3_resumed``: 1 (the resumed handshake still takes its round trip; the request follows it);
+* ``h3_0rtt``: 0 extra for each connection whose early data the server accepted, 1 for one refused or
+  without a ticket (weighted by the measured shares, ``early_data``);
+* ``h3`` (warm): 0 extra, the request only; its first request pays the handshake (1) once;
+* the anti-amplification limit (RFC 9000 §8.1): before the client's address is validated the server
+  sends at most ``QUIC_AMPLIFICATION`` × what it received, the client's padded first flight
+  (``first_flight_bytes_max``, measured). A full handshake whose server flight (measured: the window's
+  ``handshake_bytes_received`` per connection) is larger waits one more round trip, each round trip
+  allowing ``QUIC_AMPLIFICATION`` × more; resumed handshakes send no certificate and are not charged;
+* a response larger than QUIC's initial congestion window (RFC 9002 §7.2: 10 × 1,200-byte datagrams)
+  on a new connection waits one more RTT per slow-start doubling, as over TCP.
+
 Assumptions stated next to the numbers (``model_inputs``): no packet loss, the server's think time
 does not change with distance, bandwidth is not the limit (only the window), and the RTT is the same
 in both directions' sum as given.
@@ -69,6 +85,14 @@ NEW_CONNECTION_ARMS = ("plain_new", "tls_new", "tls_resumed", "tls_mtls", "h2_ne
 TLS_ARMS = ("tls", "tls_new", "tls_resumed", "tls_mtls", "h2", "h2_new")
 FULL_ROUND_TRIPS = {"TLSv1.3": 1, "TLSv1.2": 2, "TLSv1.1": 2, "TLSv1": 2}
 RESUMED_ROUND_TRIPS = 1
+# HTTP/3 (QUIC): handshake round trips before the request (TCP + TLS 1.3 pay 1 + 1), RFC 9000/9001/9002.
+HTTP3_ARMS = ("h3", "h3_new", "h3_resumed", "h3_0rtt")
+QUIC_FULL_ROUND_TRIPS = 1
+QUIC_RESUMED_ROUND_TRIPS = 1
+QUIC_EARLY_DATA_ROUND_TRIPS = 0
+QUIC_AMPLIFICATION = 3
+QUIC_DATAGRAM_BYTES = 1200
+QUIC_INITIAL_WINDOW_DATAGRAMS = 10
 FORMULA = "projected TTLB = measured TTLB p50 + round trips × RTT"
 
 
@@ -130,12 +154,88 @@ def _flight(tls: dict, negotiated: dict | None) -> tuple[int | None, str]:
     return None, "unknown (no chain_bytes measured): no window round trips counted"
 
 
+def amplification_round_trips(server_flight: float | None, client_flight: int | None) -> int:
+    """Extra RTTs a server's handshake flight waits under QUIC's anti-amplification limit: it may send
+    ``QUIC_AMPLIFICATION`` × what the client sent, and each client flight it answers allows that much
+    more (0 when it fits, or when either size is unknown)."""
+    if not server_flight or not client_flight:
+        return 0
+    allowed, extra = QUIC_AMPLIFICATION * client_flight, 0
+    while server_flight > allowed and extra < 10:
+        extra += 1
+        allowed += QUIC_AMPLIFICATION * client_flight
+    return extra
+
+
+def _early_share(quic: dict) -> float:
+    early = quic.get("early_data") or {}
+    total = sum(early.get(key) or 0 for key in ("accepted", "refused", "no_ticket"))
+    return (early.get("accepted") or 0) / total if total else 0.0
+
+
+def quic_model(name: str, section: dict) -> dict:
+    """The round trips of one HTTP/3 arm's request (module docstring) and the inputs behind them."""
+    base, quic = base_arm(name), section.get("quic") or {}
+    ttlb = section["ttlb_us"]
+    new_conn = base != "h3"
+    handshakes = quic.get("connections") or section.get("connections_opened") or 0
+    reused = quic.get("resumed") if quic.get("connections") else section.get("tls_sessions_reused")
+    resumed_share = min(1.0, (reused or 0) / handshakes) if handshakes else 0.0
+    early_share = _early_share(quic) if base == "h3_0rtt" else 0.0
+    if base == "h3_0rtt":
+        handshake = (1.0 - early_share) * QUIC_RESUMED_ROUND_TRIPS + early_share * QUIC_EARLY_DATA_ROUND_TRIPS
+    elif new_conn:
+        handshake = resumed_share * QUIC_RESUMED_ROUND_TRIPS + (1.0 - resumed_share) * QUIC_FULL_ROUND_TRIPS
+    else:
+        handshake = 0.0
+    client_flight = quic.get("first_flight_bytes_max") or None
+    completed = quic.get("connections") or 0  # the window's handshakes, whose bytes were counted
+    server_flight = (quic.get("handshake_bytes_received") or 0) / completed if completed else None
+    full_extra = amplification_round_trips(server_flight, client_flight)
+    window_extra = round((1.0 - resumed_share) * full_extra, 3) if new_conn else 0
+    body_bytes = (section.get("response_bytes") or {}).get("max")
+    body_extra = (
+        slow_start_extra_round_trips(body_bytes, QUIC_DATAGRAM_BYTES, QUIC_INITIAL_WINDOW_DATAGRAMS)
+        if new_conn
+        else 0
+    )
+    return {
+        "measured_ttlb_p50_ms": round(ttlb["p50"] / 1000.0, 3),
+        "measured_ttlb_count": ttlb.get("count"),
+        "request": 1,
+        "tcp": 0,
+        "tls": 0,
+        "quic": round(handshake, 3),
+        "protocol": "QUIC (TLS 1.3)",
+        "protocol_source": "measured" if quic else "unknown (no QUIC facts): QUIC round trips assumed",
+        "resumed_share": round(resumed_share, 3) if new_conn else None,
+        "early_data": round(early_share, 3) if base == "h3_0rtt" else False,
+        "window": window_extra,
+        "client_window": 0,
+        "client_flight_bytes": client_flight,
+        "handshake_flight_bytes": None if server_flight is None else round(server_flight),
+        "handshake_flight_source": "measured: the window's handshake bytes received per connection"
+        if server_flight
+        else None,
+        "amplification_limit_bytes": QUIC_AMPLIFICATION * client_flight if client_flight else None,
+        "response_window": body_extra,
+        "response_bytes": body_bytes,
+        "round_trips": round(1 + handshake + window_extra + body_extra, 3),
+        "connection": "new QUIC connection per request"
+        if new_conn
+        else "keep-alive (setup amortised, not charged)",
+        "first_request_extra_round_trips": None if new_conn else QUIC_FULL_ROUND_TRIPS + full_extra,
+    }
+
+
 def arm_model(name: str, section: dict, tls_info: dict | None, negotiated: dict | None = None) -> dict | None:
     """The round trips of one arm's request and the inputs behind them; None without a TTLB."""
     ttlb = section.get("ttlb_us")
     if not ttlb or not ttlb.get("count"):
         return None
     base = base_arm(name)
+    if base in HTTP3_ARMS:
+        return quic_model(name, section)
     tls_info = tls_info or {}
     protocol = (negotiated or {}).get("protocol") or tls_info.get("protocol")
     new_conn = base in NEW_CONNECTION_ARMS
@@ -236,6 +336,9 @@ def model_inputs(rtts_ms: list[float], tls_info: dict | None) -> dict:
             "tls1.2_full": FULL_ROUND_TRIPS["TLSv1.2"],
             "resumed": RESUMED_ROUND_TRIPS,
             "resumed_tls1.3_with_early_data": 0,
+            "quic_full": QUIC_FULL_ROUND_TRIPS,
+            "quic_resumed": QUIC_RESUMED_ROUND_TRIPS,
+            "quic_0rtt_accepted": QUIC_EARLY_DATA_ROUND_TRIPS,
         },
         "assumptions": [
             "The measured time (p50 TTLB from this run's histograms) holds the CPU work; the network "
@@ -254,6 +357,13 @@ def model_inputs(rtts_ms: list[float], tls_info: dict | None) -> dict:
             "its round trip; not counted: middleboxes that mishandle a ClientHello larger than one "
             "segment, and HelloRetryRequest (each variant offers one group, accepted in the probe).",
             "No packet loss; bandwidth is not the limit; the server's time does not change with distance.",
+            "HTTP/3 (QUIC) has no TCP connect: a new QUIC connection (h3_new) pays 1 round trip before the "
+            "request (TCP + TLS 1.3: 2), a resumed one (h3_resumed) 1, a 0-RTT one (h3_0rtt) 0 for each "
+            "connection whose early data the server accepted and 1 for one it refused, a warm one (h3) "
+            "none; a full handshake whose server flight exceeds 3 × the client's padded first flight "
+            "(the anti-amplification limit, measured sizes) waits one more round trip per 3 × more; a "
+            "response past QUIC's initial window (10 × 1,200 bytes) on a new connection waits one per "
+            "slow-start doubling; no loss, so no probe timeouts.",
             "HTTP/2 arms (h2, h2_new, h2c) count as tls, tls_new and plain, and the TLS matrix's HTTP/2 "
             "sub-arms as their HTTP/1.1 twins (h2_new@1.2+rsa as tls_new@1.2+rsa, h2@1.3 as tls@1.3, with "
             "the protocol and flights their own probe measured): the preface and SETTINGS go out with the "

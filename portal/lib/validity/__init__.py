@@ -18,6 +18,8 @@ constants of the module that holds their check and are documented in docs/report
 * ``content``: what the pages were (body sizes within an arm, the same content across compared arms);
 * ``http2``: what the HTTP/2 arms' connections and streams did (ALPN, streams reset or refused,
   GOAWAY, the server's stream limit against the streams asked);
+* ``http3``: what the HTTP/3 arms' QUIC connections did (loss, version or Retry changes, 0-RTT
+  refused, streams reset, ALPN, the generator's saturation under QUIC's client work);
 * ``measurement``: the measurement itself (generator saturation, arrival rate, sample size, drift,
   SYN retransmissions).
 """
@@ -36,6 +38,7 @@ from portal.lib.validity.answers import (
 from portal.lib.validity.connections import check_keepalive, check_tls_sessions
 from portal.lib.validity.content import check_content_length, check_same_content
 from portal.lib.validity.http2 import check_http2
+from portal.lib.validity.http3 import check_http3
 from portal.lib.validity.measurement import (
     check_drift,
     check_generator,
@@ -66,5 +69,6 @@ def check_all(config: dict, arms: dict[str, dict], tls_info: dict | None = None)
         check_tls_sessions(arms),
         check_keepalive(arms),
         check_http2(config, arms),
+        check_http3(arms),
     ]
     return [check for check in checks if check is not None]

@@ -6,12 +6,13 @@ handshake it did not mean to skip) puts another cost into the arm's numbers.
 ``tls_sessions``:
 
 - **Full handshakes**: ``tls_new``, ``tls_mtls`` (a resumed session would skip the client
-  certificate) and ``h2_new`` never offer a session, so none of their handshakes may resume; nor may a
-  TLS matrix sub-arm of ``tls_new``/``h2_new`` that asks for full handshakes (``…+full``) or does not
-  vary resumption at all.
-- **Resumption**: ``tls_resumed`` and the matrix sub-arms that ask for it (``…+ticket``,
-  ``…+sessid``) must resume at least ``RESUMPTION_MIN_SHARE`` of their handshakes in the window;
-  fewer, and the arm measured full handshakes under a resumption's name.
+  certificate), ``h2_new`` and ``h3_new`` (and its matrix sub-arms) never offer a session, so none of
+  their handshakes may resume; nor may a TLS matrix sub-arm of ``tls_new``/``h2_new`` that asks for
+  full handshakes (``…+full``) or does not vary resumption at all.
+- **Resumption**: ``tls_resumed``, ``h3_resumed``, ``h3_0rtt`` and the matrix sub-arms that ask for
+  it (``…+ticket``, ``…+sessid``) must resume at least ``RESUMPTION_MIN_SHARE`` of their handshakes in
+  the window; fewer, and the arm measured full handshakes under a resumption's name. (An HTTP/3 arm's
+  handshake is its QUIC handshake; ``tls_sessions_reused`` its connections that resumed.)
 
 Handshakes are counted from the handshake histogram (``connections_opened`` for old data). An arm with
 no handshake in its window is not judged; no such arm at all: ``skip``.
@@ -26,14 +27,15 @@ from portal.lib.validity.verdict import FAIL, PASS, SKIP, WARN, finding, result,
 # keepalive: a keep-alive arm whose server closed connections warns; it fails from this share of its
 # requests paying a new connection, where the arm's p95 (a cost metric) may be a connection's time.
 KEEPALIVE_FAIL_SHARE = 0.05
-KEEPALIVE_ARMS = ("plain", "tls", "h2", "h2c")  # h2, h2c: a GOAWAY ends the connection (validity.http2)
+# h2, h2c: a GOAWAY ends the connection (validity.http2); h3: the server closed its QUIC connection.
+KEEPALIVE_ARMS = ("plain", "tls", "h2", "h2c", "h3")
 
 # Share of a resuming arm's handshakes that must really resume.
 RESUMPTION_MIN_SHARE = 0.9
 # Arms that must never resume (a full handshake per connection), in report order.
-FULL_HANDSHAKE_ARMS = ("tls_new", "tls_mtls", "h2_new")
+FULL_HANDSHAKE_ARMS = ("tls_new", "tls_mtls", "h2_new", "h3_new")
 FULL_HANDSHAKE_WHY = {"tls_mtls": ": a resumed session skips the client certificate and its check"}
-RESUMING_ARM = "tls_resumed"
+RESUMING_ARMS = ("tls_resumed", "h3_resumed", "h3_0rtt")
 # A matrix sub-arm's resumption, by the short forms in its name (``tls_new@1.3+ticket``).
 RESUMING_SHORTS = frozenset(matrix.SHORT[value] for value in ("ticket", "session_id"))
 
@@ -46,9 +48,9 @@ def handshakes(arm: dict) -> int:
 def must_resume(name: str) -> bool | None:
     """True for an arm that must resume, False for one that must do full handshakes, None for an arm
     this check does not judge (keep-alive arms, plain arms)."""
-    if name == RESUMING_ARM:
+    if name in RESUMING_ARMS:
         return True
-    if name in FULL_HANDSHAKE_ARMS:
+    if name in FULL_HANDSHAKE_ARMS or base_arm(name) == "h3_new":  # h3_new@<group>: no ticket offered
         return False
     if matrix.is_variant(name) and matrix.base_arm(name) in matrix.NEW_CONNECTION_ARMS:
         return bool(RESUMING_SHORTS & set(name.split(matrix.SEPARATOR, 1)[1].split("+")))
@@ -70,8 +72,8 @@ def _finding(name: str, resume: bool, reused: int, total: int) -> dict | None:
 def check_tls_sessions(arms: dict[str, dict]) -> dict:
     """Did the full-handshake arms never resume and the resuming arms resume (module docstring)?"""
     evidence, findings, resuming = {}, [], []
-    # Report order: the full-handshake arms, tls_resumed, then the matrix's sub-arms as they ran.
-    order = [n for n in (*FULL_HANDSHAKE_ARMS, RESUMING_ARM) if n in arms]
+    # Report order: the full-handshake arms, the resuming ones, then the matrix's sub-arms as they ran.
+    order = [n for n in (*FULL_HANDSHAKE_ARMS, *RESUMING_ARMS) if n in arms]
     order += [n for n in arms if matrix.is_variant(n) and must_resume(n) is not None]
     for name in order:
         resume = must_resume(name)

@@ -30,7 +30,7 @@ from portal.lib.report.headline import COST_WORDS
 
 METRIC = "ttlb_p50_us"
 # Costs whose natural direction is a saving: larger is better.
-SAVINGS = {"resumption_saving"}
+SAVINGS = {"resumption_saving", "h3_resumption_saving", "h3_0rtt_saving"}
 DEFAULT_TOLERANCE_PCT = 10.0
 # A scenario's tolerance, as every surface checks it (the scenario page, the CLI, the API).
 MAX_TOLERANCE_PCT = 1000.0
