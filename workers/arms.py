@@ -74,6 +74,7 @@ def _create_arm(attempt: RunAttempt, position: int, message: dict) -> ArmResult:
         series=result["series"],
         generators=result.get("generators", []),
         http2=result.get("http2"),
+        quic=result.get("quic"),
         started=_aware(result["started_at"]),
         finished=_aware(result["finished_at"]),
     )

@@ -62,11 +62,6 @@ def test_a_run_against_caddy_answers_what_http3_costs_and_saves(caddy_report):
     assert wan[("h3_resumed", 200.0)]["model"]["quic"] == 1 and wan[("h3", 200.0)]["round_trips"] == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="workers/arms.py does not store result.quic on ArmResult yet (one line, the engine's side: "
-    "quic=result.get('quic'), beside http2); the portal reads ArmResult.quic (migration 0028)",
-)
 def test_the_quic_facts_of_a_real_run_reach_the_report(caddy_report):
     _, report = caddy_report
     assert [q["arm"] for q in report["quic"]] == ["h3", "h3_new", "h3_resumed", "h3_0rtt"]
