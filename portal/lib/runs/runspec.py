@@ -370,15 +370,17 @@ class RunSpec(BaseModel):
         1,
         ge=1,
         le=MAX_H2_STREAMS,
-        label="HTTP/2 streams per connection",
-        help="The h2 and h2c arms: how many of a user's requests may be in flight at once on its one "
-        "connection (never more than the server's SETTINGS_MAX_CONCURRENT_STREAMS). 1 keeps the load "
+        label="HTTP/2 and HTTP/3 streams per connection",
+        help="The h2, h2c and h3 arms: how many of a user's requests may be in flight at once on its one "
+        "connection (on HTTP/2 never more than the server's SETTINGS_MAX_CONCURRENT_STREAMS). 1 keeps "
+        "the load "
         "like for like with the HTTP/1.1 arms; in a closed loop each stream is one more request in "
         "flight.",
-        description="Requests in flight per user on its HTTP/2 connection (h2, h2c arms), 1–100; the "
-        "server's SETTINGS_MAX_CONCURRENT_STREAMS caps it (validity check http2).",
+        description="Requests in flight per user on its HTTP/2 or HTTP/3 connection (h2, h2c, h3 arms), "
+        "1–100; on HTTP/2 the server's SETTINGS_MAX_CONCURRENT_STREAMS caps it (validity check http2).",
         cli="--h2-streams",
-        cli_help="h2/h2c arms: requests in flight per user on its one HTTP/2 connection (default 1)",
+        cli_help="h2/h2c/h3 arms: requests in flight per user on its one HTTP/2 or HTTP/3 connection "
+        "(default 1)",
         optional=True,
         overridable=True,
         engine=True,
