@@ -91,7 +91,7 @@ def handle(command: BaseCommand, options: dict) -> None:
 
 
 def serve_demo_target(command: BaseCommand, options: dict) -> None:
-    """The demo target alone, until Ctrl-C or one of its processes ends."""
+    """The demo target alone, until Ctrl-C, SIGTERM or one of its processes ends."""
     target = start_demo_target(
         settings.VAR_DIR / "demo-target",
         host=options["host"],
@@ -105,11 +105,8 @@ def serve_demo_target(command: BaseCommand, options: dict) -> None:
         f"client certificates at {target.mtls_url} (var/demo-target/tls/client.crt, client.key)"
     )
     command.stdout.flush()
-    try:
-        while all(proc.poll() is None for proc in procs):
-            time.sleep(0.5)
-    except KeyboardInterrupt:
-        pass
+    try:  # SIGTERM too (docker stop): Caddy runs in a session of its own and must be stopped with it
+        _wait_for_stop({f"demo target process {proc.pid}": proc for proc in procs}, command.stdout)
     finally:
         stop_processes(procs)
 

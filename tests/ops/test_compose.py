@@ -43,6 +43,7 @@ def test_the_demo_target_service_runs_caddy_and_its_healthcheck_passes(tmp_path)
     import os
     import shlex
     import signal
+    import socket
     import ssl
     import time
     import urllib.request
@@ -81,3 +82,7 @@ def test_the_demo_target_service_runs_caddy_and_its_healthcheck_passes(tmp_path)
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
+    # docker stop's SIGTERM stops its Caddy too (a session of its own): none of its ports answers.
+    for port in ports.values():
+        with pytest.raises(OSError):
+            socket.create_connection(("127.0.0.1", int(port)), timeout=2).close()
