@@ -183,3 +183,23 @@ def test_the_frozen_signed_report_carries_the_budgets_and_a_changed_verdict_fail
     assert signing.verify(exported, services.public_keys()) == []
     exported["budgets"]["status"] = "pass"  # a forged verdict
     assert signing.verify(exported, services.public_keys()) != []
+
+
+def test_http3_budgets_judge_h3_against_h2_warm_and_on_new_connections(owner):
+    # h2 600 µs, h3 450 µs (HTTP/3 quicker: −0.15 ms passes any limit); h2_new 3,000, h3_new
+    # 3,500 µs (+0.5 ms).
+    arms = {"h2": [600] * 100, "h3": [450] * 100, "h2_new": [3000] * 100, "h3_new": [3500] * 100}
+    report = run_report(make_run(owner, arms=arms, seconds=8))
+    result = budgets.evaluate(report, {"h3_vs_h2_p50_ms": 0, "h3_new_vs_h2_new_p50_ms": 0.4})
+    found = by_name(result)
+    assert [item["name"] for item in result["results"]] == ["h3_vs_h2_p50_ms", "h3_new_vs_h2_new_p50_ms"]
+    assert found["h3_vs_h2_p50_ms"]["value"] == pytest.approx(-0.15, abs=0.005)
+    assert found["h3_vs_h2_p50_ms"]["status"] == "pass" and "h3 − h2" in found["h3_vs_h2_p50_ms"]["detail"]
+    new = found["h3_new_vs_h2_new_p50_ms"]
+    assert new["value"] == pytest.approx(0.5, abs=0.01) and new["status"] == "fail"
+    assert new["detail"].startswith(f"{new['value']:g} ms > 0.4 ms") and "h3_new − h2_new" in new["detail"]
+    assert result["status"] == "fail"
+    assert budgets.evaluate(report, {"h3_new_vs_h2_new_p50_ms": 1})["status"] == "pass"
+    # Without the arms: skip, never pass.
+    plain = budgets.evaluate(run_report(make_run(owner, seconds=8)), {"h3_vs_h2_p50_ms": 1000})
+    assert plain["status"] == "skip" and "needs the arms h3 and h2" in plain["results"][0]["detail"]

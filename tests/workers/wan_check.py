@@ -1,11 +1,13 @@
-"""What the WAN model's checks share (``test_wan_netem`` through ``netem_child``, ``test_wan_relay``):
-one run of the real engine's arms and the TLS matrix's sub-arms against a plain and a TLS URL,
+"""What the WAN model's checks share (``test_wan_netem`` through ``netem_child``, ``test_wan_relay``,
+``test_wan_relay_quic``): one run of the real engine's arms and the TLS matrix's sub-arms against a
+plain and a TLS URL (the HTTP/3 arms take the TLS URL, over UDP),
 reduced to each arm's figures, and the comparison of a delayed run with the projection
 ``portal.lib.stats.wan`` makes from the same arms measured without delay."""
 
 from __future__ import annotations
 
 from portal.lib.stats import hdr, wan
+from portal.lib.stats.generators import merge_quic
 from tests.conftest import run_engine
 from tests.engine_config import engine_config
 
@@ -17,6 +19,10 @@ MATRIX = ("protocol",)
 DURATION_S = 3.0
 WARMUP_S = 0.5
 TOLERANCE = 0.10
+
+
+def _url(arm: str, plain_url: str, tls_url: str) -> str:
+    return tls_url if "tls" in arm or arm in wan.HTTP3_ARMS else plain_url
 
 
 def measure(
@@ -33,7 +39,7 @@ def measure(
     interleaved in ``rounds``: ``{"arms": {name: figures of its rounds merged}, "tls_info",
     "variants": {sub-arm: negotiated}}``. Raises AssertionError when the engine fails."""
     config = engine_config(
-        [{"name": a, "url": tls_url if "tls" in a else plain_url} for a in arms],
+        [{"name": a, "url": _url(a, plain_url, tls_url)} for a in arms],
         warmup_s=warmup_s,
         duration_s=duration_s,
         rounds=rounds,
@@ -61,6 +67,7 @@ def measure(
             "tls_sessions_reused": sum(r["tls_sessions_reused"] for r in items),
             "response_bytes": {"min": min(sizes, default=None), "max": max(sizes, default=None)},
             "failures": sum(r["failures"] for r in items),
+            "quic": merge_quic([r.get("quic") for r in items]),
         }
     assert set(arms) | set(out["variants"]) == set(out["arms"]), (arms, out["variants"], out["arms"])
     return out
@@ -68,10 +75,12 @@ def measure(
 
 def compare(base: dict, delayed: dict, rtt_ms: float) -> list[dict]:
     """Per arm and sub-arm: the delayed run's measured TTLB p50 and the projection at ``rtt_ms`` from
-    the base run's p50 (``portal.lib.stats.wan.arm_model``). The resumed share comes from the delayed run's
-    own arm (the same connection policy); the TLS facts and flights from the base run."""
+    the base run's p50 (``portal.lib.stats.wan.arm_model``). The resumed share (and an HTTP/3 arm's QUIC
+    facts: handshakes, resumed, early data, flights) comes from the delayed run's own arm (the same
+    connection policy); the TLS facts and flights from the base run."""
     tls_info = base["tls_info"]
-    assert tls_info and tls_info["protocol"] in ("TLSv1.2", "TLSv1.3") and tls_info["chain_bytes"]
+    if any(wan.base_arm(name) not in wan.HTTP3_ARMS for name in base["arms"]):
+        assert tls_info and tls_info["protocol"] in ("TLSv1.2", "TLSv1.3") and tls_info["chain_bytes"]
     assert set(base["variants"]) == set(delayed["variants"]) and set(base["arms"]) == set(delayed["arms"])
     rows = []
     for name in base["arms"]:

@@ -62,6 +62,18 @@ BUDGETS = {
             "process probe); needs a probe that sampled both arms",
         ),
         Budget(
+            "h3_vs_h2_p50_ms",
+            "ms",
+            "TTLB p50 of h3 minus h2 (warm connections): what HTTP/3 costs over HTTP/2 (the h3_vs_h2 "
+            "cost; needs the h3 and h2 arms; negative when HTTP/3 is quicker)",
+        ),
+        Budget(
+            "h3_new_vs_h2_new_p50_ms",
+            "ms",
+            "TTLB p50 of h3_new minus h2_new: a new QUIC connection per request against a new TCP + TLS "
+            "one (the h3_new_vs_h2_new cost; needs the h3_new and h2_new arms)",
+        ),
+        Budget(
             "failed_checks",
             "checks",
             "number of validity checks that failed (0: no failed validity check)",
@@ -76,8 +88,15 @@ COST_OF = {
     "keepalive_tls_p95_ms": ("keepalive_tls", "ttlb_p95_us"),
     "handshake_ms": ("handshake", "ttlb_p50_us"),
     "server_cpu_ms_per_req": ("keepalive_tls", "server_cpu_ms_per_req"),
+    "h3_vs_h2_p50_ms": ("h3_vs_h2", "ttlb_p50_us"),
+    "h3_new_vs_h2_new_p50_ms": ("h3_new_vs_h2_new", "ttlb_p50_us"),
 }
-ARMS_OF = {"keepalive_tls": ("tls", "plain"), "handshake": ("tls_new", "plain_new")}
+ARMS_OF = {
+    "keepalive_tls": ("tls", "plain"),
+    "handshake": ("tls_new", "plain_new"),
+    "h3_vs_h2": ("h3", "h2"),
+    "h3_new_vs_h2_new": ("h3_new", "h2_new"),
+}
 MAX_LIMIT = 1e9
 
 
