@@ -4,6 +4,9 @@ Django's own ``bad_request`` view is wrapped in ``requires_csrf_token``, which r
 again. When the 400 came from reading ``request.POST`` (a form declared ``charset=latin-1``: Django
 reads urlencoded forms as UTF-8 only), that raises once more, and so does the 500 page after it:
 the user got a server error. This view reads nothing of the request body.
+
+The API and the webhooks answer JSON, their 400s too — one whose Host header Django refused
+(``DisallowedHost``) never reaches their views: it gets the API's error shape here (docs/api.md).
 """
 
 from __future__ import annotations
@@ -11,10 +14,11 @@ from __future__ import annotations
 import logging
 
 from django.core.exceptions import BadRequest, SuspiciousOperation
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.template.loader import render_to_string
 
 log = logging.getLogger(__name__)
+JSON_PREFIXES = ("/api/", "/hooks/")
 
 
 def explain(request: HttpRequest, exception: Exception | None) -> str:
@@ -32,6 +36,8 @@ def explain(request: HttpRequest, exception: Exception | None) -> str:
 
 def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     message = explain(request, exception)
+    if request.path.startswith(JSON_PREFIXES):
+        return JsonResponse({"status": 400, "errors": {}, "detail": message}, status=400)
     try:
         body = render_to_string("400.html", {"message": message}, request=request)
     except Exception:  # noqa: BLE001 - an error page must not fail; fall back to plain text
