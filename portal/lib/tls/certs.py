@@ -102,16 +102,14 @@ def make_ca(common_name: str = "Tollgate test CA", key_type: str = "ec") -> tupl
     return cert.public_bytes(serialization.Encoding.PEM).decode("ascii"), _pem_key(key)
 
 
-def make_client_cert(
-    ca: tuple[str, str], common_name: str = "tollgate-client", key_type: str = "rsa", key_bits: int = 2048
-) -> tuple[str, str]:
-    """A client certificate (extended key usage clientAuth) signed by ``ca`` (``make_ca``'s pair):
-    (certificate PEM, key PEM), in memory."""
+def _signed_by(ca: tuple[str, str], common_name: str, key_type: str, key_bits: int, usage, extensions=()):
+    """(certificate, key) for ``common_name``, signed by ``ca`` (``make_ca``'s pair), for ``usage``
+    (an ``ExtendedKeyUsageOID``), valid from yesterday for 30 days, ``extensions`` added (non-critical)."""
     ca_cert = x509.load_pem_x509_certificate(ca[0].encode("ascii"))
     ca_key = serialization.load_pem_private_key(ca[1].encode("ascii"), password=None)
     key = _key(key_type, key_bits)
     now = dt.datetime.now(dt.UTC)
-    cert = (
+    builder = (
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
         .issuer_name(ca_cert.subject)
@@ -119,10 +117,21 @@ def make_client_cert(
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - dt.timedelta(days=1))
         .not_valid_after(now + dt.timedelta(days=30))
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-        .sign(ca_key, hashes.SHA256())
     )
+    for extension in extensions:
+        builder = builder.add_extension(extension, critical=False)
+    builder = builder.add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+    builder = builder.add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+    return builder.sign(ca_key, hashes.SHA256()), key
+
+
+def make_client_cert(
+    ca: tuple[str, str], common_name: str = "tollgate-client", key_type: str = "rsa", key_bits: int = 2048
+) -> tuple[str, str]:
+    """A client certificate (extended key usage clientAuth) signed by ``ca`` (``make_ca``'s pair):
+    (certificate PEM, key PEM), in memory."""
+    usage = x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH
+    cert, key = _signed_by(ca, common_name, key_type, key_bits, usage)
     return cert.public_bytes(serialization.Encoding.PEM).decode("ascii"), _pem_key(key)
 
 
@@ -140,23 +149,11 @@ def make_server_cert(
     ``make_self_signed`` writes its files: a chain as a public server presents one, verified with the
     CA's certificate (``bench.caddy.Caddy(server_ca=...)``)."""
     directory.mkdir(parents=True, exist_ok=True)
-    ca_cert = x509.load_pem_x509_certificate(ca[0].encode("ascii"))
-    ca_key = serialization.load_pem_private_key(ca[1].encode("ascii"), password=None)
-    key = _key(key_type, key_bits)
-    now = dt.datetime.now(dt.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(days=1))
-        .not_valid_after(now + dt.timedelta(days=30))
-        .add_extension(x509.SubjectAlternativeName([_san(s) for s in sans]), critical=False)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .sign(ca_key, hashes.SHA256())
+    usage, san = (
+        x509.oid.ExtendedKeyUsageOID.SERVER_AUTH,
+        x509.SubjectAlternativeName([_san(s) for s in sans]),
     )
+    cert, key = _signed_by(ca, common_name, key_type, key_bits, usage, (san,))
     cert_path = directory / f"{name}.crt"
     key_path = directory / f"{name}.key"
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
