@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from workers.engine.http.http2_state import Stream  # one answer as it arrives: the same as HTTP/2's
 from workers.engine.http.http3.errors import MalformedAnswer
 from workers.engine.http.sample import Sample
 
@@ -53,22 +54,6 @@ class QuicFacts:
     requests: int = 0
     closed: bool = False
     end: str | None = None  # why it ended when the client did not end it (the error's words)
-
-
-class Stream:
-    """One request's answer as it arrives."""
-
-    __slots__ = ("status", "headers", "body", "kept", "t_first", "t_last", "done", "error", "wake")
-
-    def __init__(self, wake) -> None:
-        self.status: int | None = None
-        self.headers: dict[str, str] = {}
-        self.body = 0
-        self.kept: bytearray | None = None
-        self.t_first = self.t_last = 0
-        self.done = False
-        self.error: BaseException | None = None
-        self.wake = wake  # a gevent Event when another lane may read for this one, else None
 
 
 _NOTED = {b"content-type", b"content-encoding", b"server", b"location"}
