@@ -319,7 +319,7 @@ def test_a_distributed_run_merges_quic_over_its_generators():
 
 
 def test_merge_quic_adds_counters_and_merges_counts():
-    from workers.engine.recording.quic import merge_quic
+    from portal.lib.stats.generators import merge_quic  # the engine's distributed merge (merge_results)
 
     one = {"port": 8443, "discovered_by": "url", "alt_svc": None, "connections": 2, "groups": {"x25519": 2}}
     one |= {"early_data": {"accepted": 1, "refused": 1, "no_ticket": 0}, "first_flight_bytes_max": 1250}

@@ -112,7 +112,7 @@ def merge_http2(parts: list[dict | None]) -> dict | None:
 
 
 # An HTTP/3 arm's ``quic`` (docs/engine-protocol.md): counters added, counts by name merged, the
-# largest first flight kept (as ``workers.engine.recording.quic.merge_quic``; the rooms keep apart).
+# largest first flight kept (``merge_quic``).
 QUIC_SUMMED = (
     "connections",
     "resumed",
@@ -133,13 +133,13 @@ QUIC_MAX = ("first_flight_bytes_max", "first_flight_datagrams_max")
 
 
 def merge_quic(parts: list[dict | None]) -> dict | None:
-    """Several rounds' (or workers') ``quic`` as one; None when no part has any (not an HTTP/3 arm).
-    ``retry_by_part``/``versions_by_part`` keep each part's own so a change between rounds shows."""
+    """Several recorders' ``quic`` as one — a distributed arm's workers (the engine, through
+    ``merge_results``) or an arm's rounds (``rounds``): counters added, dict counts merged, the
+    largest first flight kept; the discovery is the arm's (the same on every part). None when no
+    part has any (not an HTTP/3 arm)."""
     found = [part for part in parts if part]
     if not found:
         return None
-    if len(found) == 1:
-        return dict(found[0])
     out: dict = {key: found[0].get(key) for key in ("port", "discovered_by", "alt_svc")}
     for key in QUIC_SUMMED:
         out[key] = sum(part.get(key) or 0 for part in found)
@@ -150,7 +150,6 @@ def merge_quic(parts: list[dict | None]) -> dict | None:
         out[key] = dict(merged)
     for key in QUIC_MAX:
         out[key] = max(part.get(key) or 0 for part in found)
-    out["retry_by_part"] = [part.get("retry") or 0 for part in found]
     return out
 
 

@@ -15,7 +15,6 @@ import gevent
 
 from portal.lib.stats import generators as merging
 from workers.engine.distribution.master import READY_TIMEOUT_S, RESULT_TIMEOUT_S, SECOND_WAIT_S, TICK_S, Fleet
-from workers.engine.recording.quic import merge_quic
 
 
 class DistributedArm:
@@ -198,7 +197,6 @@ class DistributedArm:
                 }
             )
         result = merging.merge_results(parts, measured_s)
-        result["quic"] = merge_quic([part.get("quic") for part in parts])
         lost = [share["id"] for share in shares if share["lost_at"] is not None]
         result.update(
             users=load.users,

@@ -145,40 +145,6 @@ def _version_key(name: str | None) -> str:
     return name.removeprefix("QUICv")
 
 
-SUMMED = (
-    "connections",
-    "resumed",
-    "retry",
-    "version_negotiation",
-    *WIRE,
-    "handshake_bytes_sent",
-    "handshake_bytes_received",
-    "streams_reset",
-)
-COUNTS = ("versions", "alpn", "groups", "ciphers", "early_data", "closed_by_server")
-
-
-def merge_quic(parts: list[dict | None]) -> dict | None:
-    """Several recorders' ``quic`` (a distributed run's workers) as one: counters added, dict counts
-    merged, the first flight's largest kept; the discovery is the arm's (the same on every part).
-    None when no part has any (not an HTTP/3 arm)."""
-    found = [part for part in parts if part]
-    if not found:
-        return None
-    out = {key: found[0].get(key) for key in ("port", "discovered_by", "alt_svc")}
-    for key in SUMMED:
-        out[key] = sum(part.get(key) or 0 for part in found)
-    for key in COUNTS:
-        merged: dict[str, int] = {}
-        for part in found:
-            for name, n in (part.get(key) or {}).items():
-                merged[name] = merged.get(name, 0) + n
-        out[key] = merged
-    for key in ("first_flight_bytes_max", "first_flight_datagrams_max"):
-        out[key] = max(part.get(key) or 0 for part in found)
-    return out
-
-
 def tally_for(found: dict | None) -> QuicTally | None:
     """An arm's tally from its preflight's discovery (``Prepared.quic``); None for a non-HTTP/3 arm."""
     if not found:
