@@ -58,6 +58,21 @@ def test_bench_generator_tiny_run_prints_the_ratios_of_both_tls_libraries():
     # The top-level figures are the first library's.
     assert report["keepalive_tls_vs_wrk"] == by_library["system"]["keepalive_tls_vs_wrk"]
     assert report["overhead"] == by_library["system"]["overhead"]
+    # Each target judged from its own ratio, per TLS library where the ratio is per library.
+    targets, met = report["targets"], report["met"]
+    assert (targets["keepalive"], targets["handshakes"], targets["h2"]) == (0.70, 1.0, 0.20)
+    assert met["keepalive_plain"] == (report["keepalive_plain_vs_wrk"] >= targets["keepalive"])
+    assert met["h2"] == (report["h2_vs_h2load"] >= targets["h2"])
+    for library, row in by_library.items():
+        assert met["keepalive_tls"][library] == (row["keepalive_tls_vs_wrk"] >= targets["keepalive"])
+        assert met["handshakes"][library] == (row["handshakes_vs_s_time"] >= targets["handshakes"])
+    # What explains a ratio on another machine: nginx's sleeps per request under each tool (read from
+    # its worker's /proc: at least 0, a number for every tool) and the machine's plain-Python speed.
+    sleeps = [report["engine"][arm]["server_sleeps_per_req"] for arm in ("plain", "tls", "h2")]
+    sleeps += [report["wrk"][arm]["server_sleeps_per_req"] for arm in ("plain", "tls")]
+    sleeps.append(report["h2load"]["server_sleeps_per_req"])
+    assert all(isinstance(value, float | int) and value >= 0 for value in sleeps), sleeps
+    assert report["machine"]["python_ns_per_op"] > 0
     ratios = report["library_ratios"]
     system, bundled = (by_library[name]["engine"]["tls_new"]["per_cpu_s"] for name in ("system", "bundled"))
     assert ratios["tls_new_per_cpu_s"] == round(bundled / system, 3)
@@ -81,8 +96,12 @@ def test_bench_generator_only_h2_repeats_the_engine_and_h2load_in_turn():
         for figures in (engine, h2load):
             assert figures["cpu_us_per_request"] == round(1e6 / figures["per_cpu_s"], 1)
         assert run["h2_vs_h2load"]["system"] == round(engine["per_cpu_s"] / h2load["per_cpu_s"], 3)
+        assert engine["server_sleeps_per_req"] >= 0 and h2load["server_sleeps_per_req"] >= 0
     ratios = sorted(run["h2_vs_h2load"]["system"] for run in runs)
-    assert report["h2_vs_h2load_median"]["system"] == (ratios[0] + ratios[1]) / 2
+    median = report["h2_vs_h2load_median"]["system"]
+    assert median == (ratios[0] + ratios[1]) / 2
+    assert report["target"] == 0.20 and report["met"] == {"system": median >= 0.20}
+    assert report["machine"]["python_ns_per_op"] > 0
 
 
 def test_bench_generator_overhead_takes_turns_and_its_check_exits_with_the_verdict():
