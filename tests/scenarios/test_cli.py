@@ -152,8 +152,9 @@ def test_scenario_create_with_webhook_gives_a_working_url_and_secret(team, clien
 def test_run_with_budgets_exits_3_when_one_fails_and_0_when_all_pass(owner, plain_server, tls_server):
     common = ("run", "--owner", "owner", "--plain-url", plain_server.url(), "--tls-url", tls_server.url())
     # 4 rounds of 1 s at the default 60 req/s: an interval over rounds (a cost without one makes its
-    # budget skip, exit 0; 3 paired rounds are needed, one more in case a loaded machine leaves one
-    # without a value: seen once in CI), and enough samples that the checks judge the cost there too.
+    # budget skip, exit 0; it needs 3 paired rounds: with 3, a loaded CI machine once gave none, cause
+    # not established, so one more and the stored rows in the failure message), and enough samples
+    # that the checks judge the cost on a loaded machine too.
     load = ("--users", "2", "--spawn-rate", "10", "--warmup", "0.3", "--duration", "1", "--rounds", "4")
     load += ("--insecure",)
     # A full TLS handshake per request costs more than nothing: an impossible budget.
