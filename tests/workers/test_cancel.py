@@ -26,8 +26,11 @@ def _config(*arms: tuple[str, str], warmup_s: float = 0.3, duration_s: float = 3
     return engine_config(dict(arms), **{**load, "arrival_rate": 100, **more})
 
 
-def _cancel(engine: Engine, phase: str, wait_s: float = 0.5) -> tuple[list[dict], float]:
-    """SIGTERM ``wait_s`` into the phase; the messages after it, and seconds to the engine's exit."""
+def _cancel(
+    engine: Engine, phase: str, wait_s: float = 0.5, within_s: float = STOP_WITHIN_S
+) -> tuple[list[dict], float]:
+    """SIGTERM ``wait_s`` into the phase; the messages after it, and seconds to the engine's exit
+    (within ``within_s``)."""
     time.sleep(wait_s)
     sent = engine.terminate()
     try:
@@ -37,7 +40,7 @@ def _cancel(engine: Engine, phase: str, wait_s: float = 0.5) -> tuple[list[dict]
     print(f"{phase}: the engine exited {ended - sent:.2f} s after SIGTERM")
     assert code == 0
     assert rest[-1] == {"type": "done", "status": "cancelled"}
-    assert ended - sent < STOP_WITHIN_S, (phase, ended - sent)
+    assert ended - sent < within_s, (phase, ended - sent)
     return rest, ended - sent
 
 
@@ -143,5 +146,7 @@ def test_while_the_engine_starts(plain_server):
     while not _catches_sigterm(engine.proc.pid):
         assert time.monotonic() < deadline, "the engine never installed its SIGTERM handler"
         time.sleep(0.002)
-    rest, _ = _cancel(engine, "start-up", wait_s=0.0)
+    # Honoured once Locust and the engine have loaded: 1–3 s on a quiet machine, 4.03 s seen on a
+    # loaded slower one, so this phase gets twice the others' bound.
+    rest, _ = _cancel(engine, "start-up", wait_s=0.0, within_s=2 * STOP_WITHIN_S)
     assert not _arms(rest)
