@@ -133,7 +133,7 @@ def demo(tmp_path_factory):
             time.sleep(0.5)
         lines = out.read_text().splitlines()
         environment = next(lines[i + 1].strip() for i, line in enumerate(lines) if line.endswith(BANNER_ENV))
-        yield {"ports": ports, "environment": environment}
+        yield {"ports": ports, "environment": environment, "proc": proc, "var": var}
     finally:
         proc.send_signal(signal.SIGINT)  # Ctrl-C, as the README says
         try:
@@ -172,6 +172,18 @@ def _run_session(cwd: Path, state: Path, text: str) -> subprocess.CompletedProce
     )
 
 
+def _demo_state(demo: dict) -> str:
+    """What the demo says about itself, for a failed block: whether it still runs, the end of its
+    output (it names a process that exited and stopped it) and of each of its logs."""
+    proc, var = demo["proc"], demo["var"]
+    state = "running" if proc.poll() is None else f"exited with {proc.returncode}"
+    parts = [f"--- the demo ({state}), its output\n{(var / 'demo.out').read_text(errors='replace')[-1500:]}"]
+    for log in sorted((var / "logs").glob("*.log")):
+        if not log.name.startswith("demo-target-access"):
+            parts.append(f"--- {log.name}\n{log.read_text(errors='replace')[-1500:]}")
+    return "\n".join(parts)
+
+
 @pytest.mark.parametrize("path", [p for p in DOCS if shell_blocks(p)], ids=lambda p: str(p.relative_to(ROOT)))
 def test_shell_blocks_run_as_written(path, demo, scratch, tmp_path):
     state = tmp_path / "session.sh"
@@ -186,7 +198,7 @@ def test_shell_blocks_run_as_written(path, demo, scratch, tmp_path):
         proc = _run_session(scratch, state, _rewrite_ports(block.text, demo["ports"]))
         assert proc.returncode == 0, (
             f"{block.where} exited with {proc.returncode}:\n{block.text}\n"
-            f"--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n{proc.stderr[-3000:]}"
+            f"--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n{proc.stderr[-3000:]}\n{_demo_state(demo)}"
         )
         ran += 1
     if not ran:

@@ -198,16 +198,18 @@ def test_a_three_second_run_gives_no_size_verdict_on_the_page_json_csv_compare_o
 
 
 def check_answers_first(page, report: dict, limit_px: int = 1350) -> None:
-    """Every judged cost of the run (a verdict with its interval) is a row of the answer table, its
-    value and interval within the first ``limit_px`` pixels; the page fits 1,280 pixels."""
+    """Every judged answer of the run (a verdict with its interval: a TLS cost, a protocol's, a
+    matrix dimension's, the hybrid's price) is a row of the answer table, its value and interval
+    within the first ``limit_px`` pixels; the page fits 1,280 pixels. Which answers a short run on a
+    busy machine can judge varies (a noisy cost gets no verdict, rightly): at least one must be."""
     assert page_width(page) <= 1280
-    judged = [c for c in report["costs"] if c["metric"] == "ttlb_p50_us" and c["verdict"]]
-    assert judged, report["costs"]
-    for cost in judged:
-        row = page.locator(f"#answer-table tr[data-answer={cost['name']}]")
-        assert row.count() == 1, cost["name"]
+    judged = [a for a in report["answers"] if a["verdict"] and a["ci95"]]
+    assert judged, [(a["key"], a["value"], a["ci95"]) for a in report["answers"]]
+    for answer in judged:
+        row = page.locator(f"#answer-table tr[data-answer='{answer['key']}']")
+        assert row.count() == 1, answer["key"]
         for cell in ("td.value", "td.ci"):
-            assert row.locator(cell).evaluate(BOTTOM) <= limit_px, (cost["name"], cell)
+            assert row.locator(cell).evaluate(BOTTOM) <= limit_px, (answer["key"], cell)
         assert " … " in row.locator("td.ci").inner_text()
     assert page.locator("#answers").evaluate(BOTTOM) < page.locator("#report").evaluate(BOTTOM)
     # At most one line each: every row as high as the lowest one.
