@@ -73,6 +73,11 @@ def test_bench_generator_tiny_run_prints_the_ratios_of_both_tls_libraries():
     sleeps.append(report["h2load"]["server_sleeps_per_req"])
     assert all(isinstance(value, float | int) and value >= 0 for value in sleeps), sleeps
     assert report["machine"]["python_ns_per_op"] > 0
+    # The single-loop Python floor on the plain URL, beside wrk and the engine in the same run.
+    floor = report["machine"]["loop_floor"]
+    assert floor["requests"] > 0 and floor["failures"] == 0 and floor["user_us_per_req"] > 0
+    assert floor["vs_wrk"] == round(floor["per_cpu_s"] / report["wrk"]["plain"]["per_cpu_s"], 3)
+    assert floor["engine_vs_floor"] == round(report["engine"]["plain"]["per_cpu_s"] / floor["per_cpu_s"], 3)
     ratios = report["library_ratios"]
     system, bundled = (by_library[name]["engine"]["tls_new"]["per_cpu_s"] for name in ("system", "bundled"))
     assert ratios["tls_new_per_cpu_s"] == round(bundled / system, 3)
