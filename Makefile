@@ -55,7 +55,9 @@ lint: venv
 # 2026-11-26: the parallel part in 7 min 33 s on six with the CPU 97% busy; four took 12 min 27 s
 # beside two other agents' targeted tests, and used about half of the CPU when measured alone).
 # On a slower 2-vCPU machine (a nested microVM, 2026-11-28) the parallel part took 15 min 30 s and the
-# serial one 7 min: the whole CI 22 min 47 s, over the 20-minute aim (note of issue 35).
+# serial one 7 min: the whole CI 22 min 47 s, over the 20-minute aim (note of issue 35). On the same
+# kind of machine a day later (its Python about 1.5x faster, python_ns_per_op 115-215 ns), 10 min 24 s
+# to 11 min 11 s and 6 min 12 s: the whole CI 18 min 10 s.
 PYTEST_WORKERS ?= 6
 pytest: export TOLLGATE_FUZZ = short
 pytest: venv node
