@@ -5,7 +5,7 @@ client believes.
 
     with start("caddy", client_ca_pem=ca) as server:
         ... server.tls_url(), server.mtls_url() ...
-        served = server.served()
+        served = server.served()  # or served(until=…): once a condition on the lines holds
 
 ``mtls_url`` is where the server asks for client certificates: nginx asks on its TLS port
 (``ssl_verify_client``), Caddy — with ``mtls_port=True``, as the demo does — on a port of its own.
@@ -14,6 +14,8 @@ A stack whose binary is missing skips the test.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
@@ -23,6 +25,7 @@ from bench.nginx import Nginx
 from portal.lib.demo import caddy as caddy_lib
 
 STACKS = ("nginx", "caddy")
+LOG_WAIT_S = 5.0
 NGINX_LOG = (
     "$server_port|$server_protocol|$ssl_alpn_protocol|$ssl_protocol|$ssl_session_reused|"
     "$ssl_client_verify|$ssl_client_s_dn|$status|$request_method|$uri|$connection|$ssl_cipher"
@@ -93,8 +96,8 @@ class NginxStack(Nginx):
     def mtls_url(self, path: str = "/1k") -> str:
         return self.tls_url(path)  # ssl_verify_client asks on the TLS port
 
-    def served(self) -> list[Served]:
-        return [_nginx_line(line) for line in self.access_log_lines()]
+    def served(self, until: Callable[[list[Served]], bool] | None = None) -> list[Served]:
+        return _served(lambda: [_nginx_line(line) for line in self.access_log_lines()], until)
 
 
 class CaddyStack(Caddy):
@@ -106,8 +109,20 @@ class CaddyStack(Caddy):
     def mtls_url(self, path: str = "/1k") -> str:
         return super().mtls_url(path) if self.mtls_port else self.tls_url(path)
 
-    def served(self) -> list[Served]:
-        return [_caddy_entry(self, entry) for entry in self.access_log_entries()]
+    def served(self, until: Callable[[list[Served]], bool] | None = None) -> list[Served]:
+        return _served(lambda: [_caddy_entry(self, entry) for entry in self.access_log_entries()], until)
+
+
+def _served(read: Callable[[], list[Served]], until: Callable[[list[Served]], bool] | None) -> list[Served]:
+    """What the server has logged; with ``until``, once it holds (up to ``LOG_WAIT_S``). A server
+    writes a request's log line after its answer, so a client that closes at once may read the log
+    before the last line is there."""
+    deadline = time.monotonic() + LOG_WAIT_S
+    lines = read()
+    while until is not None and not until(lines) and time.monotonic() < deadline:
+        time.sleep(0.05)
+        lines = read()
+    return lines
 
 
 def start(

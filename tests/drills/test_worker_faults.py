@@ -8,6 +8,7 @@ run whose heartbeat has been silent for 6 s (30 s and 15 s by default).
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import psutil
@@ -123,6 +124,12 @@ def test_kill_9_of_the_whole_worker_mid_arm_is_resumed_by_another(fast_reaper, d
     print(f"DRILL kill -9 of the worker: terminal after {took_s:.1f} s, kept {len(before)} arm(s)")
 
 
+def _is_engine(process: psutil.Process) -> bool:
+    with contextlib.suppress(psutil.Error):
+        return process.cmdline()[1:3] == ["-m", "workers.engine"]
+    return False
+
+
 def test_a_worker_stopped_mid_run_and_continued_is_resumed_and_its_old_engine_stops(
     fast_reaper, drill_owner, plain_server
 ):
@@ -135,13 +142,18 @@ def test_a_worker_stopped_mid_run_and_continued_is_resumed_and_its_old_engine_st
     run = _run(stack, drill_owner, plain_server)
     before = _first_arm_then_mid_arm(run)
     frozen = worker.tree()  # the engine has a process group of its own: stop each process
+    assert any(_is_engine(process) for process in frozen), frozen
     for process in frozen:
-        process.suspend()
+        with contextlib.suppress(psutil.NoSuchProcess):  # a short-lived child already gone
+            process.suspend()
     stopped = time.monotonic()
     _wait(run, lambda r: r.status == Run.Status.QUEUED, 4 * SILENCE_S, "requeue")
     time.sleep(max(0.0, 4 * SILENCE_S - (time.monotonic() - stopped)))
     for process in frozen:
-        process.resume()
+        # A child that was exiting when the tree was read (a stopped process cannot exit by itself) is
+        # reaped meanwhile: seen once in CI.
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.resume()
     _wait(run, lambda r: r.is_terminal, 60, "end")
     took_s = time.monotonic() - stopped
     _finished_intact(run, before)

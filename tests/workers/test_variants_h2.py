@@ -36,7 +36,9 @@ def test_h2_new_variants_negotiate_h2_and_resume_over_http2(library, stack):
         client = new_client(Endpoint.resolve(sub.spec.url), sub.policy, sub.context, timeout_s=5)
         samples = [client.request(sub.spec.url, "/1k") for _ in range(3)]
         client.close()
-        served = [line for line in server.served() if line.tls]
+        # The last answer's log line may come after the client has read it: wait for the three GETs.
+        served = server.served(until=lambda lines: sum(line.method == "GET" for line in lines) >= 3)
+        served = [line for line in served if line.tls]
     by_name = {e["name"]: e for e in entries}
     refused = {name for name, e in by_name.items() if e["status"] == "refused"}
     # TLS 1.3 resumes by ticket only; Go keeps no session cache, so Caddy resumes TLS 1.2 by ticket only.
