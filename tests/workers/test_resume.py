@@ -116,7 +116,10 @@ def test_a_handed_back_run_keeps_its_arms_and_its_next_attempt_measures_the_cut_
     assert first_attempt["outcome"] == "handed back"
     assert first_attempt["arms"] == [f"plain#{r}" for r in range(cut)]
     (partial,) = first_attempt["partial"]
-    assert partial["arm"] == "plain" and partial["round"] == cut and partial["requests"] > 0
+    assert partial["arm"] == "plain" and partial["round"] == cut
+    # Cut in the second round's window, it measured something; a later round may have been cut in its
+    # first milliseconds (seen once in CI: round 2, 0 requests), which is kept as partial all the same.
+    assert partial["requests"] > 0 or cut > 1, partial
     assert second_attempt["arms"] == [f"plain#{r}" for r in range(cut, 3)]
     assert second_attempt["outcome"] == "succeeded"
 
