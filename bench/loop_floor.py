@@ -4,14 +4,18 @@ One thread, one ``epoll``, ``users`` keep-alive connections to a plain HTTP/1.1 
 next GET as soon as its answer is complete (closed loop, as wrk and the engine's ``plain`` arm). It
 keeps what the engine's client must keep per request, and nothing else: the time of the send, of the
 first and the last byte (``perf_counter_ns``), the status and the body's size from
-``Content-Length``, a response head parsed once per distinct text, each request's record appended
-to a list. No greenlets, no hub, no timers, no Locust.
+``Content-Length``, the response head through the engine's own ``parse_head`` (parsed once per
+distinct text), each request's record appended to a list. No greenlets, no hub, no timers, no
+Locust. Like the engine's arms it warms up first (``warmup_s``): only requests sent after it count,
+and the CPU is this thread's over the measured window.
 
 ``bench/generator`` prints its requests per CPU-second beside wrk's in the same run
 (``machine.loop_floor``): how close any Python closed-loop client gets to wrk on this machine's
 kernel and Python, so a reader can tell what the engine's design costs (the greenlet per user, the
 hub's switches) from what Python costs. It measures; it is not a client of the product. Loopback
-only: the caller gives a 127.0.0.0/8 or ::1 address, the run stops after ``seconds``.
+only: the caller gives a 127.0.0.0/8 or ::1 address, the run stops after ``warmup_s + seconds``.
+Anything that breaks the loop (no answer for 1 s, a closed connection, an answer without
+``Content-Length``) raises ``FloorFailed`` with the reason.
 """
 
 from __future__ import annotations
@@ -22,36 +26,69 @@ import select
 import socket
 import time
 
+from workers.engine.http.http1 import parse_head
+
 RECV_SIZE = 65536
 
 
-def _head_of(text: str, cache: dict[str, tuple[int, int]]) -> tuple[int, int]:
-    """(status, Content-Length) of a response head, parsed once per distinct text."""
-    found = cache.get(text)
-    if found is None:
-        lines = text.split("\r\n")
-        headers = {}
-        for line in lines[1:]:
-            name, _, value = line.partition(":")
-            headers[name.strip().lower()] = value.strip()
-        if "content-length" not in headers:
-            raise ValueError("the floor loop needs a Content-Length answer")
-        found = cache[text] = (int(lines[0][9:12]), int(headers["content-length"]))
-    return found
+class FloorFailed(RuntimeError):
+    """The floor loop could not measure (the reason in words)."""
 
 
-def measure(host: str, port: int, path: str, users: int, seconds: float) -> dict:
-    """Closed loop on ``users`` connections for ``seconds``: requests and this thread's CPU per request."""
+def _send(state: list, head: bytes) -> None:
+    state[1] = time.perf_counter_ns()
+    state[0].send(head)
+
+
+def _run(poller, conns: dict[int, list], head: bytes, until: float, records: list) -> None:
+    """The closed loop until ``until`` (monotonic s): each complete answer's record appended, its
+    connection's next request sent. A connection's state: [socket, send ns, first-byte ns, length,
+    body bytes read, status]."""
+    clock = time.perf_counter_ns
+    while True:
+        events = poller.poll(1.0)
+        if not events:
+            raise FloorFailed("no answer for 1 s")
+        for fd, _ in events:
+            state = conns[fd]
+            buf = state[0].recv(RECV_SIZE)
+            now = clock()
+            if not buf:
+                raise FloorFailed("the server closed a keep-alive connection")
+            if not state[2]:
+                end = buf.find(b"\r\n\r\n")
+                if end < 0:
+                    raise FloorFailed("a response head in more than one read")
+                status, _, headers = parse_head(buf[:end].decode("latin-1"))
+                if "content-length" not in headers:
+                    raise FloorFailed("an answer without Content-Length")
+                state[2], state[3], state[4], state[5] = (
+                    now,
+                    int(headers["content-length"]),
+                    len(buf) - end - 4,
+                    status,
+                )
+            else:
+                state[4] += len(buf)
+            if state[4] >= state[3]:
+                records.append((state[1], state[2], now, state[5], state[3]))
+                state[2] = 0
+                if len(records) % 256 == 0 and time.monotonic() >= until:
+                    return
+                _send(state, head)
+
+
+def measure(host: str, port: int, path: str, users: int, seconds: float, warmup_s: float = 0.5) -> dict:
+    """Closed loop on ``users`` connections, ``warmup_s`` then ``seconds`` measured: the requests sent
+    in the window and this thread's CPU over it, per request."""
     if not ipaddress.ip_address(host).is_loopback:
         raise ValueError(f"loopback only, not {host}")
     # The engine's own request head (workers/engine/http/http1.py), byte for byte in size.
     head = f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUser-Agent: tollgate/0.1\r\nAccept: */*\r\n\r\n"
     head = head.encode("latin-1")
     poller = select.epoll()
-    conns: dict[int, list] = {}  # fd -> [socket, send ns, first-byte ns, length, bytes of body read, status]
-    cache: dict[str, tuple[int, int]] = {}
+    conns: dict[int, list] = {}
     records: list[tuple[int, int, int, int, int]] = []
-    clock = time.perf_counter_ns
     try:
         for _ in range(users):
             sock = socket.create_connection((host, port), timeout=5)
@@ -59,53 +96,28 @@ def measure(host: str, port: int, path: str, users: int, seconds: float) -> dict
             sock.setblocking(False)
             conns[sock.fileno()] = [sock, 0, 0, 0, 0, 0]
             poller.register(sock.fileno(), select.EPOLLIN)
-        before = resource.getrusage(resource.RUSAGE_THREAD)
-        deadline = time.monotonic() + seconds
         for state in conns.values():
-            state[1] = clock()
-            state[0].send(head)
-        done = False
-        while not done:
-            events = poller.poll(1.0)
-            if not events:
-                raise TimeoutError("no answer for 1 s")
-            for fd, _ in events:
-                state = conns[fd]
-                buf = state[0].recv(RECV_SIZE)
-                now = clock()
-                if not buf:
-                    raise ConnectionError("the server closed a keep-alive connection")
-                if not state[2]:
-                    end = buf.find(b"\r\n\r\n")
-                    if end < 0:
-                        raise ValueError("a response head in more than one read")
-                    state[2] = now
-                    state[5], state[3] = _head_of(buf[:end].decode("latin-1"), cache)
-                    state[4] = len(buf) - end - 4
-                else:
-                    state[4] += len(buf)
-                if state[4] >= state[3]:
-                    records.append((state[1], state[2], now, state[5], state[3]))
-                    state[2] = 0
-                    if len(records) % 512 == 0 and time.monotonic() >= deadline:
-                        done = True
-                        break
-                    state[1] = clock()
-                    state[0].send(head)
+            _send(state, head)
+        _run(poller, conns, head, time.monotonic() + warmup_s, [])  # warm-up: not counted
+        window_ns = time.perf_counter_ns()
+        before = resource.getrusage(resource.RUSAGE_THREAD)
+        _run(poller, conns, head, time.monotonic() + seconds, records)
         after = resource.getrusage(resource.RUSAGE_THREAD)
+    except OSError as exc:
+        raise FloorFailed(f"{type(exc).__name__}: {exc}") from None
     finally:
         poller.close()
         for state in conns.values():
             state[0].close()
+    counted = [r for r in records if r[0] >= window_ns]  # sent in the window, as the engine counts
     user_s, sys_s = after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime
-    count = len(records)
-    failed = sum(1 for record in records if record[3] != 200)
+    count = len(counted)
     return {
         "requests": count,
-        "failures": failed,
+        "failures": sum(1 for record in counted if record[3] != 200),
+        "warmup_s": warmup_s,
         "cpu_s": round(user_s + sys_s, 3),
-        "per_cpu_s": round(count / (user_s + sys_s), 1) if user_s + sys_s > 0 else None,
+        "per_cpu_s": round(count / (user_s + sys_s), 1) if count and user_s + sys_s > 0 else None,
         "user_us_per_req": round(user_s / count * 1e6, 2) if count else None,
         "sys_us_per_req": round(sys_s / count * 1e6, 2) if count else None,
-        "ttlb_p50_us": sorted(r[2] - r[0] for r in records)[count // 2] // 1000 if count else None,
     }
