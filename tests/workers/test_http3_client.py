@@ -439,5 +439,9 @@ def test_qh3_still_breaks_on_an_early_probe(caddy, monkeypatch):
     with UdpRelay(("127.0.0.1", caddy.tls_port), hold_after_first_s=0.1) as relay:
         samples, _ = run(client(relay.port, "h3_0rtt"), 3)
     assert samples[0].status == 200
-    assert [s.error for s in samples[1:]] == ["protocol_error"] * 2
-    assert all("missing OneRtt packet key" in s.error_detail for s in samples[1:])
+    # The fault needs the probe timer to fire in a narrow window: seen in both later connections
+    # almost always, in one of the two once in CI. Its being gone from both is what this test catches.
+    broken = [s for s in samples[1:] if s.error is not None]
+    assert broken, [(s.error, s.status) for s in samples]
+    assert all(s.error == "protocol_error" and "missing OneRtt packet key" in s.error_detail for s in broken)
+    assert all(s.status == 200 for s in samples[1:] if s.error is None)
