@@ -37,8 +37,8 @@ def test_h2_new_variants_negotiate_h2_and_resume_over_http2(library, stack):
         samples = [client.request(sub.spec.url, "/1k") for _ in range(3)]
         client.close()
         # The last answer's log line may come after the client has read it: wait for the three GETs.
-        served = server.served(until=lambda lines: sum(line.method == "GET" for line in lines) >= 3)
-        served = [line for line in served if line.tls]
+        logged = server.served(until=lambda lines: sum(line.method == "GET" for line in lines) >= 3)
+        served = [line for line in logged if line.tls]
     by_name = {e["name"]: e for e in entries}
     refused = {name for name, e in by_name.items() if e["status"] == "refused"}
     # TLS 1.3 resumes by ticket only; Go keeps no session cache, so Caddy resumes TLS 1.2 by ticket only.
@@ -59,10 +59,14 @@ def test_h2_new_variants_negotiate_h2_and_resume_over_http2(library, stack):
     # its previous connection got (TLS 1.3 tickets arrive before the answer).
     assert all(s.error is None and s.status == 200 and s.alpn == "h2" for s in samples), samples
     assert [s.session_reused for s in samples] == [False, True, True]
-    gets = [line for line in served if line.method == "GET"]
-    assert [(line.proto, line.alpn, line.tls, line.resumed) for line in gets[-3:]] == [
-        ("HTTP/2.0", "h2", "TLSv1.3", resumed) for resumed in (False, True, True)
-    ]
+    gets = [line for line in logged if line.method == "GET"][-3:]
+    assert len(gets) == 3 and all(line.proto == "HTTP/2.0" for line in gets), gets
+    # nginx may write a request's line after the client has closed that connection, its TLS variables
+    # gone ("-"; seen in CI for the last of the three): such a line says nothing of TLS. Every other
+    # says h2 over TLS 1.3, resumed from the second on, and at most one is silent.
+    told = [(i, line) for i, line in enumerate(gets) if line.tls]
+    assert len(told) >= 2, gets
+    assert all((line.alpn, line.tls, line.resumed) == ("h2", "TLSv1.3", i > 0) for i, line in told), gets
 
 
 @pytest.mark.parametrize("library", ["system", "bundled"])
