@@ -38,12 +38,13 @@ PRIVATE_USERS = {
     "http/http3/udp.py": "the _socket.socket UDP socket, hub.loop.io / loop.timer",
     "matrix/variants.py": "SSLContext._msg_callback",
     "matrix/bundled.py": "the bundled matrix's cffi calls (OpenSSL._util.lib, Context._context)",
-    "tls/libraries.py": "OpenSSL._util.lib, Connection._ssl",
+    "tls/libraries.py": "OpenSSL._util.lib and ffi (SSL_read / SSL_write), Connection._ssl, "
+    "Connection._raise_ssl_error",
     "tls/acceptance.py": "OpenSSL._util.lib, Connection._ssl, Context._context",
     "tls/mtls.py": "SSLContext._msg_callback, SSL_CTX_set_msg_callback through the cffi binding",
 }
 PRIVATE = re.compile(
-    r"\._msg_callback\b|\._context\b|\._ssl\b|OpenSSL\._util|_wrap_socket|_encode_hostname|"
+    r"\._msg_callback\b|\._context\b|\._ssl\b|OpenSSL\._util|_wrap_socket|_encode_hostname|_raise_ssl_error|"
     r"\.loop\.(io|timer)\b|_socket\.socket|\b_ffi\.|\b_lib\."
 )
 RECHECK = (
@@ -100,6 +101,8 @@ def test_the_private_parts_the_engine_calls_are_there_with_their_shapes():
     timer.close()
     for name in (
         "SSL_session_reused",
+        "SSL_read",  # BundledTLS's reads and writes, pyOpenSSL's error reading after them
+        "SSL_write",
         "SSL_get0_param",
         "X509_VERIFY_PARAM_set1_host",
         "X509_VERIFY_PARAM_set1_ip",
@@ -111,6 +114,7 @@ def test_the_private_parts_the_engine_calls_are_there_with_their_shapes():
     ):
         assert hasattr(lib, name), name
     assert "_ssl" in SSL.Connection.__init__.__code__.co_names
+    assert list(inspect.signature(SSL.Connection._raise_ssl_error).parameters) == ["self", "ssl", "result"]
     assert "_context" in SSL.Context.__init__.__code__.co_names
 
 

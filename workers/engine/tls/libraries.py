@@ -33,8 +33,9 @@ from OpenSSL._util import lib as _lib
 from portal.lib.runs.protocol import EngineConfig
 from portal.lib.tls import clientcerts
 
-# pyOpenSSL's cffi binding (``OpenSSL._util.lib``) and ``Connection._ssl`` are private: checked on this
-# version (tests/workers/test_private_api.py fails on another until checked again).
+# pyOpenSSL's cffi binding (``OpenSSL._util.lib``), ``Connection._ssl`` and ``Connection._raise_ssl_error``
+# (``BundledTLS.read`` / ``write``) are private: checked on this version (tests/workers/test_private_api.py
+# fails on another until checked again).
 PRIVATE_API_CHECKED_ON = {"pyOpenSSL": "26.2"}
 SYSTEM, BUNDLED = "system", "bundled"
 LIBRARIES = (SYSTEM, BUNDLED)
@@ -165,7 +166,7 @@ class BundledTLS:
     ``ssl`` (what ``http.cooperative.CoopConnection`` calls): "would block" is ``ssl.SSLWantReadError`` /
     ``SSLWantWriteError``, a TCP close without close_notify ``ssl.SSLEOFError``, a clean close b""."""
 
-    __slots__ = ("conn",)
+    __slots__ = ("conn", "_ssl", "_buffer")
 
     def __init__(self, context: SSL.Context, sock, server_hostname: str, session: SSL.Session | None) -> None:
         conn = SSL.Connection(context, sock)
@@ -187,6 +188,8 @@ class BundledTLS:
         if session is not None:
             conn.set_session(session)
         self.conn = conn
+        self._ssl = conn._ssl
+        self._buffer = None  # the read buffer, made on the first read
 
     def _call(self, call, *args):
         try:
@@ -204,10 +207,28 @@ class BundledTLS:
         self._call(self.conn.do_handshake)
 
     def read(self, size: int) -> bytes:
-        return self._call(self.conn.recv, size)
+        """``SSL_read`` into one buffer kept for the connection; only when it reads nothing does
+        pyOpenSSL say why (would block, the end, an error), as ``Connection.recv`` does after every
+        read. The bytes are the same; what is saved is a 64 KiB allocation and the library's checks
+        on a read that succeeded."""
+        buffer = self._buffer
+        if buffer is None or len(buffer) < size:
+            buffer = self._buffer = _ffi.new("char[]", size)
+        got = _lib.SSL_read(self._ssl, buffer, size)
+        if got > 0:
+            return _ffi.buffer(buffer, got)[:]
+        self._call(self.conn._raise_ssl_error, self._ssl, got)
+        return b""  # the end (close_notify), or nothing read without an error
 
     def write(self, data) -> int:
-        return self._call(self.conn.send, data)
+        """``SSL_write`` of the bytes, the errors as in ``read``: ``Connection.send`` without its
+        checks on a write that succeeded."""
+        with _ffi.from_buffer(data) as view:
+            sent = _lib.SSL_write(self._ssl, view, len(view))
+        if sent > 0:
+            return sent
+        self._call(self.conn._raise_ssl_error, self._ssl, sent)
+        return 0
 
     def pending(self) -> int:
         return self.conn.pending()
@@ -300,3 +321,4 @@ class BlockingTLS:
     def close(self) -> None:
         self.tls.close()
         self.sock.close()
+
