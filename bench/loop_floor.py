@@ -4,10 +4,10 @@ One thread, one ``epoll``, ``users`` keep-alive connections to a plain HTTP/1.1 
 next GET as soon as its answer is complete (closed loop, as wrk and the engine's ``plain`` arm). It
 keeps what the engine's client must keep per request, and nothing else: the time of the send, of the
 first and the last byte (``perf_counter_ns``), the status and the body's size from
-``Content-Length``, the response head through the engine's own ``parse_head`` (parsed once per
-distinct text), each request's record appended to a list. No greenlets, no hub, no timers, no
-Locust. Like the engine's arms it warms up first (``warmup_s``): only requests sent after it count,
-and the CPU is this thread's over the measured window.
+``Content-Length``, the response head through the engine's own ``read_head`` (read once per
+distinct head, then looked up by its bytes), each request's record appended to a list. No
+greenlets, no hub, no timers, no Locust. Like the engine's arms it warms up first (``warmup_s``):
+only requests sent after it count, and the CPU is this thread's over the measured window.
 
 ``bench/generator`` prints its requests per CPU-second beside wrk's in the same run
 (``machine.loop_floor``): how close any Python closed-loop client gets to wrk on this machine's
@@ -26,7 +26,7 @@ import select
 import socket
 import time
 
-from workers.engine.http.http1 import parse_head
+from workers.engine.http.http1 import read_head
 
 RECV_SIZE = 65536
 
@@ -59,15 +59,11 @@ def _run(poller, conns: dict[int, list], head: bytes, until: float, records: lis
                 end = buf.find(b"\r\n\r\n")
                 if end < 0:
                     raise FloorFailed("a response head in more than one read")
-                status, _, headers = parse_head(buf[:end].decode("latin-1"))
-                if "content-length" not in headers:
+                answer = read_head(buf[:end])
+                if answer.length is None:
                     raise FloorFailed("an answer without Content-Length")
-                state[2], state[3], state[4], state[5] = (
-                    now,
-                    int(headers["content-length"]),
-                    len(buf) - end - 4,
-                    status,
-                )
+                body = len(buf) - end - 4
+                state[2], state[3], state[4], state[5] = (now, answer.length, body, answer.status)
             else:
                 state[4] += len(buf)
             if state[4] >= state[3]:

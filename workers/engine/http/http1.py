@@ -18,7 +18,7 @@ It imports nothing from Locust, so it can be unit-tested on plain threads as wel
 All timings start at the beginning of the request operation: when a connection has to be opened,
 TCP connect and TLS handshake are part of TTFB and TTLB, because a user waits for them too.
 
-A response head is parsed once per distinct text (``parse_head``): a static page's head only
+A response head is parsed once per distinct head (``read_head``): a static page's head only
 changes with its ``Date``, once a second. ``H2Client`` (``http2``) opens its connections through this
 client's timed connect and handshake (``_open``).
 """
@@ -28,6 +28,7 @@ from __future__ import annotations
 import socket
 import ssl
 import time
+from typing import NamedTuple
 
 from workers.engine.http.cooperative import CoopConnection, UserWaits
 from workers.engine.http.endpoint import ConnectionPolicy, Endpoint
@@ -126,7 +127,7 @@ class TimedClient:
 
     def request(self, url: str, path: str, method: str = "GET") -> Sample:
         """Send one request and read the whole response. Never raises for network errors."""
-        sample = Sample(url=url, start_ns=0)
+        sample = Sample(url, 0)  # positional: a third cheaper than by keyword, once per request
         sample.start_ns = time.perf_counter_ns()  # after the record exists: its making is not the request's
         try:
             self._exchange(sample, path, method)
@@ -194,17 +195,17 @@ class TimedClient:
         if end < 0:
             buf = self._read_head(bytearray(buf))
             end = buf.find(b"\r\n\r\n")
-        status, keep_alive, headers = parse_head(buf[:end].decode("latin-1"))
+        head = read_head(buf[:end] if type(buf) is bytes else bytes(buf[:end]))
+        status, keep_alive = head.status, head.keep_alive
         have = len(buf) - end - 4  # body bytes already read
         if method == "HEAD" or status in (204, 304) or 100 <= status < 200:
             size = 0
-        elif "chunked" in headers.get("transfer-encoding", "").lower():
+        elif head.chunked:
             size = self._read_chunked(bytearray(buf[end + 4 :]))
-        elif "content-length" in headers:
-            try:
-                size = int(headers["content-length"])
-            except ValueError:
-                raise ProtocolError("bad Content-Length") from None
+        elif head.length is not None:
+            if head.bad_length:
+                raise ProtocolError("bad Content-Length")
+            size = head.length
             while have < size:
                 chunk = sock.recv(min(RECV_SIZE, size - have))
                 if not chunk:
@@ -217,7 +218,7 @@ class TimedClient:
             keep_alive = False
         t_last = time.perf_counter_ns()
         sample.status, sample.body_bytes = status, size
-        _note_headers(sample, headers)
+        sample.location, sample.server, sample.content_type, sample.content_encoding = head.noted
         sample.ttfb_us = _us(sample.start_ns, t_first)
         sample.ttlb_us = _us(sample.start_ns, t_last)
         return keep_alive
@@ -278,18 +279,51 @@ def _note_headers(sample: Sample, headers: dict[str, str]) -> None:
     sample.content_encoding = headers.get("content-encoding", "")
 
 
-_HEADS: dict[str, tuple[int, bool, dict[str, str]]] = {}  # a head's text -> what it says (read only)
+class Head(NamedTuple):
+    """What a response head says, read once per distinct head (``read_head``)."""
+
+    status: int
+    keep_alive: bool
+    headers: dict[str, str]  # lower-case names
+    chunked: bool  # Transfer-Encoding names chunked
+    length: int | None  # Content-Length (None when absent)
+    bad_length: bool  # a Content-Length that is not a number (an error only where the body needs it)
+    # What ``_note_headers`` keeps: Location, Server, Content-Type, Content-Encoding.
+    noted: tuple[str | None, str | None, str, str]
+
+
+_HEADS: dict[bytes, Head] = {}  # a head's bytes -> what it says (read only)
+
+
+def read_head(raw: bytes) -> Head:
+    """A response head (the bytes before its blank line). A static page's head is the same for a
+    whole second (only ``Date`` moves): read once, then looked up by its bytes, with its framing
+    and the fields a sample keeps."""
+    found = _HEADS.get(raw)
+    if found is None:
+        status, keep_alive, headers = _parse_new_head(raw.decode("latin-1"))
+        length, bad_length = None, False
+        if "content-length" in headers:
+            try:
+                length = int(headers["content-length"])
+            except ValueError:
+                length, bad_length = 0, True
+        noted = (
+            headers.get("location"),
+            headers.get("server"),
+            headers.get("content-type", ""),
+            headers.get("content-encoding", ""),
+        )
+        chunked = "chunked" in headers.get("transfer-encoding", "").lower()
+        if len(_HEADS) >= 64:
+            _HEADS.clear()
+        found = _HEADS[raw] = Head(status, keep_alive, headers, chunked, length, bad_length, noted)
+    return found
 
 
 def parse_head(text: str) -> tuple[int, bool, dict[str, str]]:
-    """(status, keep-alive, headers with lower-case names) of a response head. A static page's head
-    is the same text for a whole second (only ``Date`` moves): parsed once, looked up after."""
-    found = _HEADS.get(text)
-    if found is None:
-        if len(_HEADS) >= 64:
-            _HEADS.clear()
-        found = _HEADS[text] = _parse_new_head(text)
-    return found
+    """(status, keep-alive, headers with lower-case names) of a response head's text."""
+    return read_head(text.encode("latin-1"))[:3]
 
 
 def _parse_new_head(text: str) -> tuple[int, bool, dict[str, str]]:
