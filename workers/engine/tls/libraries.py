@@ -321,4 +321,3 @@ class BlockingTLS:
     def close(self) -> None:
         self.tls.close()
         self.sock.close()
-
