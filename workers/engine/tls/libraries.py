@@ -231,7 +231,7 @@ class BundledTLS:
         return 0
 
     def pending(self) -> int:
-        return self.conn.pending()
+        return _lib.SSL_pending(self._ssl)  # ``Connection.pending``'s one call, asked before every answer
 
     @property
     def session(self) -> SSL.Session | None:
