@@ -216,15 +216,19 @@ class BundledTLS:
             buffer = self._buffer = _ffi.new("char[]", size)
         got = _lib.SSL_read(self._ssl, buffer, size)
         if got > 0:
-            return _ffi.buffer(buffer, got)[:]
+            return _ffi.unpack(buffer, got)
         self._call(self.conn._raise_ssl_error, self._ssl, got)
         return b""  # the end (close_notify), or nothing read without an error
 
     def write(self, data) -> int:
         """``SSL_write`` of the bytes, the errors as in ``read``: ``Connection.send`` without its
-        checks on a write that succeeded."""
-        with _ffi.from_buffer(data) as view:
-            sent = _lib.SSL_write(self._ssl, view, len(view))
+        checks on a write that succeeded. A request's head (``bytes``) goes to OpenSSL as it is, cffi
+        passing its buffer; a remainder (a ``memoryview`` from ``sendall``) through ``from_buffer``."""
+        if type(data) is bytes:
+            sent = _lib.SSL_write(self._ssl, data, len(data))
+        else:
+            with _ffi.from_buffer(data) as view:
+                sent = _lib.SSL_write(self._ssl, view, len(view))
         if sent > 0:
             return sent
         self._call(self.conn._raise_ssl_error, self._ssl, sent)
