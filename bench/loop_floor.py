@@ -14,8 +14,8 @@ only requests sent after it count, and the CPU is this thread's over the measure
 kernel and Python, so a reader can tell what the engine's design costs (the greenlet per user, the
 hub's switches) from what Python costs. It measures; it is not a client of the product. Loopback
 only: the caller gives a 127.0.0.0/8 or ::1 address, the run stops after ``warmup_s + seconds``.
-Anything that breaks the loop (no answer for 1 s, a closed connection, an answer without
-``Content-Length``) raises ``FloorFailed`` with the reason.
+Anything that breaks the loop (no answer for 1 s, a closed connection, an answer without a
+``Content-Length`` it can read) raises ``FloorFailed`` with the reason.
 """
 
 from __future__ import annotations
@@ -60,8 +60,8 @@ def _run(poller, conns: dict[int, list], head: bytes, until: float, records: lis
                 if end < 0:
                     raise FloorFailed("a response head in more than one read")
                 answer = read_head(buf[:end])
-                if answer.length is None:
-                    raise FloorFailed("an answer without Content-Length")
+                if answer.length is None or answer.bad_length:
+                    raise FloorFailed("an answer without Content-Length (or with one that is not a number)")
                 body = len(buf) - end - 4
                 state[2], state[3], state[4], state[5] = (now, answer.length, body, answer.status)
             else:

@@ -45,14 +45,15 @@ def test_a_server_that_closes_the_connection_stops_the_floor_with_the_reason():
         server.stop()
 
 
-def test_an_answer_without_content_length_stops_the_floor_with_the_reason():
+@pytest.mark.parametrize("length", [b"", b"Content-Length: 9x\r\n"])
+def test_an_answer_without_a_usable_content_length_stops_the_floor_with_the_reason(length):
     listener = socket.create_server(("127.0.0.1", 0))
 
     def answer_without_length():
         conn, _ = listener.accept()
         with conn:
             conn.recv(4096)
-            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nno length")
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n" + length + b"\r\nno length")
             conn.recv(4096)  # until the client gives up and closes
 
     thread = threading.Thread(target=answer_without_length, daemon=True)

@@ -42,6 +42,7 @@ LIBRARIES = (SYSTEM, BUNDLED)
 Context = SSL.Context
 HTTP1, H2 = ("http/1.1",), ("h2",)  # what a context offers over ALPN
 WANT_READ, WANT_WRITE = "The operation did not complete (read)", "The operation did not complete (write)"
+_unzeroed = _ffi.new_allocator(should_clear_after_alloc=False)  # as pyOpenSSL's own read buffers
 
 
 def bundled_openssl() -> str:
@@ -213,7 +214,7 @@ class BundledTLS:
         on a read that succeeded."""
         buffer = self._buffer
         if buffer is None or len(buffer) < size:
-            buffer = self._buffer = _ffi.new("char[]", size)
+            buffer = self._buffer = _unzeroed("char[]", size)  # pages touched only as reads fill them
         got = _lib.SSL_read(self._ssl, buffer, size)
         if got > 0:
             return _ffi.unpack(buffer, got)
@@ -232,7 +233,9 @@ class BundledTLS:
         if sent > 0:
             return sent
         self._call(self.conn._raise_ssl_error, self._ssl, sent)
-        return 0
+        # Not raised: the peer's close_notify (``_call`` reads it as the end). A write returning 0 would
+        # have ``sendall`` ask again forever; ``ssl`` raises this for it.
+        raise ssl.SSLZeroReturnError(ssl.SSL_ERROR_ZERO_RETURN, "TLS/SSL connection has been closed (EOF)")
 
     def pending(self) -> int:
         return _lib.SSL_pending(self._ssl)  # ``Connection.pending``'s one call, asked before every answer
