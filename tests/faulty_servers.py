@@ -70,20 +70,15 @@ class DyingServer(_RawServer):
         self.dead_since = time.monotonic()
         return self.dead_since
 
-    def _serve(self) -> None:
-        while not self.stopping.is_set():
-            conn = self.accept()
-            if conn is None:
-                continue
-            with conn:
-                if self.dead_since is None:
-                    self.answer(conn)
-                    self.answered += 1
-                    if self.answered == self.die_after:
-                        self.die()
-                    continue
-                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                self.resets.append(time.monotonic())
+    def handle(self, conn: socket.socket) -> None:
+        if self.dead_since is None:
+            self.answer(conn)
+            self.answered += 1
+            if self.answered == self.die_after:
+                self.die()
+            return
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.resets.append(time.monotonic())
 
     def resets_between(self, start: float, end: float) -> int:
         return sum(1 for t in self.resets if start <= t < end)

@@ -319,7 +319,7 @@ class DriftingPages:
 class _RawServer:
     """A hand-made plain HTTP server on loopback, for behaviours http.server cannot show: it accepts
     in one thread and answers each connection with a 1 KB page (``answer``) unless a subclass says
-    otherwise."""
+    otherwise (``handle``, or its own ``_serve``)."""
 
     backlog = 128
 
@@ -344,7 +344,15 @@ class _RawServer:
         return self
 
     def _serve(self) -> None:
-        raise NotImplementedError
+        """Accept until stopped, each connection ``handle``d and then closed."""
+        while not self.stopping.is_set():
+            conn = self.accept()
+            if conn is not None:
+                with conn:
+                    self.handle(conn)
+
+    def handle(self, conn: socket.socket) -> None:
+        self.answer(conn)
 
     def accept(self) -> socket.socket | None:
         try:

@@ -4,6 +4,7 @@ The answers come from a hand-made server on loopback, byte for byte as written h
 
 from __future__ import annotations
 
+import contextlib
 import socket
 
 import pytest
@@ -26,22 +27,15 @@ class ScriptedServer(_RawServer):
     """Each request on one connection after another, answered with ``ANSWERS[path]``; a HEAD gets the
     same head and no body."""
 
-    def _serve(self) -> None:
-        while not self.stopping.is_set():
-            conn = self.accept()
-            if conn is None:
-                continue
-            with conn:
-                conn.settimeout(2)
-                try:
-                    while request := conn.recv(65536):
-                        method, path = request.split(b" ")[:2]
-                        answer = ANSWERS[path.decode()]
-                        if method == b"HEAD":
-                            answer = answer.split(b"\r\n\r\n")[0] + b"\r\n\r\n"
-                        conn.sendall(answer)
-                except OSError:
-                    pass
+    def handle(self, conn: socket.socket) -> None:
+        conn.settimeout(2)
+        with contextlib.suppress(OSError):
+            while request := conn.recv(65536):
+                method, path = request.split(b" ")[:2]
+                answer = ANSWERS[path.decode()]
+                if method == b"HEAD":
+                    answer = answer.split(b"\r\n\r\n")[0] + b"\r\n\r\n"
+                conn.sendall(answer)
 
 
 @pytest.fixture
@@ -107,19 +101,12 @@ def test_a_head_split_over_two_reads_is_read_whole():
 
 
 class _SplitHeadServer(_RawServer):
-    def _serve(self) -> None:
-        while not self.stopping.is_set():
-            conn = self.accept()
-            if conn is None:
-                continue
-            with conn:
-                conn.settimeout(2)
-                try:
-                    conn.recv(65536)
-                    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                    conn.sendall(b"HTTP/1.1 200 OK\r\nServer: sp")
-                    self.stopping.wait(0.05)
-                    conn.sendall(b"lit\r\nContent-Length: 2\r\n\r\nok")
-                    conn.recv(65536)
-                except OSError:
-                    pass
+    def handle(self, conn: socket.socket) -> None:
+        conn.settimeout(2)
+        with contextlib.suppress(OSError):
+            conn.recv(65536)
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nServer: sp")
+            self.stopping.wait(0.05)
+            conn.sendall(b"lit\r\nContent-Length: 2\r\n\r\nok")
+            conn.recv(65536)
