@@ -102,10 +102,20 @@ def test_bench_generator_only_h2_repeats_the_engine_and_h2load_in_turn():
             assert figures["cpu_us_per_request"] == round(1e6 / figures["per_cpu_s"], 1)
         assert run["h2_vs_h2load"]["system"] == round(engine["per_cpu_s"] / h2load["per_cpu_s"], 3)
         assert engine["server_sleeps_per_req"] >= 0 and h2load["server_sleeps_per_req"] >= 0
+        # The compiled client beside the engine, in both shapes, on HTTP/2, with nginx's sleeps.
+        assert set(run["libcurl"]) == {"hub", "curl"}
+        for loop, probe in run["libcurl"].items():
+            assert probe["requests"] > 0 and probe["failures"] == 0 and probe["http_versions"] == ["2"], loop
+            assert probe["cpu_us_per_request"] == round(1e6 / probe["per_cpu_s"], 1)
+            assert 0 < probe["ttfb_p50_us"] <= probe["ttlb_p50_us"] and probe["server_sleeps_per_req"] >= 0
+            assert run["libcurl_vs_h2load"][loop] == round(probe["per_cpu_s"] / h2load["per_cpu_s"], 3)
     ratios = sorted(run["h2_vs_h2load"]["system"] for run in runs)
     median = report["h2_vs_h2load_median"]["system"]
-    assert median == (ratios[0] + ratios[1]) / 2
+    assert median == round((ratios[0] + ratios[1]) / 2, 3)
     assert report["target"] == 0.20 and report["met"] == {"system": median >= 0.20}
+    for loop, median in report["libcurl_vs_h2load_median"].items():
+        pair = [run["libcurl_vs_h2load"][loop] for run in runs]
+        assert median == round(sum(pair) / 2, 3)
     assert report["machine"]["python_ns_per_op"] > 0
 
 
