@@ -13,11 +13,12 @@ It is a probe, not a client of the product: no GOAWAY handling, no preflight, no
 
     .venv/bin/python -m bench.h2_libcurl https://127.0.0.1:PORT/1k [--users 8] [--warmup 1] [--duration 5]
 
-prints one JSON object: the measured window's requests, failures and CPU (user + system of this
-process, every thread, from ``getrusage``), requests per CPU-second, the negotiated HTTP version,
-TTFB/TTLB medians in µs and libcurl's version. Exit 0 when every request was answered over HTTP/2
-with a 2xx, else 1. Load goes where the URL says (the bench gives it a loopback nginx), bounded in
-seconds.
+prints the measured window's start and end as they come (``{"window": "start"}``, then ``"end"``:
+the bench counts nginx's sleeps between them), then one JSON object: the window's requests,
+failures and CPU (user + system of this process, every thread, from ``getrusage``, and each apart),
+requests per CPU-second, the negotiated HTTP versions, TTFB/TTLB medians in µs and libcurl's
+version. Exit 0 when every request was answered over HTTP/2 with a 2xx, else 1. Load goes where the
+URL says (the bench gives it a loopback nginx), bounded in seconds.
 """
 
 from __future__ import annotations
@@ -181,6 +182,8 @@ class Tally:
             "failures": self.failures,
             "errors": self.errors,
             "cpu_s": round(cpu_s, 3),
+            "user_s": round(after.ru_utime - before.ru_utime, 3),
+            "system_s": round(after.ru_stime - before.ru_stime, 3),
             "per_cpu_s": round(requests / cpu_s, 1) if cpu_s > 0 and requests else None,
             "http_versions": sorted(_version(v) for v in self.versions),
             "ttfb_p50_us": self.ttfb.get_value_at_percentile(50) if requests else None,
