@@ -12,7 +12,11 @@ only requests sent after it count, and the CPU is this thread's over the measure
 ``bench/generator`` prints its requests per CPU-second beside wrk's in the same run
 (``machine.loop_floor``): how close any Python closed-loop client gets to wrk on this machine's
 kernel and Python, so a reader can tell what the engine's design costs (the greenlet per user, the
-hub's switches) from what Python costs. It measures; it is not a client of the product. Loopback
+hub's switches) from what Python costs. With ``engine_record`` the same loop does the engine's own
+per-request work on top: each answer made the engine's ``Sample`` and recorded by its
+``ArmRecorder`` (``machine.loop_floor_recorded``), so what is left between it and the engine is the
+engine's shape (a greenlet per user under Locust, the hub's round trip per wait, the client's
+layers), not its recording. It measures; it is not a client of the product. Loopback
 only: the caller gives a 127.0.0.0/8 or ::1 address, the run stops after ``warmup_s + seconds``.
 Anything that breaks the loop (no answer for 1 s, a closed connection, an answer without a
 ``Content-Length`` it can read) raises ``FloorFailed`` with the reason.
@@ -25,8 +29,11 @@ import resource
 import select
 import socket
 import time
+from collections.abc import Callable
 
 from workers.engine.http.http1 import read_head
+from workers.engine.http.sample import Sample
+from workers.engine.recording.recorder import ArmRecorder
 
 RECV_SIZE = 65536
 
@@ -40,11 +47,13 @@ def _send(state: list, head: bytes) -> None:
     state[0].send(head)
 
 
-def _run(poller, conns: dict[int, list], head: bytes, until: float, records: list) -> None:
-    """The closed loop until ``until`` (monotonic s): each complete answer's record appended, its
-    connection's next request sent. A connection's state: [socket, send ns, first-byte ns, length,
-    body bytes read, status]."""
+def _run(poller, conns: dict[int, list], head: bytes, until: float, keep: Callable[[tuple], None]) -> None:
+    """The closed loop until ``until`` (monotonic s): each complete answer's record, (send ns,
+    first-byte ns, last-byte ns, its ``Head``, its length), given to ``keep``, its connection's next
+    request sent. A connection's state: [socket, send ns, first-byte ns, length, body bytes read,
+    head]."""
     clock = time.perf_counter_ns
+    answered = 0
     while True:
         events = poller.poll(1.0)
         if not events:
@@ -63,20 +72,53 @@ def _run(poller, conns: dict[int, list], head: bytes, until: float, records: lis
                 if answer.length is None or answer.bad_length:
                     raise FloorFailed("an answer without Content-Length (or with one that is not a number)")
                 body = len(buf) - end - 4
-                state[2], state[3], state[4], state[5] = (now, answer.length, body, answer.status)
+                state[2], state[3], state[4], state[5] = (now, answer.length, body, answer)
             else:
                 state[4] += len(buf)
             if state[4] >= state[3]:
-                records.append((state[1], state[2], now, state[5], state[3]))
+                keep((state[1], state[2], now, state[5], state[3]))
                 state[2] = 0
-                if len(records) % 256 == 0 and time.monotonic() >= until:
-                    return
+                # Sent before the loop may end: the next loop (the window after the warm-up) finds
+                # every connection with a request in flight.
                 _send(state, head)
+                answered += 1
+                if answered % 256 == 0 and time.monotonic() >= until:
+                    return
 
 
-def measure(host: str, port: int, path: str, users: int, seconds: float, warmup_s: float = 0.5) -> dict:
+def engine_keep(recorder: ArmRecorder, url: str) -> Callable[[tuple], None]:
+    """``keep`` for the loop with the engine's own per-request work: the answer as the engine's
+    ``Sample`` (its times rounded as the client rounds them, its noted fields) recorded by an
+    ``ArmRecorder``, as the engine's users record theirs."""
+    record = recorder.record
+
+    def keep(answered: tuple) -> None:
+        sent, first, last, answer, length = answered
+        sample = Sample(url, sent)
+        sample.end_ns = last
+        sample.status, sample.body_bytes = answer.status, length
+        sample.location, sample.server, sample.content_type, sample.content_encoding = answer.noted
+        start = sent - 500
+        sample.ttfb_us = max(1, (first - start) // 1000)
+        sample.ttlb_us = max(1, (last - start) // 1000)
+        record(sample, answer.status == 200)
+
+    return keep
+
+
+def measure(
+    host: str,
+    port: int,
+    path: str,
+    users: int,
+    seconds: float,
+    warmup_s: float = 0.5,
+    engine_record: bool = False,
+) -> dict:
     """Closed loop on ``users`` connections, ``warmup_s`` then ``seconds`` measured: the requests sent
-    in the window and this thread's CPU over it, per request."""
+    in the window and this thread's CPU over it, per request. ``engine_record``: each answer made the
+    engine's ``Sample`` and recorded by its ``ArmRecorder`` (``engine_keep``), which counts the window
+    as the engine does; else a tuple appended to a list."""
     if not ipaddress.ip_address(host).is_loopback:
         raise ValueError(f"loopback only, not {host}")
     # The engine's own request head (workers/engine/http/http1.py), byte for byte in size.
@@ -84,20 +126,25 @@ def measure(host: str, port: int, path: str, users: int, seconds: float, warmup_
     head = head.encode("latin-1")
     poller = select.epoll()
     conns: dict[int, list] = {}
-    records: list[tuple[int, int, int, int, int]] = []
+    records: list[tuple] = []
+    recorder = ArmRecorder("plain") if engine_record else None
+    keep = engine_keep(recorder, f"http://{host}:{port}{path}") if recorder else records.append
     try:
         for _ in range(users):
             sock = socket.create_connection((host, port), timeout=5)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock.setblocking(False)
-            conns[sock.fileno()] = [sock, 0, 0, 0, 0, 0]
+            conns[sock.fileno()] = [sock, 0, 0, 0, 0, None]
             poller.register(sock.fileno(), select.EPOLLIN)
         for state in conns.values():
             _send(state, head)
-        _run(poller, conns, head, time.monotonic() + warmup_s, [])  # warm-up: not counted
+        _run(poller, conns, head, time.monotonic() + warmup_s, keep)  # warm-up: not counted
+        records.clear()
+        if recorder:
+            recorder.start_window()
         window_ns = time.perf_counter_ns()
         before = resource.getrusage(resource.RUSAGE_THREAD)
-        _run(poller, conns, head, time.monotonic() + seconds, records)
+        _run(poller, conns, head, time.monotonic() + seconds, keep)
         after = resource.getrusage(resource.RUSAGE_THREAD)
     except OSError as exc:
         raise FloorFailed(f"{type(exc).__name__}: {exc}") from None
@@ -105,12 +152,16 @@ def measure(host: str, port: int, path: str, users: int, seconds: float, warmup_
         poller.close()
         for state in conns.values():
             state[0].close()
-    counted = [r for r in records if r[0] >= window_ns]  # sent in the window, as the engine counts
+    if recorder:
+        count, failures = recorder.requests, recorder.failures
+    else:
+        counted = [r for r in records if r[0] >= window_ns]  # sent in the window, as the engine counts
+        count, failures = len(counted), sum(1 for record in counted if record[3].status != 200)
     user_s, sys_s = after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime
-    count = len(counted)
     return {
         "requests": count,
-        "failures": sum(1 for record in counted if record[3] != 200),
+        "failures": failures,
+        "engine_record": engine_record,
         "warmup_s": warmup_s,
         "cpu_s": round(user_s + sys_s, 3),
         "per_cpu_s": round(count / (user_s + sys_s), 1) if count and user_s + sys_s > 0 else None,

@@ -74,10 +74,14 @@ def test_bench_generator_tiny_run_prints_the_ratios_of_both_tls_libraries():
     assert all(isinstance(value, float | int) and value >= 0 for value in sleeps), sleeps
     assert report["machine"]["python_ns_per_op"] > 0
     # The single-loop Python floor on the plain URL, beside wrk and the engine in the same run.
-    floor = report["machine"]["loop_floor"]
-    assert floor["requests"] > 0 and floor["failures"] == 0 and floor["user_us_per_req"] > 0
-    assert floor["vs_wrk"] == round(floor["per_cpu_s"] / report["wrk"]["plain"]["per_cpu_s"], 3)
-    assert floor["engine_vs_floor"] == round(report["engine"]["plain"]["per_cpu_s"] / floor["per_cpu_s"], 3)
+    # The floor twice: appending a tuple, then making and recording the engine's Sample.
+    for key, engine_record in (("loop_floor", False), ("loop_floor_recorded", True)):
+        floor = report["machine"][key]
+        assert floor["engine_record"] is engine_record
+        assert floor["requests"] > 0 and floor["failures"] == 0 and floor["user_us_per_req"] > 0
+        assert floor["vs_wrk"] == round(floor["per_cpu_s"] / report["wrk"]["plain"]["per_cpu_s"], 3)
+        plain_per_cpu_s = report["engine"]["plain"]["per_cpu_s"]
+        assert floor["engine_vs_floor"] == round(plain_per_cpu_s / floor["per_cpu_s"], 3)
     ratios = report["library_ratios"]
     system, bundled = (by_library[name]["engine"]["tls_new"]["per_cpu_s"] for name in ("system", "bundled"))
     assert ratios["tls_new_per_cpu_s"] == round(bundled / system, 3)

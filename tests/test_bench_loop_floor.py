@@ -12,7 +12,10 @@ from bench import loop_floor
 from tests.servers import LocalServer, pages_handler
 
 
-def test_the_floor_loop_counts_the_answers_the_server_gave():
+@pytest.mark.parametrize("engine_record", [False, True])
+def test_the_floor_loop_counts_the_answers_the_server_gave(engine_record):
+    """Appending a tuple, or making and recording the engine's Sample (its ArmRecorder counts the
+    window): the same count of answered requests, the warm-up's left out."""
     answered = []
 
     def counting(request):
@@ -21,11 +24,14 @@ def test_the_floor_loop_counts_the_answers_the_server_gave():
 
     server = LocalServer(app=counting).start()
     try:
-        figures = loop_floor.measure("127.0.0.1", server.port, "/1k", users=2, seconds=0.5, warmup_s=0.3)
+        figures = loop_floor.measure(
+            "127.0.0.1", server.port, "/1k", users=2, seconds=0.5, warmup_s=0.3, engine_record=engine_record
+        )
     finally:
         server.stop()
     # Every request it counted was answered; the warm-up's were answered too and are not counted.
     assert figures["requests"] > 0 and figures["failures"] == 0 and figures["warmup_s"] == 0.3
+    assert figures["engine_record"] is engine_record
     assert figures["requests"] + 10 <= len(answered), (figures["requests"], len(answered))
     assert set(answered) == {"/1k"}
     per_request_us = figures["user_us_per_req"] + figures["sys_us_per_req"]
@@ -71,3 +77,17 @@ def test_an_answer_without_a_usable_content_length_stops_the_floor_with_the_reas
 def test_the_floor_loop_refuses_anything_but_loopback():
     with pytest.raises(ValueError, match="loopback only"):
         loop_floor.measure("192.0.2.1", 80, "/", users=1, seconds=0.1)
+
+
+@pytest.mark.parametrize("engine_record", [False, True])
+def test_an_answer_other_than_200_is_a_failure_either_way(engine_record):
+    """With one user, too: the measured loop finds the connection's next request in flight (the
+    warm-up once ended before sending it, so that connection stalled and the window lost it)."""
+    server = LocalServer(app=lambda request: (503, {"Content-Type": "text/plain"}, b"busy")).start()
+    try:
+        figures = loop_floor.measure(
+            "127.0.0.1", server.port, "/", users=1, seconds=0.3, warmup_s=0.1, engine_record=engine_record
+        )
+    finally:
+        server.stop()
+    assert figures["requests"] > 0 and figures["failures"] == figures["requests"]
