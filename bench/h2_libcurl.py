@@ -4,10 +4,13 @@ issue 35's HTTP/2 target points at (docs/performance.md, "A compiled HTTP/2 clie
 libcurl (with nghttp2: HPACK, framing, flow control and stream states in C) through ``pycurl``, one
 ``CurlMulti`` per user, so one connection per user and one stream at a time, as the engine's ``h2`` arm
 and ``h2load -m1``. Each multi is driven by its socket API on the gevent hub (one libev watcher per
-socket and interest, kept for the connection's life; the user's greenlet sleeps on the hub while
-libcurl waits), and each request's status, TTFB and TTLB (libcurl's own µs clock, from the request
-about to be sent: ``PRETRANSFER``) are read and recorded in HDR histograms, as the engine records its
-samples. TLS is libcurl's own OpenSSL (the wheel's): neither of the engine's TLS libraries.
+socket and interest, kept for the user's life; the user's greenlet sleeps on the hub while libcurl
+waits): ``--loop hub``, the engine's shape; or one multi serves every user in libcurl's own loop
+(``perform`` and ``select``): ``--loop curl``. Each request becomes the engine's ``Sample`` (its
+status, body size, TTFB and TTLB on libcurl's own µs clock from the request about to be sent,
+``PRETRANSFER``) recorded by the engine's ``ArmRecorder``, which counts the requests *sent* in the
+window, as the engine does. TLS is libcurl's own OpenSSL (the wheel's): neither of the engine's TLS
+libraries.
 
 It is a probe, not a client of the product: no GOAWAY handling, no preflight, no matrix variants.
 
@@ -32,7 +35,9 @@ import time
 import gevent
 import pycurl
 from gevent import get_hub, getcurrent
-from hdrh.histogram import HdrHistogram
+
+from workers.engine.http.sample import Sample
+from workers.engine.recording.recorder import ArmRecorder
 
 WAIT_LIMIT_S = 10.0  # a wait longer than this is a failure (the engine's default timeout)
 # libcurl's interest in a socket -> libev's events, and libev's -> libcurl's socket_action mask.
@@ -59,16 +64,12 @@ class User:
         easy.setopt(pycurl.HTTP_VERSION, pycurl.CURL_HTTP_VERSION_2TLS)
         easy.setopt(pycurl.SSL_VERIFYPEER, 0)  # the bench's nginx has a throwaway self-signed cert
         easy.setopt(pycurl.SSL_VERIFYHOST, 0)
-        easy.setopt(pycurl.WRITEFUNCTION, self._on_body)
-        self.body_bytes = 0
+        easy.setopt(pycurl.WRITEFUNCTION, len)  # the body read and dropped; its size from SIZE_DOWNLOAD_T
         self.active: dict[int, object] = {}  # fd -> the watcher of libcurl's current interest
         self.watchers: dict[tuple[int, int], object] = {}  # (fd, events) -> watcher, kept
-        self.timer_ms = -1
+        self.timer_due: float | None = None  # when libcurl's timer is due (monotonic s), if it set one
         self.limit = self.hub.loop.timer(WAIT_LIMIT_S, WAIT_LIMIT_S)  # armed afresh per wait (``again``)
         self.waiting = None
-
-    def _on_body(self, data: bytes) -> None:
-        self.body_bytes += len(data)
 
     def _on_socket(self, what: int, fd: int, multi, socketp) -> None:
         old = self.active.pop(fd, None)
@@ -85,7 +86,7 @@ class User:
             watcher.start(self._wake, fd, events)
 
     def _on_timer(self, ms: int) -> None:
-        self.timer_ms = ms
+        self.timer_due = None if ms < 0 else time.monotonic() + ms / 1000
 
     def _wake(self, fd: int, events: int) -> None:
         self.waiting.switch((fd, events))
@@ -96,8 +97,8 @@ class User:
         for fd, watcher in self.active.items():
             watcher.start(self._wake, fd, watcher.events & 3)
         due = None
-        if self.timer_ms > 0:
-            due = self.hub.loop.timer(self.timer_ms / 1000)
+        if self.timer_due is not None:
+            due = self.hub.loop.timer(max(0.0, self.timer_due - time.monotonic()))
             due.start(self._wake, _TIMER, 0)
         self.limit.again(self._wake, None, 0)
         try:
@@ -113,81 +114,92 @@ class User:
             raise Failed(f"no answer within {WAIT_LIMIT_S} s")
         return fd, events
 
-    def request(self) -> None:
-        """One GET, read whole (``Tally.answered`` reads its figures). ``Failed`` on a transfer error."""
+    def request(self) -> int:
+        """One GET, read whole: its start on ``perf_counter_ns`` (``Tally.answered`` reads the rest
+        from the handle). ``Failed`` on a transfer error or a wait over ``WAIT_LIMIT_S``."""
         multi, easy = self.multi, self.easy
+        start_ns = time.perf_counter_ns()
         multi.add_handle(easy)
         try:
             running = 1
             while running:
-                if self.timer_ms == 0:
-                    self.timer_ms = -1
+                due = self.timer_due
+                if due is not None and due <= time.monotonic():
+                    self.timer_due = None
                     _, running = multi.socket_action(pycurl.SOCKET_TIMEOUT, 0)
                     continue
                 fd, events = self._wait()
                 if fd == _TIMER:
-                    self.timer_ms = -1
+                    self.timer_due = None
                     _, running = multi.socket_action(pycurl.SOCKET_TIMEOUT, 0)
                 else:
                     _, running = multi.socket_action(fd, _ACTION[events])
             _, _, failed = multi.info_read()
+        except pycurl.error as exc:
+            raise Failed(f"libcurl: {exc}") from None
         finally:
             multi.remove_handle(easy)
         if failed:
             raise Failed(f"libcurl error {failed[0][1]}: {failed[0][2]}")
+        return start_ns
 
 
 class Tally:
-    """The measured window's requests, failures and TTFB/TTLB histograms (µs), and the HTTP versions."""
+    """The requests through the engine's ``ArmRecorder`` (its window: requests sent in it), the HTTP
+    versions seen, the first failures' reasons."""
 
-    def __init__(self) -> None:
-        self.ttfb, self.ttlb = HdrHistogram(1, 60_000_000, 3), HdrHistogram(1, 60_000_000, 3)
-        self.requests = self.failures = 0
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.recorder = ArmRecorder("h2")
         self.errors: list[str] = []
         self.versions: set[int] = set()
-        self.measuring = False
 
-    def answered(self, easy) -> None:
-        """A finished transfer of ``easy``: its HTTP version noted; in the window, its status and times
-        (libcurl's µs since the transfer began; TTFB and TTLB from ``PRETRANSFER``) recorded."""
+    def answered(self, easy, start_ns: int) -> None:
+        """A finished transfer of ``easy``, begun at ``start_ns``: the engine's ``Sample`` of it
+        recorded (libcurl's µs since the transfer began; TTFB and TTLB from ``PRETRANSFER``)."""
         self.versions.add(easy.getinfo(pycurl.INFO_HTTP_VERSION))
-        if not self.measuring:
-            return
-        self.requests += 1
-        if not 200 <= easy.getinfo(pycurl.RESPONSE_CODE) < 300:
-            self.failures += 1
         sent = easy.getinfo(pycurl.PRETRANSFER_TIME_T)
-        self.ttfb.record_value(max(1, easy.getinfo(pycurl.STARTTRANSFER_TIME_T) - sent))
-        self.ttlb.record_value(max(1, easy.getinfo(pycurl.TOTAL_TIME_T) - sent))
+        last = easy.getinfo(pycurl.TOTAL_TIME_T)
+        sample = Sample(self.url, start_ns)
+        sample.end_ns = start_ns + last * 1000
+        sample.status = status = easy.getinfo(pycurl.RESPONSE_CODE)
+        sample.body_bytes = easy.getinfo(pycurl.SIZE_DOWNLOAD_T)
+        sample.ttfb_us = max(1, easy.getinfo(pycurl.STARTTRANSFER_TIME_T) - sent)
+        sample.ttlb_us = max(1, last - sent)
+        self.recorder.record(sample, 200 <= status < 300)
 
     def failed(self, why: str) -> None:
-        self.failures += 1
-        if len(self.errors) < 3:
+        """A request that got no answer: a failure of the window when it is open."""
+        sample = Sample(self.url, time.perf_counter_ns())
+        sample.error, sample.error_detail = "libcurl", why[:200]
+        self.recorder.record(sample, False)
+        if self.recorder.measuring and len(self.errors) < 3:
             self.errors.append(why[:200])
 
     def start(self) -> resource.struct_rusage:
-        self.requests = self.failures = 0
-        self.measuring = True
+        self.recorder.start_window()
         _mark("start")
         return resource.getrusage(resource.RUSAGE_SELF)
 
     def end(self, before: resource.struct_rusage) -> dict:
         after = resource.getrusage(resource.RUSAGE_SELF)
-        self.measuring = False
+        self.recorder.close_window()
         _mark("end")
         cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-        requests = self.requests
+        recorder = self.recorder
+        requests = recorder.requests
+        answered = requests - sum(entry["count"] for entry in recorder.errors.values())
         return {
             "requests": requests,
-            "failures": self.failures,
-            "errors": self.errors,
+            "failures": recorder.failures,
+            "errors": list(self.errors),
             "cpu_s": round(cpu_s, 3),
             "user_s": round(after.ru_utime - before.ru_utime, 3),
             "system_s": round(after.ru_stime - before.ru_stime, 3),
             "per_cpu_s": round(requests / cpu_s, 1) if cpu_s > 0 and requests else None,
             "http_versions": sorted(_version(v) for v in self.versions),
-            "ttfb_p50_us": self.ttfb.get_value_at_percentile(50) if requests else None,
-            "ttlb_p50_us": self.ttlb.get_value_at_percentile(50) if requests else None,
+            "ttfb_p50_us": recorder.ttfb.get_value_at_percentile(50) if answered else None,
+            "ttlb_p50_us": recorder.ttlb.get_value_at_percentile(50) if answered else None,
             "libcurl": pycurl.version,
         }
 
@@ -211,18 +223,18 @@ def _mark(window: str) -> None:
 
 def on_hub(url: str, users: int, warmup_s: float, duration_s: float) -> dict:
     """The engine's shape: a greenlet per user, each with its own multi on the gevent hub."""
-    tally, stop = Tally(), [False]
+    tally, stop = Tally(url), [False]
 
     def loop() -> None:
         user = User(url)
         while not stop[0]:
             try:
-                user.request()
+                start_ns = user.request()
             except Failed as exc:
                 tally.failed(str(exc))
-                gevent.sleep(0.01)
+                gevent.sleep(0.01)  # a failed attempt is not retried at once
                 continue
-            tally.answered(user.easy)
+            tally.answered(user.easy, start_ns)
 
     greenlets = [gevent.spawn(loop) for _ in range(users)]
     gevent.sleep(warmup_s)
@@ -231,20 +243,27 @@ def on_hub(url: str, users: int, warmup_s: float, duration_s: float) -> dict:
     figures = tally.end(before)
     stop[0] = True
     gevent.joinall(greenlets, timeout=WAIT_LIMIT_S + 1)
+    died = [greenlet.exception for greenlet in greenlets if greenlet.exception is not None]
+    if died:  # a user whose loop broke: the run measured fewer users than it says
+        figures["failures"] += len(died)
+        figures["errors"].append(f"{len(died)} user(s) ended by {type(died[0]).__name__}: {died[0]}"[:200])
     return figures
 
 
 def in_curl_loop(url: str, users: int, warmup_s: float, duration_s: float) -> dict:
-    """libcurl's own shape: one multi for every user, driven by ``perform`` and its own ``poll``; no
-    multiplexing, so one connection per user (``users`` transfers, each added again when it ends)."""
+    """libcurl's own shape: one multi for every user, driven by ``perform`` and ``select`` (bounded by
+    libcurl's own timeout); no multiplexing, so one connection per user (``users`` transfers, each
+    added again when it ends)."""
     multi = pycurl.CurlMulti()
     multi.setopt(pycurl.M_PIPELINING, 0)
     multi.setopt(pycurl.M_MAX_HOST_CONNECTIONS, users)
-    tally = Tally()
-    body = [0]
+    tally = Tally(url)
+    started: dict[pycurl.Curl, int] = {}  # each transfer's start on perf_counter_ns
 
-    def on_body(data: bytes) -> None:
-        body[0] += len(data)
+    def again(easy: pycurl.Curl) -> None:
+        multi.remove_handle(easy)
+        started[easy] = time.perf_counter_ns()
+        multi.add_handle(easy)
 
     for _ in range(users):
         easy = pycurl.Curl()
@@ -252,31 +271,30 @@ def in_curl_loop(url: str, users: int, warmup_s: float, duration_s: float) -> di
         easy.setopt(pycurl.HTTP_VERSION, pycurl.CURL_HTTP_VERSION_2TLS)
         easy.setopt(pycurl.SSL_VERIFYPEER, 0)
         easy.setopt(pycurl.SSL_VERIFYHOST, 0)
-        easy.setopt(pycurl.WRITEFUNCTION, on_body)
+        easy.setopt(pycurl.WRITEFUNCTION, len)
+        started[easy] = time.perf_counter_ns()
         multi.add_handle(easy)
     clock = time.monotonic
-    ends, before, figures = clock() + warmup_s, None, None
+    ends, before = clock() + warmup_s, None
     while True:
         if clock() >= ends:
-            if before is None:
-                before, ends = tally.start(), clock() + duration_s
-            else:
-                figures = tally.end(before)
-                break
+            if before is not None:
+                return tally.end(before)
+            before, ends = tally.start(), clock() + duration_s
         while multi.perform()[0] == pycurl.E_CALL_MULTI_PERFORM:
             pass
         _, done, failed = multi.info_read()
         for easy in done:
-            tally.answered(easy)
-            multi.remove_handle(easy)
-            multi.add_handle(easy)
-        for easy, _code, message in failed:
-            tally.failed(f"libcurl error {_code}: {message}")
-            multi.remove_handle(easy)
-            multi.add_handle(easy)
-        if not done and not failed:
-            multi.select(WAIT_LIMIT_S)
-    return figures
+            tally.answered(easy, started[easy])
+            again(easy)
+        for easy, code, message in failed:
+            tally.failed(f"libcurl error {code}: {message}")
+            again(easy)
+        if failed:
+            time.sleep(0.01)  # a failed attempt is not retried at once
+        elif not done:
+            due_ms = multi.timeout()
+            multi.select(WAIT_LIMIT_S if due_ms < 0 else min(due_ms / 1000, WAIT_LIMIT_S))
 
 
 LOOPS = {"hub": on_hub, "curl": in_curl_loop}

@@ -80,7 +80,7 @@ def test_the_floor_loop_refuses_anything_but_loopback():
 
 
 @pytest.mark.parametrize("engine_record", [False, True])
-def test_an_answer_other_than_200_is_a_failure_either_way(engine_record):
+def test_an_answer_other_than_200_is_a_failure_and_one_user_never_stalls(engine_record):
     """With one user, too: the measured loop finds the connection's next request in flight (the
     warm-up once ended before sending it, so that connection stalled and the window lost it)."""
     server = LocalServer(app=lambda request: (503, {"Content-Type": "text/plain"}, b"busy")).start()
