@@ -136,7 +136,12 @@ def test_portal_run_with_two_generators_and_a_saturation_search(
     _check_scaled_report(report)
     page = client.get(reverse("runs-detail", args=[run.code])).content.decode()
     assert 'id="capacity-summary"' in page and 'id="chart-capacity"' in page and 'id="capacity-data"' in page
-    assert page.count('<tr class="good">') >= 1  # the stages up to the knee, each a row of the curve
+    # Each stage a row of the curve, its verdict its class: as many good rows as good stages (none when a
+    # busy machine's first stage was already generator-bound, which _check_scaled_report allows).
+    points = report["capacity"]["plain"]["points"]
+    for verdict in {p["verdict"] for p in points}:
+        assert page.count(f'<tr class="{verdict}">') == sum(p["verdict"] == verdict for p in points), verdict
+    assert page.count('<tr class="good">') >= 1 or points[0]["verdict"] == "generator"
     assert 'id="generators-table"' in page and all(
         f"<code>{e['id']}</code>" in page for e in report["generators"]
     )
