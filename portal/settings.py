@@ -308,6 +308,9 @@ WHITENOISE_USE_FINDERS = True
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://")
 CELERY_BROKER_TRANSPORT_OPTIONS: dict = {}
 if CELERY_BROKER_URL.startswith("filesystem"):
+    # kombu's filesystem transport with each message written whole before a consumer can take it
+    # (workers/broker_fs.py: kombu's own let a worker read a half-written one and die).
+    CELERY_BROKER_TRANSPORT = "workers.broker_fs:Transport"
     _broker_dir = VAR_DIR / "broker"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_broker_dir),
