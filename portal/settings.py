@@ -310,16 +310,10 @@ CELERY_BROKER_TRANSPORT_OPTIONS: dict = {}
 if CELERY_BROKER_URL.startswith("filesystem"):
     # kombu's filesystem transport with each message written whole before a consumer can take it
     # (workers/broker_fs.py: kombu's own let a worker read a half-written one and die).
+    from workers.broker_fs import folder_options
+
     CELERY_BROKER_TRANSPORT = "workers.broker_fs:Transport"
-    _broker_dir = VAR_DIR / "broker"
-    CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "data_folder_in": str(_broker_dir),
-        "data_folder_out": str(_broker_dir),
-        "processed_folder": str(_broker_dir / "processed"),
-        # Without this kombu writes its control (broadcast) files into the working directory.
-        "control_folder": str(_broker_dir / "control"),
-        "store_processed": False,
-    }
+    CELERY_BROKER_TRANSPORT_OPTIONS = folder_options(VAR_DIR / "broker")
 else:
     # acks_late: the broker must not redeliver a run while it is still being measured.
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": envint("TOLLGATE_VISIBILITY_TIMEOUT_S", "43200")}

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from pathlib import Path
 from time import monotonic
 
 from kombu.exceptions import ChannelError
@@ -27,6 +28,19 @@ from kombu.utils.json import dumps
 
 PRIVATE_API_CHECKED_ON = "5.7.0"  # kombu
 PARTIAL = ".part"  # a message being written: its name ends so, which ``_get`` never takes
+
+
+def folder_options(folder: Path) -> dict:
+    """The transport's options for a broker in ``folder`` (its messages, the processed ones and the
+    control files each in a folder of their own)."""
+    return {
+        "data_folder_in": str(folder),
+        "data_folder_out": str(folder),
+        "processed_folder": str(folder / "processed"),
+        # Without this kombu writes its control (broadcast) files into the working directory.
+        "control_folder": str(folder / "control"),
+        "store_processed": False,
+    }
 
 
 class Channel(filesystem.Channel):

@@ -25,13 +25,7 @@ PAD_BYTES = 100_000
 @pytest.fixture
 def channel(tmp_path):
     folder = tmp_path / "broker"
-    options = {
-        "data_folder_in": str(folder),
-        "data_folder_out": str(folder),
-        "processed_folder": str(folder / "processed"),
-        "control_folder": str(folder / "control"),
-        "store_processed": False,
-    }
+    options = broker_fs.folder_options(folder)
     for path in (folder, folder / "processed", folder / "control"):
         path.mkdir()
     with Connection(transport="workers.broker_fs:Transport", transport_options=options) as connection:
@@ -104,11 +98,12 @@ def test_the_demo_settings_use_it_for_a_filesystem_broker(tmp_path):
     code = (
         "import django, json; django.setup(); from workers.celery_app import app; "
         "c = app.connection_for_write(); "
-        "print(json.dumps([app.conf.broker_url, type(c.default_channel).__module__]))"
+        "print(json.dumps([app.conf.broker_url, type(c.default_channel).__module__, c.transport_options]))"
     )
     proc = subprocess.run(  # noqa: S603 - this interpreter, our own settings
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT, env=env
     )
     assert proc.returncode == 0, proc.stderr[-1500:]
-    url, module = json.loads(proc.stdout.strip().splitlines()[-1])
+    url, module, options = json.loads(proc.stdout.strip().splitlines()[-1])
     assert url.startswith("filesystem") and module == "workers.broker_fs"
+    assert options == broker_fs.folder_options(tmp_path / "broker")
