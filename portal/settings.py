@@ -15,6 +15,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from portal.lib.demo.broker import folder_options as broker_folder_options
 from portal.lib.security import secrets as secretlib
 from portal.settings_env import envbool, envint, envlist
 
@@ -310,10 +311,8 @@ CELERY_BROKER_TRANSPORT_OPTIONS: dict = {}
 if CELERY_BROKER_URL.startswith("filesystem"):
     # kombu's filesystem transport with each message written whole before a consumer can take it
     # (workers/broker_fs.py: kombu's own let a worker read a half-written one and die).
-    from workers.broker_fs import folder_options
-
     CELERY_BROKER_TRANSPORT = "workers.broker_fs:Transport"
-    CELERY_BROKER_TRANSPORT_OPTIONS = folder_options(VAR_DIR / "broker")
+    CELERY_BROKER_TRANSPORT_OPTIONS = broker_folder_options(VAR_DIR / "broker")
 else:
     # acks_late: the broker must not redeliver a run while it is still being measured.
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": envint("TOLLGATE_VISIBILITY_TIMEOUT_S", "43200")}

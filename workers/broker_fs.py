@@ -10,15 +10,15 @@ not end in ``.msg``) and renamed into place; a rename within one folder is atomi
 finds the whole message or none.
 
 ``portal/settings.py`` names this transport (``CELERY_BROKER_TRANSPORT``) whenever the broker is
-``filesystem://``. It overrides kombu's private ``Channel._put``, checked on the kombu version below
-(``tests/workers/test_broker_fs.py`` fails on any other until it is checked again).
+``filesystem://``, with its folders from ``portal.lib.demo.broker.folder_options``. It overrides
+kombu's private ``Channel._put``, checked on the kombu version below (``tests/workers/test_broker_fs.py``
+fails on any other until it is checked again).
 """
 
 from __future__ import annotations
 
 import os
 import uuid
-from pathlib import Path
 from time import monotonic
 
 from kombu.exceptions import ChannelError
@@ -28,19 +28,6 @@ from kombu.utils.json import dumps
 
 PRIVATE_API_CHECKED_ON = "5.7.0"  # kombu
 PARTIAL = ".part"  # a message being written: its name ends so, which ``_get`` never takes
-
-
-def folder_options(folder: Path) -> dict:
-    """The transport's options for a broker in ``folder`` (its messages, the processed ones and the
-    control files each in a folder of their own)."""
-    return {
-        "data_folder_in": str(folder),
-        "data_folder_out": str(folder),
-        "processed_folder": str(folder / "processed"),
-        # Without this kombu writes its control (broadcast) files into the working directory.
-        "control_folder": str(folder / "control"),
-        "store_processed": False,
-    }
 
 
 class Channel(filesystem.Channel):

@@ -15,6 +15,7 @@ import kombu
 import pytest
 from kombu import Connection
 
+from portal.lib.demo.broker import folder_options
 from tests.conftest import ROOT
 from workers import broker_fs
 
@@ -25,7 +26,7 @@ PAD_BYTES = 100_000
 @pytest.fixture
 def channel(tmp_path):
     folder = tmp_path / "broker"
-    options = broker_fs.folder_options(folder)
+    options = folder_options(folder)
     for path in (folder, folder / "processed", folder / "control"):
         path.mkdir()
     with Connection(transport="workers.broker_fs:Transport", transport_options=options) as connection:
@@ -106,4 +107,4 @@ def test_the_demo_settings_use_it_for_a_filesystem_broker(tmp_path):
     assert proc.returncode == 0, proc.stderr[-1500:]
     url, module, options = json.loads(proc.stdout.strip().splitlines()[-1])
     assert url.startswith("filesystem") and module == "workers.broker_fs"
-    assert options == broker_fs.folder_options(tmp_path / "broker")
+    assert options == folder_options(tmp_path / "broker")
