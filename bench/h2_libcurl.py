@@ -27,10 +27,12 @@ URL says (the bench gives it a loopback nginx), bounded in seconds.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import resource
 import sys
 import time
+import urllib.parse
 
 import gevent
 import pycurl
@@ -50,6 +52,17 @@ class Failed(Exception):
     pass
 
 
+def _easy(url: str) -> pycurl.Curl:
+    """One user's transfer: a GET of ``url`` over HTTP/2 (ALPN h2 over TLS), reused for every request."""
+    easy = pycurl.Curl()
+    easy.setopt(pycurl.URL, url)
+    easy.setopt(pycurl.HTTP_VERSION, pycurl.CURL_HTTP_VERSION_2TLS)
+    easy.setopt(pycurl.SSL_VERIFYPEER, 0)  # the bench's nginx has a throwaway self-signed cert
+    easy.setopt(pycurl.SSL_VERIFYHOST, 0)
+    easy.setopt(pycurl.WRITEFUNCTION, len)  # the body read and dropped; its size from SIZE_DOWNLOAD_T
+    return easy
+
+
 class User:
     """One user: one multi handle, one easy handle reused for every request (its connection kept)."""
 
@@ -59,12 +72,7 @@ class User:
         multi.setopt(pycurl.M_MAX_HOST_CONNECTIONS, 1)
         multi.setopt(pycurl.M_SOCKETFUNCTION, self._on_socket)
         multi.setopt(pycurl.M_TIMERFUNCTION, self._on_timer)
-        self.easy = easy = pycurl.Curl()
-        easy.setopt(pycurl.URL, url)
-        easy.setopt(pycurl.HTTP_VERSION, pycurl.CURL_HTTP_VERSION_2TLS)
-        easy.setopt(pycurl.SSL_VERIFYPEER, 0)  # the bench's nginx has a throwaway self-signed cert
-        easy.setopt(pycurl.SSL_VERIFYHOST, 0)
-        easy.setopt(pycurl.WRITEFUNCTION, len)  # the body read and dropped; its size from SIZE_DOWNLOAD_T
+        self.easy = _easy(url)
         self.active: dict[int, object] = {}  # fd -> the watcher of libcurl's current interest
         self.watchers: dict[tuple[int, int], object] = {}  # (fd, events) -> watcher, kept
         self.timer_due: float | None = None  # when libcurl's timer is due (monotonic s), if it set one
@@ -266,12 +274,7 @@ def in_curl_loop(url: str, users: int, warmup_s: float, duration_s: float) -> di
         multi.add_handle(easy)
 
     for _ in range(users):
-        easy = pycurl.Curl()
-        easy.setopt(pycurl.URL, url)
-        easy.setopt(pycurl.HTTP_VERSION, pycurl.CURL_HTTP_VERSION_2TLS)
-        easy.setopt(pycurl.SSL_VERIFYPEER, 0)
-        easy.setopt(pycurl.SSL_VERIFYHOST, 0)
-        easy.setopt(pycurl.WRITEFUNCTION, len)
+        easy = _easy(url)
         started[easy] = time.perf_counter_ns()
         multi.add_handle(easy)
     clock = time.monotonic
@@ -300,13 +303,40 @@ def in_curl_loop(url: str, users: int, warmup_s: float, duration_s: float) -> di
 LOOPS = {"hub": on_hub, "curl": in_curl_loop}
 
 
+def loopback_url(text: str) -> str:
+    """``text`` if it is an https:// URL whose host is a loopback address (the probe loads no other)."""
+    parts = urllib.parse.urlsplit(text)
+    try:
+        loopback = ipaddress.ip_address(parts.hostname or "").is_loopback
+    except ValueError:
+        loopback = False
+    if parts.scheme != "https" or not loopback:
+        raise argparse.ArgumentTypeError(f"{text!r}: an https:// URL on 127.0.0.0/8 or ::1 only")
+    return text
+
+
+def _bounded(kind: type, low: float, high: float):
+    """An argument of ``kind`` from ``low`` to ``high``, or a clear refusal."""
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{text} is outside {low}-{high}")
+        return value
+
+    return parse
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("url")
+    parser.add_argument("url", type=loopback_url, help="an https:// URL on 127.0.0.0/8 or ::1")
     parser.add_argument("--loop", choices=sorted(LOOPS), default="hub", help="whose loop drives libcurl")
-    parser.add_argument("--users", type=int, default=8)
-    parser.add_argument("--warmup", type=float, default=1.0, help="s before the measured window")
-    parser.add_argument("--duration", type=float, default=5.0, help="the measured window, s")
+    parser.add_argument("--users", type=_bounded(int, 1, 1000), default=8, help="1-1000")
+    parser.add_argument("--warmup", type=_bounded(float, 0, 60), default=1.0, help="s, 0-60")
+    parser.add_argument("--duration", type=_bounded(float, 0.1, 300), default=5.0, help="measured s, 0.1-300")
     args = parser.parse_args(argv)
     figures = LOOPS[args.loop](args.url, args.users, args.warmup, args.duration)
     print(json.dumps({"loop": args.loop, "users": args.users, **figures}, separators=(",", ":")))

@@ -13,14 +13,18 @@ import pytest
 from tests.conftest import ROOT
 
 
-def probe(url: str, *args: str) -> tuple[int, dict]:
-    proc = subprocess.run(  # noqa: S603 - this interpreter, our own probe
-        [sys.executable, "-m", "bench.h2_libcurl", url, "--warmup", "0.2", "--duration", "0.5", *args],
+def run_probe(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(  # noqa: S603 - this interpreter, our own probe
+        [sys.executable, "-m", "bench.h2_libcurl", *args],
         capture_output=True,
         text=True,
         timeout=60,
         cwd=ROOT,
     )
+
+
+def probe(url: str, *args: str) -> tuple[int, dict]:
+    proc = run_probe(url, "--warmup", "0.2", "--duration", "0.5", *args)
     lines = proc.stdout.strip().splitlines()
     assert [json.loads(line) for line in lines[:2]] == [{"window": "start"}, {"window": "end"}], proc.stderr
     return proc.returncode, json.loads(lines[-1])
@@ -75,3 +79,18 @@ def test_a_closed_port_is_failures_with_libcurls_reason(loop):
     assert code == 1 and figures["requests"] == figures["failures"] > 0
     assert figures["ttfb_p50_us"] is None and figures["ttlb_p50_us"] is None
     assert any("libcurl error 7" in error for error in figures["errors"]), figures["errors"]
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["http://127.0.0.1:1/"], "an https:// URL on 127.0.0.0/8 or ::1 only"),
+        (["https://192.0.2.1/"], "an https:// URL on 127.0.0.0/8 or ::1 only"),
+        (["https://example.com/"], "an https:// URL on 127.0.0.0/8 or ::1 only"),
+        (["https://127.0.0.1:1/", "--users", "0"], "argument --users: 0 is outside 1-1000"),
+        (["https://127.0.0.1:1/", "--duration", "soon"], "argument --duration: 'soon' is not a number"),
+    ],
+)
+def test_bad_arguments_are_refused_with_the_reason_before_any_load(args, said):
+    proc = run_probe(*args)
+    assert proc.returncode == 2 and said in proc.stderr and proc.stdout == ""
