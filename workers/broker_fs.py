@@ -17,6 +17,7 @@ fails on any other until it is checked again).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from time import monotonic
@@ -37,12 +38,15 @@ class Channel(filesystem.Channel):
         name = f"{int(round(monotonic() * 1000))}_{uuid.uuid4()}.{queue}.msg"
         final = os.path.join(self.data_folder_out, name)
         partial = final + PARTIAL
+        data = str_to_bytes(dumps(payload))  # before the file exists: a payload that fails leaves none
         try:
             with open(partial, "wb") as f:
-                f.write(str_to_bytes(dumps(payload)))
+                f.write(data)
             os.replace(partial, final)
         except OSError as exc:
-            raise ChannelError(f"Cannot add file {final!r} to directory") from exc
+            with contextlib.suppress(OSError):
+                os.remove(partial)  # a message that could not be written whole leaves nothing behind
+            raise ChannelError(f"Cannot add file {final!r} to directory: {exc}") from exc
 
 
 class Transport(filesystem.Transport):

@@ -14,6 +14,7 @@ from queue import Empty
 import kombu
 import pytest
 from kombu import Connection
+from kombu.exceptions import ChannelError
 
 from portal.lib.demo.broker import folder_options
 from tests.conftest import ROOT
@@ -108,3 +109,18 @@ def test_the_demo_settings_use_it_for_a_filesystem_broker(tmp_path):
     url, module, options = json.loads(proc.stdout.strip().splitlines()[-1])
     assert url.startswith("filesystem") and module == "workers.broker_fs"
     assert options == folder_options(tmp_path / "broker")
+
+
+def test_a_message_that_cannot_be_written_says_why_and_leaves_nothing(channel, tmp_path):
+    """A broker folder that is gone: kombu's ChannelError naming the file and the OS's reason. A payload
+    that is not JSON fails before any file exists. Neither leaves a file for a consumer."""
+    folder = channel.data_folder_out
+    channel.data_folder_out = str(tmp_path / "gone")
+    with pytest.raises(ChannelError, match=r"Cannot add file .*runs\.msg.* No such file or directory"):
+        channel._put("runs", {"i": 1})
+    channel.data_folder_out = folder
+    with pytest.raises(TypeError):
+        channel._put("runs", {"i": object()})
+    assert [path.name for path in tmp_path.rglob("*") if path.is_file()] == []
+    with pytest.raises(Empty):
+        channel._get("runs")
