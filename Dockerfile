@@ -2,7 +2,7 @@
 FROM python:3.11-slim-bookworm
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
 RUN apt-get update \
- && apt-get install -y --no-install-recommends nodejs npm openssl \
+ && apt-get install -y --no-install-recommends nodejs npm openssl libnghttp2-14 \
  && rm -rf /var/lib/apt/lists/*
 # The processes run as this unprivileged user. The code stays root-owned (read-only for it); it may
 # write only var/ and the secrets directory (docker-compose mounts a volume there, which takes this

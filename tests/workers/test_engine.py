@@ -278,6 +278,8 @@ def test_a_bundled_run_measures_every_arm_on_pyopenssl(engine, plain_server, tls
         "openssl": SSL.OpenSSL_version(SSL.OPENSSL_VERSION).decode(),
         "binding": f"pyOpenSSL {OpenSSL.__version__}",
     }
+    # The HTTP/2 arms' library: libnghttp2 (CI installs it; docs/performance.md, "HTTP/2 on libnghttp2").
+    assert hello["engine"]["http2"].startswith("libnghttp2 1."), hello["engine"]["http2"]
     results = arm_results(messages)
     assert all(results[arm]["requests"] > 0 and results[arm]["failures"] == 0 for arm in results)
     assert set(results) == {"plain", "tls", "tls_new", "tls_resumed"}

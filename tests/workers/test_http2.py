@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+import jh2.connection as jh2_connection
 import jh2.events as jh2_events
 import pytest
 
@@ -16,6 +17,82 @@ from workers.engine.http.by_protocol import new_client
 from workers.engine.http.endpoint import ARM_POLICIES, Endpoint
 from workers.engine.recording.recorder import ArmRecorder
 from workers.engine.tls.libraries import make_context
+
+
+@pytest.fixture(autouse=True, params=["libnghttp2", "jh2"])
+def h2_library(request, monkeypatch):
+    """Every test here on both protocol libraries: libnghttp2 (the engine's where it is installed, as in
+    CI) and jh2 (its fallback, ``TOLLGATE_H2_LIBRARY=jh2``); the engine subprocesses inherit it."""
+    if request.param == "jh2":
+        monkeypatch.setenv("TOLLGATE_H2_LIBRARY", "jh2")
+    else:
+        monkeypatch.delenv("TOLLGATE_H2_LIBRARY", raising=False)
+    return request.param
+
+
+def test_the_client_speaks_through_the_chosen_library(tmp_path, h2_library):
+    from workers.engine.http import nghttp2
+
+    with GoAwayServer(tmp_path, goaway_after=100) as server:
+        context = make_context("system", False, alpn=("h2",))
+        client = new_client(Endpoint.resolve(server.url()), ARM_POLICIES["h2"][1], context)
+        sample = client.request("/1k", "/1k")
+        library = type(client.conn.h2)
+        client.close()
+    assert sample.error is None and sample.status == 200 and sample.body_bytes == 1024
+    expected = nghttp2.NgConnection if h2_library == "libnghttp2" else jh2_connection.H2Connection
+    assert library is expected
+    assert nghttp2.describe().startswith(h2_library + " ")
+
+
+def test_a_server_breaking_the_protocol_fails_the_request_with_the_libraries_reason(tmp_path):
+    """A DATA frame on stream 0 is a connection error (RFC 9113 §6.1): the request fails as a
+    protocol_error naming the library's reason, and the next request opens a new connection."""
+    import socket
+    import ssl
+    import threading
+
+    from portal.lib.tls.certs import make_self_signed
+
+    cert, key = make_self_signed(tmp_path, name="broken")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    context.set_alpn_protocols(["h2"])
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(5)
+    accepted = []
+
+    def serve() -> None:
+        for _ in range(2):
+            try:
+                raw, _ = listener.accept()
+            except OSError:
+                return
+            raw.settimeout(5)
+            with context.wrap_socket(raw, server_side=True) as sock:
+                accepted.append(sock.selected_alpn_protocol())
+                sock.sendall(b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")  # SETTINGS, empty
+                got = b""
+                while b"\x01" not in got[24:]:  # the preface, then frames up to the request's HEADERS
+                    got += sock.recv(65536)
+                sock.sendall(b"\x00\x00\x01\x00\x00\x00\x00\x00\x00x")  # DATA on stream 0
+                try:
+                    while sock.recv(65536):
+                        pass
+                except OSError:
+                    pass
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    endpoint = Endpoint.resolve(f"https://127.0.0.1:{listener.getsockname()[1]}/")
+    client = new_client(endpoint, ARM_POLICIES["h2"][1], make_context("system", False, alpn=("h2",)))
+    samples = [client.request("/", "/") for _ in range(2)]
+    client.close()
+    thread.join(timeout=10)
+    listener.close()
+    assert [s.error for s in samples] == ["protocol_error"] * 2, [s.error_detail for s in samples]
+    assert all("protocol error" in s.error_detail.lower() for s in samples), [s.error_detail for s in samples]
+    assert accepted == ["h2", "h2"]  # the failed connection was not used again
 
 
 def test_goaway_after_three_streams_reopens_and_every_request_is_answered_once(tmp_path):

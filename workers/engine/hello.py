@@ -11,6 +11,7 @@ from importlib import metadata
 import gevent
 import locust
 
+from workers.engine.http import nghttp2
 from workers.engine.tls import libraries
 
 
@@ -32,6 +33,7 @@ def engine_facts(tls_library: str = libraries.SYSTEM) -> dict:
         "openssl": ssl.OPENSSL_VERSION,
         "qh3": metadata.version("qh3"),  # the HTTP/3 arms' QUIC and HTTP/3 library (its own TLS 1.3)
         "tls_library": libraries.describe(tls_library),
+        "http2": nghttp2.describe(),  # the HTTP/2 arms' protocol library (libnghttp2, else jh2)
         "host": socket.gethostname(),
         "platform": platform.platform(),
         "cpu_model": cpu_model,

@@ -24,6 +24,7 @@ from jh2.utilities import (
     validate_outbound_headers,
 )
 
+from workers.engine.http import nghttp2
 from workers.engine.http.sample import ConnectionClosed, ProtocolError
 
 
@@ -205,7 +206,7 @@ class Connection:
             validate_inbound_headers=False,
             normalize_inbound_headers=False,
         )
-        self.h2 = jh2.connection.H2Connection(config)
+        self.h2 = nghttp2.NgConnection() if nghttp2.library() else jh2.connection.H2Connection(config)
         self.streams: dict[int, Stream] = {}
         self.reading = False
         self.write_lock = write_lock

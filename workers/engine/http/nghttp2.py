@@ -1,0 +1,408 @@
+"""The HTTP/2 arms' protocol library when the machine has it: ``libnghttp2`` (the C library h2load,
+curl and Apache use), driven without I/O through cffi: bytes in (``nghttp2_session_mem_recv``), bytes
+out (``nghttp2_session_mem_send``), callbacks for what arrived.
+
+``NgConnection`` offers the part of ``jh2``'s ``H2Connection`` that the timed client uses
+(``http2.H2Client``, ``http2_state.Connection``) and hands out ``jh2``'s own event objects, so the
+client's lanes, slots, GOAWAY handling, header checks and timing boundaries are the same on either
+library; only the state machine, framing and HPACK move into compiled code (docs/performance.md,
+"HTTP/2 on libnghttp2"). The library's HTTP messaging checks are off (``no_http_messaging``): received
+header blocks are checked by the client's ``HeaderCheck``, with ``jh2``'s rules, as before, so a
+malformed answer fails the same way on both. Flow control is the library's: it hands back what was
+received and sends WINDOW_UPDATE itself when half a window is consumed (as ``jh2`` does), so DATA events
+carry ``flow_controlled_length`` 0 and the client acknowledges nothing.
+
+``library()`` is the loaded library's version, or None where ``libnghttp2.so.14`` is missing (the
+client then uses ``jh2``); ``TOLLGATE_H2_LIBRARY=jh2`` keeps ``jh2`` (the benches compare both).
+The callbacks run inside ``mem_recv``, which never yields to another greenlet: the connection being
+read is a module global for that call (``_reading``), cheaper than a handle per callback.
+"""
+
+from __future__ import annotations
+
+import os
+from importlib import metadata
+
+import jh2.errors
+import jh2.events
+import jh2.exceptions
+import jh2.settings
+from jh2.connection import ConnectionState
+
+try:
+    from cffi import FFI
+except ImportError:  # pragma: no cover - cffi comes with cryptography and pyOpenSSL
+    FFI = None
+
+SONAME = "libnghttp2.so.14"
+MIN_VERSION = (1, 43, 0)  # error_callback2, no_http_messaging, mem_recv/mem_send (checked on 1.52)
+
+_CDEF = """
+typedef struct nghttp2_session nghttp2_session;
+typedef struct nghttp2_session_callbacks nghttp2_session_callbacks;
+typedef struct nghttp2_option nghttp2_option;
+typedef struct {
+    size_t length; int32_t stream_id; uint8_t type; uint8_t flags; uint8_t reserved;
+} nghttp2_frame_hd;
+typedef struct { nghttp2_frame_hd hd; uint32_t error_code; } nghttp2_rst_stream;
+typedef struct {
+    nghttp2_frame_hd hd; int32_t last_stream_id; uint32_t error_code;
+    uint8_t *opaque_data; size_t opaque_data_len; uint8_t reserved;
+} nghttp2_goaway;
+typedef union { nghttp2_frame_hd hd; nghttp2_rst_stream rst_stream; nghttp2_goaway goaway; } nghttp2_frame;
+typedef struct { uint8_t *name; uint8_t *value; size_t namelen; size_t valuelen; uint8_t flags; } nghttp2_nv;
+typedef struct { int32_t settings_id; uint32_t value; } nghttp2_settings_entry;
+typedef struct { int age; int version_num; const char *version_str; const char *proto_str; } nghttp2_info;
+
+nghttp2_info *nghttp2_version(int);
+const char *nghttp2_strerror(int);
+int nghttp2_session_callbacks_new(nghttp2_session_callbacks **);
+void nghttp2_session_callbacks_set_on_begin_headers_callback(nghttp2_session_callbacks *,
+    int (*)(nghttp2_session *, const nghttp2_frame *, void *));
+void nghttp2_session_callbacks_set_on_header_callback(nghttp2_session_callbacks *,
+    int (*)(nghttp2_session *, const nghttp2_frame *, const uint8_t *, size_t, const uint8_t *, size_t,
+            uint8_t, void *));
+void nghttp2_session_callbacks_set_on_frame_recv_callback(nghttp2_session_callbacks *,
+    int (*)(nghttp2_session *, const nghttp2_frame *, void *));
+void nghttp2_session_callbacks_set_on_data_chunk_recv_callback(nghttp2_session_callbacks *,
+    int (*)(nghttp2_session *, uint8_t, int32_t, const uint8_t *, size_t, void *));
+void nghttp2_session_callbacks_set_on_stream_close_callback(nghttp2_session_callbacks *,
+    int (*)(nghttp2_session *, int32_t, uint32_t, void *));
+void nghttp2_session_callbacks_set_on_frame_send_callback(nghttp2_session_callbacks *,
+    int (*)(nghttp2_session *, const nghttp2_frame *, void *));
+void nghttp2_session_callbacks_set_error_callback2(nghttp2_session_callbacks *,
+    int (*)(nghttp2_session *, int, const char *, size_t, void *));
+int nghttp2_option_new(nghttp2_option **);
+void nghttp2_option_set_no_http_messaging(nghttp2_option *, int);
+int nghttp2_session_client_new2(nghttp2_session **, const nghttp2_session_callbacks *, void *,
+    const nghttp2_option *);
+void nghttp2_session_del(nghttp2_session *);
+int nghttp2_submit_settings(nghttp2_session *, uint8_t, const nghttp2_settings_entry *, size_t);
+int nghttp2_submit_window_update(nghttp2_session *, uint8_t, int32_t, int32_t);
+int32_t nghttp2_submit_request(nghttp2_session *, const void *, const nghttp2_nv *, size_t, const void *,
+    void *);
+ssize_t nghttp2_session_mem_send(nghttp2_session *, const uint8_t **);
+ssize_t nghttp2_session_mem_recv(nghttp2_session *, const uint8_t *, size_t);
+int32_t nghttp2_session_get_next_stream_id(nghttp2_session *);
+uint32_t nghttp2_session_get_remote_settings(nghttp2_session *, int);
+int nghttp2_session_want_read(nghttp2_session *);
+int nghttp2_session_want_write(nghttp2_session *);
+"""
+
+DATA, HEADERS, RST_STREAM, SETTINGS, GOAWAY = 0, 1, 3, 4, 7
+END_STREAM, ACK = 0x1, 0x1
+NV_FLAG_NO_INDEX = 0x1
+MAX_CONCURRENT_STREAMS = jh2.settings.SettingCodes.MAX_CONCURRENT_STREAMS
+ENABLE_PUSH = jh2.settings.SettingCodes.ENABLE_PUSH
+CACHED_LISTS = 256  # request header lists kept as C arrays (a run sends a few distinct ones)
+
+_ffi = _lib = _callbacks = _option = None
+_version: str | None = None
+_reading: NgConnection | None = None  # the connection inside ``mem_recv`` (module docstring)
+
+
+def _load() -> str | None:
+    """Load the library and make the callbacks once; its version, or None without it."""
+    global _ffi, _lib, _callbacks, _option, _version
+    if _ffi is not None:
+        return _version
+    if FFI is None:
+        return None
+    ffi = FFI()
+    ffi.cdef(_CDEF)
+    try:
+        lib = ffi.dlopen(SONAME)
+    except OSError:
+        return None
+    info = lib.nghttp2_version(0)
+    version = ffi.string(info.version_str).decode()
+    if tuple(int(part) for part in version.split(".")[:3]) < MIN_VERSION:
+        return None
+    callbacks = ffi.new("nghttp2_session_callbacks **")
+    lib.nghttp2_session_callbacks_new(callbacks)
+    cb = callbacks[0]
+    _callbacks_keep.extend(_make_callbacks(ffi))
+    begin, header, frame, chunk, close, error, sent = _callbacks_keep
+    lib.nghttp2_session_callbacks_set_on_begin_headers_callback(cb, begin)
+    lib.nghttp2_session_callbacks_set_on_header_callback(cb, header)
+    lib.nghttp2_session_callbacks_set_on_frame_recv_callback(cb, frame)
+    lib.nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, chunk)
+    lib.nghttp2_session_callbacks_set_on_stream_close_callback(cb, close)
+    lib.nghttp2_session_callbacks_set_error_callback2(cb, error)
+    lib.nghttp2_session_callbacks_set_on_frame_send_callback(cb, sent)
+    option = ffi.new("nghttp2_option **")
+    lib.nghttp2_option_new(option)
+    lib.nghttp2_option_set_no_http_messaging(option[0], 1)
+    _ffi, _lib, _callbacks, _option, _version = ffi, lib, cb, option[0], version
+    return version
+
+
+_callbacks_keep: list = []  # the cffi callbacks live as long as the library
+
+
+def _make_callbacks(ffi) -> list:
+    buffer = ffi.buffer
+
+    @ffi.callback("int(nghttp2_session *, const nghttp2_frame *, void *)")
+    def on_begin_headers(session, frame, user_data):
+        _reading._block = []
+        return 0
+
+    @ffi.callback(
+        "int(nghttp2_session *, const nghttp2_frame *, const uint8_t *, size_t, const uint8_t *, size_t,"
+        " uint8_t, void *)"
+    )
+    def on_header(session, frame, name, namelen, value, valuelen, flags, user_data):
+        _reading._block.append((buffer(name, namelen)[:], buffer(value, valuelen)[:]))
+        return 0
+
+    @ffi.callback("int(nghttp2_session *, const nghttp2_frame *, void *)")
+    def on_frame_recv(session, frame, user_data):
+        _reading._frame(frame)
+        return 0
+
+    @ffi.callback("int(nghttp2_session *, uint8_t, int32_t, const uint8_t *, size_t, void *)")
+    def on_data_chunk(session, flags, stream_id, data, length, user_data):
+        event = jh2.events.DataReceived()
+        event.stream_id, event.data, event.flow_controlled_length = stream_id, buffer(data, length)[:], 0
+        _reading._events.append(event)
+        return 0
+
+    @ffi.callback("int(nghttp2_session *, int32_t, uint32_t, void *)")
+    def on_stream_close(session, stream_id, error_code, user_data):
+        # A stream the library closed with an error, not by the server's RST_STREAM; after the server's
+        # GOAWAY the streams above its last are the GOAWAY's (``ConnectionTerminated``), sent again.
+        reading = _reading
+        if reading is not None and error_code and not reading._goaway and stream_id not in reading._reset:
+            reading._stream_reset(stream_id, error_code)
+        return 0
+
+    @ffi.callback("int(nghttp2_session *, int, const char *, size_t, void *)")
+    def on_error(session, code, message, length, user_data):
+        if _reading is not None:
+            _reading._error = ffi.string(message, length).decode("utf-8", "replace")
+        return 0
+
+    @ffi.callback("int(nghttp2_session *, const nghttp2_frame *, void *)")
+    def on_frame_send(session, frame, user_data):
+        reading = _reading
+        if reading is not None and frame.hd.type == GOAWAY:  # the library ends the session: why
+            goaway = frame.goaway
+            said = buffer(goaway.opaque_data, goaway.opaque_data_len)[:].decode("utf-8", "replace")
+            reading._error = f"{_code_name(goaway.error_code)}: {said or reading._error or 'no reason given'}"
+        return 0
+
+    return [
+        on_begin_headers,
+        on_header,
+        on_frame_recv,
+        on_data_chunk,
+        on_stream_close,
+        on_error,
+        on_frame_send,
+    ]
+
+
+def _code_name(code: int) -> str:
+    try:
+        return jh2.errors.ErrorCodes(code).name
+    except ValueError:
+        return f"0x{code:x}"
+
+
+def library() -> str | None:
+    """``libnghttp2``'s version when the HTTP/2 arms use it, else None (``jh2``)."""
+    if os.environ.get("TOLLGATE_H2_LIBRARY", "") == "jh2":
+        return None
+    return _load()
+
+
+def describe() -> str:
+    """``run.engine.http2``: the HTTP/2 arms' protocol library and its version."""
+    version = library()
+    return f"libnghttp2 {version}" if version else f"jh2 {metadata.version('jh2')}"
+
+
+class NgConnection:
+    """One client session of ``libnghttp2`` with the ``jh2`` ``H2Connection`` surface the client uses."""
+
+    def __init__(self) -> None:
+        if _load() is None:
+            raise RuntimeError(f"{SONAME} is not available")
+        session = _ffi.new("nghttp2_session **")
+        rv = _lib.nghttp2_session_client_new2(session, _callbacks, _ffi.NULL, _option)
+        if rv:
+            raise MemoryError(_ffi.string(_lib.nghttp2_strerror(rv)).decode())
+        self._session = _ffi.gc(session[0], _lib.nghttp2_session_del)
+        self._events: list = []
+        self._block: list = []
+        self._responded: set[int] = set()  # streams whose final answer's header block came
+        self._reset: set[int] = set()  # streams a StreamReset was handed out for
+        self._error: str | None = None  # the library's last error message
+        self._goaway = False  # the server sent GOAWAY
+        self._nva: dict[tuple, tuple] = {}  # a request header list -> its C array (and what it points to)
+        self._pending = b""  # bytes taken out of the library after an error, sent first
+
+    # -- the H2Connection surface ------------------------------------------------------------
+
+    @property
+    def state_machine(self):
+        return self
+
+    @property
+    def state(self) -> ConnectionState:
+        """CLOSED once the session wants neither to read nor to write (``Connection.usable``)."""
+        session = self._session
+        if _lib.nghttp2_session_want_read(session) or _lib.nghttp2_session_want_write(session):
+            return ConnectionState.CLIENT_OPEN
+        return ConnectionState.CLOSED
+
+    def initiate_connection(self) -> None:
+        """The preface's SETTINGS: no server push (the client never accepts one)."""
+        self._settings({ENABLE_PUSH: 0})
+
+    def update_settings(self, settings: dict) -> None:
+        self._settings(settings)
+
+    def _settings(self, settings: dict) -> None:
+        entries = _ffi.new("nghttp2_settings_entry[]", [(int(k), int(v)) for k, v in settings.items()])
+        self._check(_lib.nghttp2_submit_settings(self._session, 0, entries, len(settings)))
+
+    def increment_flow_control_window(self, increment: int, stream_id: int | None = None) -> None:
+        self._check(_lib.nghttp2_submit_window_update(self._session, 0, stream_id or 0, increment))
+
+    def get_next_available_stream_id(self) -> int:
+        return _lib.nghttp2_session_get_next_stream_id(self._session)
+
+    def send_headers(self, stream_id: int, headers: list, end_stream: bool = True) -> None:
+        """Queue a request without a body on ``stream_id`` (the next one: the library numbers them)."""
+        if not end_stream:
+            raise NotImplementedError("requests with a body are sent by jh2")
+        key = tuple(headers)
+        entry = self._nva.get(key)
+        if entry is None:
+            entry = self._nva[key] = _nv_array(headers)
+            if len(self._nva) > CACHED_LISTS:
+                self._nva.pop(next(iter(self._nva)))
+        got = _lib.nghttp2_submit_request(self._session, _ffi.NULL, entry[0], entry[1], _ffi.NULL, _ffi.NULL)
+        if got < 0:
+            raise jh2.exceptions.ProtocolError(_ffi.string(_lib.nghttp2_strerror(got)).decode())
+        if got != stream_id:
+            raise jh2.exceptions.ProtocolError(f"stream {got} opened where {stream_id} was expected")
+
+    def data_to_send(self) -> bytes:
+        out = _ffi.new("const uint8_t **")
+        chunks, self._pending = [self._pending] if self._pending else [], b""
+        while True:
+            n = _lib.nghttp2_session_mem_send(self._session, out)
+            if n < 0:
+                raise jh2.exceptions.ProtocolError(_ffi.string(_lib.nghttp2_strerror(n)).decode())
+            if n == 0:
+                break
+            chunks.append(_ffi.buffer(out[0], n)[:])
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    def receive_data(self, data: bytes) -> list:
+        """Feed what was read; the events it completed, in order, as ``jh2``'s. A connection error
+        (the server broke the protocol: the library ends the session with a GOAWAY of its own) raises
+        ``ProtocolError`` with the library's reason."""
+        global _reading
+        self._events = events = []
+        self._error = None
+        _reading = self
+        try:
+            rv = _lib.nghttp2_session_mem_recv(self._session, data, len(data))
+            # What the library queued in answer, taken out now (sent by the client's next flush): a
+            # connection error's GOAWAY (``on_frame_send``), once out, ends the session.
+            self._pending = self.data_to_send()
+        finally:
+            _reading = None
+        if rv < 0:
+            raise jh2.exceptions.ProtocolError(self._error or _ffi.string(_lib.nghttp2_strerror(rv)).decode())
+        if not self._goaway and not _lib.nghttp2_session_want_read(self._session):
+            said = self._error or "the session ended"
+            raise jh2.exceptions.ProtocolError(f"HTTP/2 connection error: {said}")
+        return events
+
+    def acknowledge_received_data(self, acknowledged_size: int, stream_id: int) -> None:
+        """Nothing to do: the library hands received bytes back itself (module docstring)."""
+
+    # -- callbacks (inside ``receive_data``) ------------------------------------------------
+
+    def _frame(self, frame) -> None:
+        hd = frame.hd
+        kind, stream_id, flags = hd.type, hd.stream_id, hd.flags
+        events = self._events
+        if kind == DATA:
+            if flags & END_STREAM:
+                self._ended(stream_id)
+        elif kind == HEADERS:
+            block, self._block = self._block, []
+            if stream_id in self._responded:
+                event = jh2.events.TrailersReceived()
+            elif _informational(block):
+                event = jh2.events.InformationalResponseReceived()
+            else:
+                event = jh2.events.ResponseReceived()
+                self._responded.add(stream_id)
+            event.stream_id, event.headers = stream_id, block
+            events.append(event)
+            if flags & END_STREAM:
+                self._ended(stream_id)
+        elif kind == RST_STREAM:
+            self._stream_reset(stream_id, frame.rst_stream.error_code)
+        elif kind == SETTINGS and not flags & ACK:
+            event = jh2.events.RemoteSettingsChanged()
+            peer_max = _lib.nghttp2_session_get_remote_settings(self._session, MAX_CONCURRENT_STREAMS)
+            event.changed_settings = {
+                MAX_CONCURRENT_STREAMS: jh2.settings.ChangedSetting(MAX_CONCURRENT_STREAMS, None, peer_max)
+            }
+            events.append(event)
+        elif kind == GOAWAY:
+            self._goaway = True
+            event = jh2.events.ConnectionTerminated()
+            event.error_code = frame.goaway.error_code
+            event.last_stream_id = frame.goaway.last_stream_id
+            event.additional_data = None
+            events.append(event)
+
+    def _ended(self, stream_id: int) -> None:
+        event = jh2.events.StreamEnded()
+        event.stream_id = stream_id
+        self._events.append(event)
+        self._responded.discard(stream_id)
+
+    def _stream_reset(self, stream_id: int, error_code: int) -> None:
+        event = jh2.events.StreamReset()
+        event.stream_id, event.error_code, event.remote_reset = stream_id, error_code, True
+        self._events.append(event)
+        self._responded.discard(stream_id)
+        self._reset.add(stream_id)
+        if len(self._reset) > CACHED_LISTS:
+            self._reset.clear()
+
+    def _check(self, rv: int) -> None:
+        if rv < 0:
+            raise jh2.exceptions.ProtocolError(_ffi.string(_lib.nghttp2_strerror(rv)).decode())
+
+
+def _informational(block: list) -> bool:
+    for name, value in block:
+        if name == b":status":
+            return value[:1] == b"1" and value != b"101"
+    return False
+
+
+def _nv_array(headers: list) -> tuple:
+    """A request's header list as the library's ``nghttp2_nv`` array; ``authorization`` (jh2's
+    never-indexed fields) with NO_INDEX, as ``jh2`` sends it."""
+    kept = []
+    nva = _ffi.new("nghttp2_nv[]", len(headers))
+    for i, header in enumerate(headers):
+        name, value = header[0], header[1]
+        name_c, value_c = _ffi.new("uint8_t[]", bytes(name)), _ffi.new("uint8_t[]", bytes(value))
+        kept += (name_c, value_c)
+        nv = nva[i]
+        nv.name, nv.value, nv.namelen, nv.valuelen = name_c, value_c, len(name), len(value)
+        nv.flags = NV_FLAG_NO_INDEX if getattr(header, "indexable", True) is False else 0
+    return nva, len(headers), kept
