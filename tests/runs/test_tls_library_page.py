@@ -41,3 +41,23 @@ def test_a_run_from_before_the_option_shows_the_system_library(client, owner):
     shown, recorded = library_shown(client, owner, {"openssl": SYSTEM_OPENSSL})
     assert recorded is None
     assert shown.startswith(f"system: ssl on {SYSTEM_OPENSSL}")
+
+
+def test_the_versions_name_the_http2_library_when_the_engine_reported_it(client, owner):
+    """``run.engine.http2`` (the HTTP/2 arms' library, from the hello) is on the Versions line; a run
+    from before it says nothing of it."""
+    engine = {"openssl": SYSTEM_OPENSSL, "http2": "libnghttp2 1.52.0"}
+    for recorded, expected in ((engine, "HTTP/2 on libnghttp2 1.52.0"), ({"openssl": SYSTEM_OPENSSL}, None)):
+        run = make_run(owner)
+        Run.objects.filter(pk=run.pk).update(engine=recorded)
+        run = Run.objects.get(pk=run.pk)
+        reporting.store_summary(run)
+        freeze(run)
+        client.force_login(owner)
+        page = client.get(reverse("runs-detail", args=[run.code])).content.decode()
+        versions = re.search(r'<dd id="engine-versions">(.*?)</dd>', page, re.S).group(1)
+        assert versions.startswith("Tollgate ")
+        if expected:
+            assert versions.endswith(" · " + expected), versions
+        else:
+            assert "HTTP/2" not in versions, versions
