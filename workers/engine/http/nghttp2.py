@@ -13,14 +13,15 @@ received and sends WINDOW_UPDATE itself when half a window is consumed (as ``jh2
 carry ``flow_controlled_length`` 0 and the client acknowledges nothing.
 
 ``library()`` is the loaded library's version, or None where ``libnghttp2.so.14`` is missing (the
-client then uses ``jh2``); ``TOLLGATE_H2_LIBRARY=jh2`` keeps ``jh2`` (the benches compare both).
-The callbacks run inside ``mem_recv``, which never yields to another greenlet: the connection being
-read is a module global for that call (``_reading``), cheaper than a handle per callback.
+client then uses ``jh2``; ``ENABLED = False`` does the same, for the tests that run both).
+The callbacks run inside ``mem_recv`` and ``mem_send``, which never yield to another greenlet: the
+connection in the call is a module global (``_reading``), cheaper than a handle per callback, and
+a lock keeps OS threads (cffi releases the GIL around C calls) from sharing it.
 """
 
 from __future__ import annotations
 
-import os
+import threading
 from importlib import metadata
 
 import jh2.errors
@@ -94,17 +95,19 @@ END_STREAM, ACK = 0x1, 0x1
 NV_FLAG_NO_INDEX = 0x1
 MAX_CONCURRENT_STREAMS = jh2.settings.SettingCodes.MAX_CONCURRENT_STREAMS
 ENABLE_PUSH = jh2.settings.SettingCodes.ENABLE_PUSH
+ENABLED = True  # False: jh2 even where the library is installed (module docstring)
 CACHED_LISTS = 256  # request header lists kept as C arrays (a run sends a few distinct ones)
 
-_ffi = _lib = _callbacks = _option = None
+_cffi = _ng = _callbacks = _option = None
 _version: str | None = None
-_reading: NgConnection | None = None  # the connection inside ``mem_recv`` (module docstring)
+_reading: NgConnection | None = None  # the connection inside ``mem_recv``/``mem_send`` (module docstring)
+_lock = threading.Lock()  # one connection in the library's calls at a time: they release the GIL
 
 
 def _load() -> str | None:
     """Load the library and make the callbacks once; its version, or None without it."""
-    global _ffi, _lib, _callbacks, _option, _version
-    if _ffi is not None:
+    global _cffi, _ng, _callbacks, _option, _version
+    if _cffi is not None:
         return _version
     if FFI is None:
         return None
@@ -133,7 +136,7 @@ def _load() -> str | None:
     option = ffi.new("nghttp2_option **")
     lib.nghttp2_option_new(option)
     lib.nghttp2_option_set_no_http_messaging(option[0], 1)
-    _ffi, _lib, _callbacks, _option, _version = ffi, lib, cb, option[0], version
+    _cffi, _ng, _callbacks, _option, _version = ffi, lib, cb, option[0], version
     return version
 
 
@@ -212,9 +215,7 @@ def _code_name(code: int) -> str:
 
 def library() -> str | None:
     """``libnghttp2``'s version when the HTTP/2 arms use it, else None (``jh2``)."""
-    if os.environ.get("TOLLGATE_H2_LIBRARY", "") == "jh2":
-        return None
-    return _load()
+    return _load() if ENABLED else None
 
 
 def describe() -> str:
@@ -229,11 +230,11 @@ class NgConnection:
     def __init__(self) -> None:
         if _load() is None:
             raise RuntimeError(f"{SONAME} is not available")
-        session = _ffi.new("nghttp2_session **")
-        rv = _lib.nghttp2_session_client_new2(session, _callbacks, _ffi.NULL, _option)
+        session = _cffi.new("nghttp2_session **")
+        rv = _ng.nghttp2_session_client_new2(session, _callbacks, _cffi.NULL, _option)
         if rv:
-            raise MemoryError(_ffi.string(_lib.nghttp2_strerror(rv)).decode())
-        self._session = _ffi.gc(session[0], _lib.nghttp2_session_del)
+            raise MemoryError(_cffi.string(_ng.nghttp2_strerror(rv)).decode())
+        self._session = _cffi.gc(session[0], _ng.nghttp2_session_del)
         self._events: list = []
         self._block: list = []
         self._responded: set[int] = set()  # streams whose final answer's header block came
@@ -253,7 +254,7 @@ class NgConnection:
     def state(self) -> ConnectionState:
         """CLOSED once the session wants neither to read nor to write (``Connection.usable``)."""
         session = self._session
-        if _lib.nghttp2_session_want_read(session) or _lib.nghttp2_session_want_write(session):
+        if _ng.nghttp2_session_want_read(session) or _ng.nghttp2_session_want_write(session):
             return ConnectionState.CLIENT_OPEN
         return ConnectionState.CLOSED
 
@@ -265,14 +266,14 @@ class NgConnection:
         self._settings(settings)
 
     def _settings(self, settings: dict) -> None:
-        entries = _ffi.new("nghttp2_settings_entry[]", [(int(k), int(v)) for k, v in settings.items()])
-        self._check(_lib.nghttp2_submit_settings(self._session, 0, entries, len(settings)))
+        entries = _cffi.new("nghttp2_settings_entry[]", [(int(k), int(v)) for k, v in settings.items()])
+        self._check(_ng.nghttp2_submit_settings(self._session, 0, entries, len(settings)))
 
     def increment_flow_control_window(self, increment: int, stream_id: int | None = None) -> None:
-        self._check(_lib.nghttp2_submit_window_update(self._session, 0, stream_id or 0, increment))
+        self._check(_ng.nghttp2_submit_window_update(self._session, 0, stream_id or 0, increment))
 
     def get_next_available_stream_id(self) -> int:
-        return _lib.nghttp2_session_get_next_stream_id(self._session)
+        return _ng.nghttp2_session_get_next_stream_id(self._session)
 
     def send_headers(self, stream_id: int, headers: list, end_stream: bool = True) -> None:
         """Queue a request without a body on ``stream_id`` (the next one: the library numbers them)."""
@@ -284,42 +285,54 @@ class NgConnection:
             entry = self._nva[key] = _nv_array(headers)
             if len(self._nva) > CACHED_LISTS:
                 self._nva.pop(next(iter(self._nva)))
-        got = _lib.nghttp2_submit_request(self._session, _ffi.NULL, entry[0], entry[1], _ffi.NULL, _ffi.NULL)
+        null = _cffi.NULL
+        got = _ng.nghttp2_submit_request(self._session, null, entry[0], entry[1], null, null)
         if got < 0:
-            raise jh2.exceptions.ProtocolError(_ffi.string(_lib.nghttp2_strerror(got)).decode())
+            raise jh2.exceptions.ProtocolError(_cffi.string(_ng.nghttp2_strerror(got)).decode())
         if got != stream_id:
             raise jh2.exceptions.ProtocolError(f"stream {got} opened where {stream_id} was expected")
 
     def data_to_send(self) -> bytes:
-        out = _ffi.new("const uint8_t **")
+        global _reading
+        with _lock:
+            _reading = self
+            try:
+                return self._drain()
+            finally:
+                _reading = None
+
+    def _drain(self) -> bytes:
+        """Everything the library has queued to send (with ``_lock`` held and ``_reading`` set)."""
+        out = _cffi.new("const uint8_t **")
         chunks, self._pending = [self._pending] if self._pending else [], b""
         while True:
-            n = _lib.nghttp2_session_mem_send(self._session, out)
+            n = _ng.nghttp2_session_mem_send(self._session, out)
             if n < 0:
-                raise jh2.exceptions.ProtocolError(_ffi.string(_lib.nghttp2_strerror(n)).decode())
+                raise jh2.exceptions.ProtocolError(_cffi.string(_ng.nghttp2_strerror(n)).decode())
             if n == 0:
                 break
-            chunks.append(_ffi.buffer(out[0], n)[:])
+            chunks.append(_cffi.buffer(out[0], n)[:])
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     def receive_data(self, data: bytes) -> list:
-        """Feed what was read; the events it completed, in order, as ``jh2``'s. A connection error
-        (the server broke the protocol: the library ends the session with a GOAWAY of its own) raises
-        ``ProtocolError`` with the library's reason."""
+        """Feed what was read; the events it completed, in order, as ``jh2``'s (with any a send
+        produced since the last read). A connection error (the server broke the protocol: the library
+        ends the session with a GOAWAY of its own) raises ``ProtocolError`` with the library's reason."""
         global _reading
-        self._events = events = []
         self._error = None
-        _reading = self
-        try:
-            rv = _lib.nghttp2_session_mem_recv(self._session, data, len(data))
-            # What the library queued in answer, taken out now (sent by the client's next flush): a
-            # connection error's GOAWAY (``on_frame_send``), once out, ends the session.
-            self._pending = self.data_to_send()
-        finally:
-            _reading = None
+        with _lock:
+            _reading = self
+            try:
+                rv = _ng.nghttp2_session_mem_recv(self._session, data, len(data))
+                # What the library queued in answer, taken out now (sent by the client's next flush): a
+                # connection error's GOAWAY (``on_frame_send``), once out, ends the session.
+                self._pending = self._drain()
+            finally:
+                _reading = None
+        events, self._events = self._events, []
         if rv < 0:
-            raise jh2.exceptions.ProtocolError(self._error or _ffi.string(_lib.nghttp2_strerror(rv)).decode())
-        if not self._goaway and not _lib.nghttp2_session_want_read(self._session):
+            raise jh2.exceptions.ProtocolError(self._error or _cffi.string(_ng.nghttp2_strerror(rv)).decode())
+        if not self._goaway and not _ng.nghttp2_session_want_read(self._session):
             said = self._error or "the session ended"
             raise jh2.exceptions.ProtocolError(f"HTTP/2 connection error: {said}")
         return events
@@ -353,7 +366,7 @@ class NgConnection:
             self._stream_reset(stream_id, frame.rst_stream.error_code)
         elif kind == SETTINGS and not flags & ACK:
             event = jh2.events.RemoteSettingsChanged()
-            peer_max = _lib.nghttp2_session_get_remote_settings(self._session, MAX_CONCURRENT_STREAMS)
+            peer_max = _ng.nghttp2_session_get_remote_settings(self._session, MAX_CONCURRENT_STREAMS)
             event.changed_settings = {
                 MAX_CONCURRENT_STREAMS: jh2.settings.ChangedSetting(MAX_CONCURRENT_STREAMS, None, peer_max)
             }
@@ -383,7 +396,7 @@ class NgConnection:
 
     def _check(self, rv: int) -> None:
         if rv < 0:
-            raise jh2.exceptions.ProtocolError(_ffi.string(_lib.nghttp2_strerror(rv)).decode())
+            raise jh2.exceptions.ProtocolError(_cffi.string(_ng.nghttp2_strerror(rv)).decode())
 
 
 def _informational(block: list) -> bool:
@@ -397,10 +410,10 @@ def _nv_array(headers: list) -> tuple:
     """A request's header list as the library's ``nghttp2_nv`` array; ``authorization`` (jh2's
     never-indexed fields) with NO_INDEX, as ``jh2`` sends it."""
     kept = []
-    nva = _ffi.new("nghttp2_nv[]", len(headers))
+    nva = _cffi.new("nghttp2_nv[]", len(headers))
     for i, header in enumerate(headers):
         name, value = header[0], header[1]
-        name_c, value_c = _ffi.new("uint8_t[]", bytes(name)), _ffi.new("uint8_t[]", bytes(value))
+        name_c, value_c = _cffi.new("uint8_t[]", bytes(name)), _cffi.new("uint8_t[]", bytes(value))
         kept += (name_c, value_c)
         nv = nva[i]
         nv.name, nv.value, nv.namelen, nv.valuelen = name_c, value_c, len(name), len(value)
