@@ -390,3 +390,87 @@ def test_answers_data_handed_back_in_batches_never_stalls_the_server():
                 client.acknowledge(event)
     assert received == 1000 * len(body)
     assert window_updates >= 1
+
+
+def _sans_io_pair():
+    """The client's ``Connection`` (on the library ``h2_library`` chose) and an ``h2`` server, their
+    prefaces exchanged, the client's request on stream 1 received by the server."""
+    import contextlib
+
+    import h2.config
+    import h2.connection
+
+    from workers.engine.http.http2_state import Connection
+
+    client = Connection(sock=None, write_lock=contextlib.nullcontext())
+    client.h2.initiate_connection()
+    server = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False))
+    server.initiate_connection()
+    server.receive_data(client.h2.data_to_send())
+    client.h2.receive_data(server.data_to_send())
+    request = [(b":method", b"GET"), (b":scheme", b"https"), (b":authority", b"a"), (b":path", b"/")]
+    client.h2.send_headers(client.h2.get_next_available_stream_id(), request, end_stream=True)
+    server.receive_data(client.h2.data_to_send())
+    return client, server
+
+
+def test_a_reset_after_the_answer_ended_is_ignored():
+    """An RST_STREAM read with the answer that ended its stream changes nothing (as jh2 does)."""
+    client, server = _sans_io_pair()
+    server.send_headers(1, [(":status", "200"), ("content-length", "3")])
+    server.send_data(1, b"abc", end_stream=True)
+    answer = server.data_to_send()
+    reset = b"\x00\x00\x04\x03\x00\x00\x00\x00\x01\x00\x00\x00\x00"  # RST_STREAM(NO_ERROR) on stream 1
+    kinds = [type(event).__name__ for event in client.h2.receive_data(answer + reset)]
+    assert kinds == ["ResponseReceived", "DataReceived", "StreamEnded"]
+
+
+@pytest.mark.parametrize(
+    ("case", "said"),
+    [("short body", "content-length"), ("1xx ending", "1xx"), ("trailers not ending", "trailers")],
+)
+def test_an_answer_breaking_a_message_rule_is_a_connection_error(case, said, h2_library):
+    """What jh2 refuses beyond a header block's own rules, libnghttp2 (its messaging checks off) is
+    made to refuse too: a body unlike its content-length, a 1xx answer that ends its stream, trailers
+    that do not. Each raises the library's ProtocolError (the engine's protocol_error)."""
+    import jh2.exceptions
+    from jh2.hpack import Encoder
+
+    client, server = _sans_io_pair()
+    if case == "short body":
+        server.send_headers(1, [(":status", "200"), ("content-length", "10")])
+        server.send_data(1, b"abc", end_stream=True)
+        data = server.data_to_send()
+    elif case == "1xx ending":  # HEADERS with END_STREAM | END_HEADERS carrying ":status: 103"
+        block = Encoder().encode([(b":status", b"103")])
+        data = len(block).to_bytes(3, "big") + b"\x01\x05\x00\x00\x00\x01" + block
+    else:
+        server.send_headers(1, [(":status", "200")])
+        server.send_data(1, b"abc")
+        head = server.data_to_send()
+        block = Encoder().encode([(b"x-trailer", b"1")])
+        data = head + len(block).to_bytes(3, "big") + b"\x01\x04\x00\x00\x00\x01" + block  # no END_STREAM
+    with pytest.raises(jh2.exceptions.ProtocolError) as raised:
+        client.h2.receive_data(data)
+    if h2_library == "libnghttp2":
+        assert said in str(raised.value)
+
+
+def test_a_request_the_library_will_not_send_fails_at_once(tmp_path, h2_library):
+    """A request header block over libnghttp2's limit (a 70 KB path) is refused by it before it goes
+    out: the request fails at once as protocol_error saying so, never waits for its timeout. jh2
+    sends it, and this test server (``h2``) closes the connection on it: an answer at once too."""
+    with GoAwayServer(tmp_path, goaway_after=100) as server:
+        context = make_context("system", False, alpn=("h2",))
+        client = new_client(Endpoint.resolve(server.url()), ARM_POLICIES["h2"][1], context, timeout_s=5.0)
+        first = client.request("/1k", "/1k")
+        path = "/" + "a" * 70_000
+        started = time.perf_counter()
+        sample = client.request(path, path)
+        took_s = time.perf_counter() - started
+        client.close()
+    assert first.error is None and took_s < 2.0
+    if h2_library == "libnghttp2":
+        assert sample.error == "protocol_error" and "was not sent" in sample.error_detail, sample.error_detail
+    else:
+        assert sample.error == "connection_reset", sample.error_detail

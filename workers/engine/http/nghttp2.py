@@ -8,7 +8,11 @@ client's lanes, slots, GOAWAY handling, header checks and timing boundaries are 
 library; only the state machine, framing and HPACK move into compiled code (docs/performance.md,
 "HTTP/2 on libnghttp2"). The library's HTTP messaging checks are off (``no_http_messaging``): received
 header blocks are checked by the client's ``HeaderCheck``, with ``jh2``'s rules, as before, so a
-malformed answer fails the same way on both. Flow control is the library's: it hands back what was
+malformed answer fails the same way on both; the message rules ``jh2`` enforces beyond header blocks
+are checked here (``_frame``): a body unlike its ``content-length``, a 1xx answer that ends its
+stream, trailers that do not: each a connection error, as in ``jh2``. A request the library does not
+put on the wire at once (held back at the server's stream limit, or refused by it) fails at its
+send, never waits for a timeout. Flow control is the library's: it hands back what was
 received and sends WINDOW_UPDATE itself when half a window is consumed (as ``jh2`` does), so DATA events
 carry ``flow_controlled_length`` 0 and the client acknowledges nothing.
 
@@ -21,6 +25,7 @@ a lock keeps OS threads (cffi releases the GIL around C calls) from sharing it.
 
 from __future__ import annotations
 
+import re
 import threading
 from importlib import metadata
 
@@ -50,9 +55,12 @@ typedef struct {
     nghttp2_frame_hd hd; int32_t last_stream_id; uint32_t error_code;
     uint8_t *opaque_data; size_t opaque_data_len; uint8_t reserved;
 } nghttp2_goaway;
-typedef union { nghttp2_frame_hd hd; nghttp2_rst_stream rst_stream; nghttp2_goaway goaway; } nghttp2_frame;
 typedef struct { uint8_t *name; uint8_t *value; size_t namelen; size_t valuelen; uint8_t flags; } nghttp2_nv;
 typedef struct { int32_t settings_id; uint32_t value; } nghttp2_settings_entry;
+typedef struct { nghttp2_frame_hd hd; size_t niv; nghttp2_settings_entry *iv; } nghttp2_settings;
+typedef union {
+    nghttp2_frame_hd hd; nghttp2_rst_stream rst_stream; nghttp2_settings settings; nghttp2_goaway goaway;
+} nghttp2_frame;
 typedef struct { int age; int version_num; const char *version_str; const char *proto_str; } nghttp2_info;
 
 nghttp2_info *nghttp2_version(int);
@@ -84,8 +92,7 @@ int32_t nghttp2_submit_request(nghttp2_session *, const void *, const nghttp2_nv
     void *);
 ssize_t nghttp2_session_mem_send(nghttp2_session *, const uint8_t **);
 ssize_t nghttp2_session_mem_recv(nghttp2_session *, const uint8_t *, size_t);
-int32_t nghttp2_session_get_next_stream_id(nghttp2_session *);
-uint32_t nghttp2_session_get_remote_settings(nghttp2_session *, int);
+uint32_t nghttp2_session_get_next_stream_id(nghttp2_session *);
 int nghttp2_session_want_read(nghttp2_session *);
 int nghttp2_session_want_write(nghttp2_session *);
 """
@@ -102,30 +109,43 @@ _cffi = _ng = _callbacks = _option = None
 _version: str | None = None
 _reading: NgConnection | None = None  # the connection inside ``mem_recv``/``mem_send`` (module docstring)
 _lock = threading.Lock()  # one connection in the library's calls at a time: they release the GIL
+_load_lock = threading.Lock()
+_loaded: list = []  # [True] once loading was tried
+CALLBACK_FAILURE = -902  # NGHTTP2_ERR_CALLBACK_FAILURE: a callback raised; the call fails with it
 
 
 def _load() -> str | None:
     """Load the library and make the callbacks once; its version, or None without it."""
-    global _cffi, _ng, _callbacks, _option, _version
-    if _cffi is not None:
+    if _cffi is not None or _loaded:
         return _version
+    with _load_lock:
+        if not _loaded:
+            _load_once()
+            _loaded.append(True)
+    return _version
+
+
+def _load_once() -> None:
+    global _cffi, _ng, _callbacks, _option, _version
     if FFI is None:
-        return None
+        return
     ffi = FFI()
     ffi.cdef(_CDEF)
     try:
         lib = ffi.dlopen(SONAME)
     except OSError:
-        return None
+        return
     info = lib.nghttp2_version(0)
     version = ffi.string(info.version_str).decode()
-    if tuple(int(part) for part in version.split(".")[:3]) < MIN_VERSION:
-        return None
+    numbers = re.match(r"(\d+)\.(\d+)\.(\d+)", version)
+    if numbers is None or tuple(int(part) for part in numbers.groups()) < MIN_VERSION:
+        return
     callbacks = ffi.new("nghttp2_session_callbacks **")
     lib.nghttp2_session_callbacks_new(callbacks)
     cb = callbacks[0]
-    _callbacks_keep.extend(_make_callbacks(ffi))
-    begin, header, frame, chunk, close, error, sent = _callbacks_keep
+    made = _make_callbacks(ffi)
+    _callbacks_keep.extend(made)
+    begin, header, frame, chunk, close, error, sent = made
     lib.nghttp2_session_callbacks_set_on_begin_headers_callback(cb, begin)
     lib.nghttp2_session_callbacks_set_on_header_callback(cb, header)
     lib.nghttp2_session_callbacks_set_on_frame_recv_callback(cb, frame)
@@ -137,7 +157,6 @@ def _load() -> str | None:
     lib.nghttp2_option_new(option)
     lib.nghttp2_option_set_no_http_messaging(option[0], 1)
     _cffi, _ng, _callbacks, _option, _version = ffi, lib, cb, option[0], version
-    return version
 
 
 _callbacks_keep: list = []  # the cffi callbacks live as long as the library
@@ -146,53 +165,53 @@ _callbacks_keep: list = []  # the cffi callbacks live as long as the library
 def _make_callbacks(ffi) -> list:
     buffer = ffi.buffer
 
-    @ffi.callback("int(nghttp2_session *, const nghttp2_frame *, void *)")
+    @ffi.callback("int(nghttp2_session *, const nghttp2_frame *, void *)", error=CALLBACK_FAILURE)
     def on_begin_headers(session, frame, user_data):
         _reading._block = []
         return 0
 
     @ffi.callback(
         "int(nghttp2_session *, const nghttp2_frame *, const uint8_t *, size_t, const uint8_t *, size_t,"
-        " uint8_t, void *)"
+        " uint8_t, void *)",
+        error=CALLBACK_FAILURE,
     )
     def on_header(session, frame, name, namelen, value, valuelen, flags, user_data):
         _reading._block.append((buffer(name, namelen)[:], buffer(value, valuelen)[:]))
         return 0
 
-    @ffi.callback("int(nghttp2_session *, const nghttp2_frame *, void *)")
+    @ffi.callback("int(nghttp2_session *, const nghttp2_frame *, void *)", error=CALLBACK_FAILURE)
     def on_frame_recv(session, frame, user_data):
         _reading._frame(frame)
         return 0
 
-    @ffi.callback("int(nghttp2_session *, uint8_t, int32_t, const uint8_t *, size_t, void *)")
+    @ffi.callback(
+        "int(nghttp2_session *, uint8_t, int32_t, const uint8_t *, size_t, void *)", error=CALLBACK_FAILURE
+    )
     def on_data_chunk(session, flags, stream_id, data, length, user_data):
         event = jh2.events.DataReceived()
         event.stream_id, event.data, event.flow_controlled_length = stream_id, buffer(data, length)[:], 0
-        _reading._events.append(event)
-        return 0
-
-    @ffi.callback("int(nghttp2_session *, int32_t, uint32_t, void *)")
-    def on_stream_close(session, stream_id, error_code, user_data):
-        # A stream the library closed with an error, not by the server's RST_STREAM; after the server's
-        # GOAWAY the streams above its last are the GOAWAY's (``ConnectionTerminated``), sent again.
         reading = _reading
-        if reading is not None and error_code and not reading._goaway and stream_id not in reading._reset:
-            reading._stream_reset(stream_id, error_code)
+        reading._events.append(event)
+        if stream_id in reading._lengths:
+            reading._lengths[stream_id][1] += length
         return 0
 
-    @ffi.callback("int(nghttp2_session *, int, const char *, size_t, void *)")
+    @ffi.callback("int(nghttp2_session *, int32_t, uint32_t, void *)", error=CALLBACK_FAILURE)
+    def on_stream_close(session, stream_id, error_code, user_data):
+        if _reading is not None:
+            _reading._closed(stream_id, error_code)
+        return 0
+
+    @ffi.callback("int(nghttp2_session *, int, const char *, size_t, void *)", error=CALLBACK_FAILURE)
     def on_error(session, code, message, length, user_data):
         if _reading is not None:
             _reading._error = ffi.string(message, length).decode("utf-8", "replace")
         return 0
 
-    @ffi.callback("int(nghttp2_session *, const nghttp2_frame *, void *)")
+    @ffi.callback("int(nghttp2_session *, const nghttp2_frame *, void *)", error=CALLBACK_FAILURE)
     def on_frame_send(session, frame, user_data):
-        reading = _reading
-        if reading is not None and frame.hd.type == GOAWAY:  # the library ends the session: why
-            goaway = frame.goaway
-            said = buffer(goaway.opaque_data, goaway.opaque_data_len)[:].decode("utf-8", "replace")
-            reading._error = f"{_code_name(goaway.error_code)}: {said or reading._error or 'no reason given'}"
+        if _reading is not None:
+            _reading._sent(frame)
         return 0
 
     return [
@@ -238,9 +257,17 @@ class NgConnection:
         self._events: list = []
         self._block: list = []
         self._responded: set[int] = set()  # streams whose final answer's header block came
+        self._finished: dict[int, None] = {}  # streams ended or reset lately (a later RST_STREAM: ignored)
         self._reset: set[int] = set()  # streams a StreamReset was handed out for
+        self._lengths: dict[int, list] = {}  # stream -> [its answer's content-length, body bytes so far]
+        self._head: set[int] = set()  # streams of HEAD requests (no body, whatever content-length says)
         self._error: str | None = None  # the library's last error message
+        self._violation: str | None = None  # a message rule the answer broke (``_frame``)
         self._goaway = False  # the server sent GOAWAY
+        self._ended_by_library = False  # the library sent GOAWAY: the session is over
+        self._sending = False  # inside ``data_to_send``
+        self._submitted = 0  # the request queued by ``send_headers`` and not yet on the wire
+        self._refused: str | None = None  # the library closed that request's stream before sending it
         self._nva: dict[tuple, tuple] = {}  # a request header list -> its C array (and what it points to)
         self._pending = b""  # bytes taken out of the library after an error, sent first
 
@@ -276,7 +303,8 @@ class NgConnection:
         return _ng.nghttp2_session_get_next_stream_id(self._session)
 
     def send_headers(self, stream_id: int, headers: list, end_stream: bool = True) -> None:
-        """Queue a request without a body on ``stream_id`` (the next one: the library numbers them)."""
+        """Queue a request without a body on ``stream_id`` (the next one: the library numbers them);
+        ``data_to_send`` then puts it on the wire or fails."""
         if not end_stream:
             raise NotImplementedError("requests with a body are sent by jh2")
         key = tuple(headers)
@@ -291,15 +319,33 @@ class NgConnection:
             raise jh2.exceptions.ProtocolError(_cffi.string(_ng.nghttp2_strerror(got)).decode())
         if got != stream_id:
             raise jh2.exceptions.ProtocolError(f"stream {got} opened where {stream_id} was expected")
+        self._submitted = got
+        if entry[3]:
+            self._head.add(got)
 
     def data_to_send(self) -> bytes:
+        """What the library has to send. A request queued by ``send_headers`` that it did not put out
+        (held back at the server's SETTINGS_MAX_CONCURRENT_STREAMS, or refused: e.g. a header block
+        over its limit) raises ``ProtocolError``: the request fails here, not at its timeout."""
         global _reading
         with _lock:
             _reading = self
+            self._sending = True
             try:
-                return self._drain()
+                out = self._drain()
             finally:
                 _reading = None
+                self._sending = False
+        if self._submitted:
+            stream_id, self._submitted = self._submitted, 0
+            refused, self._refused = self._refused, None
+            if refused:
+                why = f"refused by the client's HTTP/2 library ({refused})"
+            else:
+                why = "held back by the client's HTTP/2 library (the server's stream limit is reached)"
+            self._pending = out  # what did go out is sent with the next flush
+            raise jh2.exceptions.ProtocolError(f"the request on stream {stream_id} was not sent: {why}")
+        return out
 
     def _drain(self) -> bytes:
         """Everything the library has queued to send (with ``_lock`` held and ``_reading`` set)."""
@@ -317,7 +363,8 @@ class NgConnection:
     def receive_data(self, data: bytes) -> list:
         """Feed what was read; the events it completed, in order, as ``jh2``'s (with any a send
         produced since the last read). A connection error (the server broke the protocol: the library
-        ends the session with a GOAWAY of its own) raises ``ProtocolError`` with the library's reason."""
+        ends the session with a GOAWAY of its own, or the answer broke a message rule) raises
+        ``ProtocolError`` with the reason."""
         global _reading
         self._error = None
         with _lock:
@@ -332,7 +379,9 @@ class NgConnection:
         events, self._events = self._events, []
         if rv < 0:
             raise jh2.exceptions.ProtocolError(self._error or _cffi.string(_ng.nghttp2_strerror(rv)).decode())
-        if not self._goaway and not _ng.nghttp2_session_want_read(self._session):
+        if self._violation is not None:
+            raise jh2.exceptions.ProtocolError(self._violation)
+        if self._ended_by_library or (not self._goaway and not _ng.nghttp2_session_want_read(self._session)):
             said = self._error or "the session ended"
             raise jh2.exceptions.ProtocolError(f"HTTP/2 connection error: {said}")
         return events
@@ -351,25 +400,37 @@ class NgConnection:
                 self._ended(stream_id)
         elif kind == HEADERS:
             block, self._block = self._block, []
+            ends = flags & END_STREAM
             if stream_id in self._responded:
+                if not ends:
+                    self._violation = f"trailers on stream {stream_id} without END_STREAM"
                 event = jh2.events.TrailersReceived()
             elif _informational(block):
+                if ends:
+                    self._violation = f"an informational (1xx) answer ended stream {stream_id}"
                 event = jh2.events.InformationalResponseReceived()
             else:
                 event = jh2.events.ResponseReceived()
                 self._responded.add(stream_id)
+                self._expect_length(stream_id, block)
             event.stream_id, event.headers = stream_id, block
             events.append(event)
-            if flags & END_STREAM:
+            if ends:
                 self._ended(stream_id)
         elif kind == RST_STREAM:
-            self._stream_reset(stream_id, frame.rst_stream.error_code)
+            if stream_id not in self._finished:  # jh2 ignores a reset of a stream already ended
+                self._stream_reset(stream_id, frame.rst_stream.error_code)
         elif kind == SETTINGS and not flags & ACK:
+            settings = frame.settings
+            changed = {}
+            for i in range(settings.niv):
+                entry = settings.iv[i]
+                if entry.settings_id == MAX_CONCURRENT_STREAMS:
+                    changed[MAX_CONCURRENT_STREAMS] = jh2.settings.ChangedSetting(
+                        MAX_CONCURRENT_STREAMS, None, entry.value
+                    )
             event = jh2.events.RemoteSettingsChanged()
-            peer_max = _ng.nghttp2_session_get_remote_settings(self._session, MAX_CONCURRENT_STREAMS)
-            event.changed_settings = {
-                MAX_CONCURRENT_STREAMS: jh2.settings.ChangedSetting(MAX_CONCURRENT_STREAMS, None, peer_max)
-            }
+            event.changed_settings = changed
             events.append(event)
         elif kind == GOAWAY:
             self._goaway = True
@@ -379,20 +440,76 @@ class NgConnection:
             event.additional_data = None
             events.append(event)
 
+    def _expect_length(self, stream_id: int, block: list) -> None:
+        """Note the answer's content-length, checked at its end (as ``jh2`` does): not for a HEAD
+        request's answer, a 204 or a 304."""
+        head = stream_id in self._head
+        self._head.discard(stream_id)
+        if head:
+            return
+        length = status = None
+        for name, value in block:
+            if name == b"content-length":
+                length = value
+            elif name == b":status":
+                status = value
+        if length is not None and status not in (b"204", b"304"):
+            try:
+                self._lengths[stream_id] = [int(length), 0]
+            except ValueError:
+                self._violation = f"stream {stream_id}: content-length {length!r} is not a number"
+
     def _ended(self, stream_id: int) -> None:
         event = jh2.events.StreamEnded()
         event.stream_id = stream_id
         self._events.append(event)
         self._responded.discard(stream_id)
+        self._head.discard(stream_id)
+        expected = self._lengths.pop(stream_id, None)
+        if expected is not None and expected[0] != expected[1]:
+            said, got = expected
+            self._violation = f"stream {stream_id}: the body was {got} bytes where content-length said {said}"
+        self._finish(stream_id)
+
+    def _finish(self, stream_id: int) -> None:
+        self._finished[stream_id] = None
+        if len(self._finished) > CACHED_LISTS:
+            del self._finished[next(iter(self._finished))]
 
     def _stream_reset(self, stream_id: int, error_code: int) -> None:
         event = jh2.events.StreamReset()
         event.stream_id, event.error_code, event.remote_reset = stream_id, error_code, True
         self._events.append(event)
         self._responded.discard(stream_id)
+        self._head.discard(stream_id)
+        self._lengths.pop(stream_id, None)
+        self._finish(stream_id)
         self._reset.add(stream_id)
         if len(self._reset) > CACHED_LISTS:
             self._reset.clear()
+
+    def _closed(self, stream_id: int, error_code: int) -> None:
+        """The library closed a stream. With an error and not by the server's RST_STREAM: the request
+        being sent was never put on the wire (``data_to_send`` fails it), or another stream is reset.
+        After the server's GOAWAY the streams above its last are the GOAWAY's (``ConnectionTerminated``),
+        sent again."""
+        self._lengths.pop(stream_id, None)
+        if self._sending and error_code and stream_id == self._submitted:
+            self._refused = _code_name(error_code)
+        elif error_code and not self._goaway and stream_id not in self._reset:
+            self._stream_reset(stream_id, error_code)
+
+    def _sent(self, frame) -> None:
+        """A frame went out: the request's HEADERS (it is on the wire), or the library's GOAWAY (it
+        ended the session: why)."""
+        kind = frame.hd.type
+        if kind == HEADERS and frame.hd.stream_id == self._submitted:
+            self._submitted = 0
+        elif kind == GOAWAY:
+            self._ended_by_library = True
+            goaway = frame.goaway
+            said = _cffi.buffer(goaway.opaque_data, goaway.opaque_data_len)[:].decode("utf-8", "replace")
+            self._error = f"{_code_name(goaway.error_code)}: {said or self._error or 'no reason given'}"
 
     def _check(self, rv: int) -> None:
         if rv < 0:
@@ -402,20 +519,23 @@ class NgConnection:
 def _informational(block: list) -> bool:
     for name, value in block:
         if name == b":status":
-            return value[:1] == b"1" and value != b"101"
+            return value[:1] == b"1"
     return False
 
 
 def _nv_array(headers: list) -> tuple:
-    """A request's header list as the library's ``nghttp2_nv`` array; ``authorization`` (jh2's
-    never-indexed fields) with NO_INDEX, as ``jh2`` sends it."""
+    """A request's header list as the library's ``nghttp2_nv`` array (its count, what it points to,
+    whether it is a HEAD request); ``authorization`` (jh2's never-indexed fields) with NO_INDEX, as
+    ``jh2`` sends it."""
     kept = []
+    head = False
     nva = _cffi.new("nghttp2_nv[]", len(headers))
     for i, header in enumerate(headers):
-        name, value = header[0], header[1]
-        name_c, value_c = _cffi.new("uint8_t[]", bytes(name)), _cffi.new("uint8_t[]", bytes(value))
+        name, value = bytes(header[0]), bytes(header[1])
+        head = head or (name == b":method" and value == b"HEAD")
+        name_c, value_c = _cffi.new("uint8_t[]", name), _cffi.new("uint8_t[]", value)
         kept += (name_c, value_c)
         nv = nva[i]
         nv.name, nv.value, nv.namelen, nv.valuelen = name_c, value_c, len(name), len(value)
         nv.flags = NV_FLAG_NO_INDEX if getattr(header, "indexable", True) is False else 0
-    return nva, len(headers), kept
+    return nva, len(headers), kept, head
