@@ -474,3 +474,31 @@ def test_a_request_the_library_will_not_send_fails_at_once(tmp_path, h2_library)
         assert sample.error == "protocol_error" and "was not sent" in sample.error_detail, sample.error_detail
     else:
         assert sample.error == "connection_reset", sample.error_detail
+
+
+def test_the_servers_stream_limit_is_read_only_when_its_settings_carry_one():
+    """A SETTINGS frame without SETTINGS_MAX_CONCURRENT_STREAMS says nothing of a limit (the report
+    then shows "no server limit", never libnghttp2's 2**32 - 1); one with it gives its value."""
+    import contextlib
+
+    import jh2.events
+    from jh2.settings import SettingCodes
+
+    from workers.engine.http.http2_state import Connection
+
+    frames = {
+        "none": b"\x00\x00\x00\x04\x00\x00\x00\x00\x00",
+        "window only": b"\x00\x00\x06\x04\x00\x00\x00\x00\x00" + b"\x00\x04\x00\x01\x86\xa0",
+        "limit 50": b"\x00\x00\x06\x04\x00\x00\x00\x00\x00" + b"\x00\x03\x00\x00\x00\x32",
+    }
+    seen = {}
+    for name, frame in frames.items():
+        client = Connection(sock=None, write_lock=contextlib.nullcontext())
+        client.h2.initiate_connection()
+        client.h2.data_to_send()
+        (event,) = [
+            e for e in client.h2.receive_data(frame) if isinstance(e, jh2.events.RemoteSettingsChanged)
+        ]
+        limit = event.changed_settings.get(SettingCodes.MAX_CONCURRENT_STREAMS)
+        seen[name] = None if limit is None else limit.new_value
+    assert seen == {"none": None, "window only": None, "limit 50": 50}
