@@ -18,7 +18,8 @@ SYSTEM_OPENSSL = "OpenSSL 3.0.22 25 Aug 2026"
 BUNDLED = {"choice": "bundled", "openssl": "OpenSSL 4.0.0 14 Apr 2026", "binding": "pyOpenSSL 26.2.0"}
 
 
-def library_shown(client, owner, engine: dict) -> tuple[str, dict | None]:
+def run_page(client, owner, engine: dict) -> tuple[str, dict]:
+    """The run page and the report JSON of a finished run whose engine reported ``engine``."""
     run = make_run(owner)
     Run.objects.filter(pk=run.pk).update(engine=engine)
     run = Run.objects.get(pk=run.pk)
@@ -26,7 +27,11 @@ def library_shown(client, owner, engine: dict) -> tuple[str, dict | None]:
     freeze(run)
     client.force_login(owner)
     page = client.get(reverse("runs-detail", args=[run.code])).content.decode()
-    report = client.get(reverse("runs-report-json", args=[run.code])).json()
+    return page, client.get(reverse("runs-report-json", args=[run.code])).json()
+
+
+def library_shown(client, owner, engine: dict) -> tuple[str, dict | None]:
+    page, report = run_page(client, owner, engine)
     shown = re.search(r'<dd id="tls-library">(.*?)</dd>', page).group(1)
     return shown, report["run"]["engine"].get("tls_library")
 
@@ -48,13 +53,7 @@ def test_the_versions_name_the_http2_library_when_the_engine_reported_it(client,
     from before it says nothing of it."""
     engine = {"openssl": SYSTEM_OPENSSL, "http2": "libnghttp2 1.52.0"}
     for recorded, expected in ((engine, "HTTP/2 on libnghttp2 1.52.0"), ({"openssl": SYSTEM_OPENSSL}, None)):
-        run = make_run(owner)
-        Run.objects.filter(pk=run.pk).update(engine=recorded)
-        run = Run.objects.get(pk=run.pk)
-        reporting.store_summary(run)
-        freeze(run)
-        client.force_login(owner)
-        page = client.get(reverse("runs-detail", args=[run.code])).content.decode()
+        page, _ = run_page(client, owner, recorded)
         versions = re.search(r'<dd id="engine-versions">(.*?)</dd>', page, re.S).group(1)
         assert versions.startswith("Tollgate ")
         if expected:

@@ -257,8 +257,9 @@ class NgConnection:
         self._events: list = []
         self._block: list = []
         self._responded: set[int] = set()  # streams whose final answer's header block came
-        self._finished: dict[int, None] = {}  # streams ended or reset lately (a later RST_STREAM: ignored)
-        self._reset: set[int] = set()  # streams a StreamReset was handed out for
+        # Streams ended or reset lately: a later RST_STREAM, or the library's close of a stream the server
+        # reset, hands out nothing more.
+        self._finished: dict[int, None] = {}
         self._lengths: dict[int, list] = {}  # stream -> [its answer's content-length, body bytes so far]
         self._head: set[int] = set()  # streams of HEAD requests (no body, whatever content-length says)
         self._error: str | None = None  # the library's last error message
@@ -484,9 +485,6 @@ class NgConnection:
         self._head.discard(stream_id)
         self._lengths.pop(stream_id, None)
         self._finish(stream_id)
-        self._reset.add(stream_id)
-        if len(self._reset) > CACHED_LISTS:
-            self._reset.clear()
 
     def _closed(self, stream_id: int, error_code: int) -> None:
         """The library closed a stream. With an error and not by the server's RST_STREAM: the request
@@ -496,7 +494,7 @@ class NgConnection:
         self._lengths.pop(stream_id, None)
         if self._sending and error_code and stream_id == self._submitted:
             self._refused = _code_name(error_code)
-        elif error_code and not self._goaway and stream_id not in self._reset:
+        elif error_code and not self._goaway and stream_id not in self._finished:
             self._stream_reset(stream_id, error_code)
 
     def _sent(self, frame) -> None:
