@@ -52,10 +52,16 @@ def test_the_versions_name_the_http2_library_when_the_engine_reported_it(client,
     """``run.engine.http2`` (the HTTP/2 arms' library, from the hello) is on the Versions line; a run
     from before it says nothing of it."""
     engine = {"openssl": SYSTEM_OPENSSL, "http2": "libnghttp2 1.52.0"}
-    for recorded, expected in ((engine, "HTTP/2 on libnghttp2 1.52.0"), ({"openssl": SYSTEM_OPENSSL}, None)):
+    cases = (
+        (engine, "HTTP/2 on libnghttp2 1.52.0"),
+        ({"openssl": SYSTEM_OPENSSL}, None),
+        ({"http2": "jh2 5.0.15"}, "HTTP/2 on jh2 5.0.15"),  # no OpenSSL reported: no empty field between
+    )
+    for recorded, expected in cases:
         page, _ = run_page(client, owner, recorded)
         versions = re.search(r'<dd id="engine-versions">(.*?)</dd>', page, re.S).group(1)
-        assert versions.startswith("Tollgate ")
+        assert versions.startswith("Tollgate ") and not re.search(r"·\s*·", versions), versions
+        assert (f" · {SYSTEM_OPENSSL}" in versions) == ("openssl" in recorded)
         if expected:
             assert versions.endswith(" · " + expected), versions
         else:
