@@ -116,6 +116,17 @@ def test_during_the_window_of_the_second_arm(plain_server):
     assert arms["plain_new"]["complete"] is False and arms["plain_new"]["requests"] > 0
 
 
+def test_during_the_window_of_a_closed_loop_keep_alive_arm(plain_server):
+    """The closed loop's keep-alive arm runs on the single loop (workers/engine/http/single_loop.py),
+    which blocks in its own ``epoll``: the cancel still gets through within the bound."""
+    engine = Engine(_config(("plain", plain_server.url()), duration_s=30, arrival_rate=None))
+    engine.until(lambda m: m["type"] == "progress" and m["phase"] == "measure")
+    rest, _ = _cancel(engine, "single-loop window")
+    result = _arms(rest)["plain"]
+    assert result["complete"] is False and result["requests"] > 0
+    assert result["single_loop"]["requests"] > 0
+
+
 def test_during_a_saturation_stage(plain_server):
     saturation = {"arms": ["plain"], "start": 1, "max": 4, "stage_s": 30, "warmup_s": 0.3}
     engine = Engine(_config(("plain", plain_server.url()), duration_s=1, saturation=saturation))

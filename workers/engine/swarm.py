@@ -285,7 +285,8 @@ class Swarm:
         ):  # a Locust master and its workers (workers.engine.distribution.master)
             return DistributedArm(Fleet.of(self), index, arm, ready, load, watch).run()
         recorder = ArmRecorder(arm.name, tally_for(ready.quic))
-        env = Environment(user_classes=[self._user_class(arm, ready, recorder, load)], events=Events())
+        user_class = self._user_class(arm, ready, recorder, load)
+        env = Environment(user_classes=[user_class], events=Events())
         runner = env.create_local_runner()
         cpu = CpuMeter()
         started_at = time.time()
@@ -300,7 +301,13 @@ class Swarm:
             recorder.close_window()
             window_ended_at = time.time()
             runner.quit()
-        return self._arm_result(recorder, ready, series, started_at, window_started_at, window_ended_at, load)
+        result = self._arm_result(
+            recorder, ready, series, started_at, window_started_at, window_ended_at, load
+        )
+        # How the requests were made: by the arm's single loop (http/single_loop.py) or each user's own.
+        loop = user_class.single_loop
+        result["single_loop"] = {"requests": loop.requests, "handed_back": loop.handed_back} if loop else None
+        return result
 
     def _measure(
         self,

@@ -8,6 +8,13 @@ yields at least every ``YIELD_EVERY`` requests, so a server that always answers 
 asks for the answer cannot starve the other users or the engine's one-second ticks. With think
 time the task makes one request and Locust's ``constant`` wait does the thinking, as before.
 
+On ``plain`` and ``tls`` in the closed loop without think time (HTTP/1.1 on a kept connection) a user
+makes its requests itself only while it has no connection: once one is open it parks it with the
+arm's single loop (``workers.engine.http.single_loop``), which sends its requests and reads their
+answers without a greenlet switch per request, and finishes on the user's greenlet whatever the loop
+hands back (anything but the plainest answer, every failure), so the client's own code decides retries,
+reopenings and back-off as before.
+
 After a connection-level failure (refused, reset, timed out) a user backs off before its next attempt
 (``workers.engine.unreachable``: 5 ms doubling to 1 s, reset by any answer), so a dead target is not
 hammered; the wait is outside every request's timing, and the open loop keeps its schedule.
@@ -27,6 +34,7 @@ from collections.abc import Callable
 import gevent
 from locust import User, constant, task
 
+from workers.engine.http import single_loop
 from workers.engine.http.http1 import TimedClient
 from workers.engine.http.sample import CONNECTION_ERRORS, Sample
 from workers.engine.unreachable import backoff_s
@@ -70,6 +78,21 @@ def _loop(step: Callable[[], None]) -> None:
         gevent.sleep(0)
 
 
+def _kept(user, driver: single_loop.SingleLoop, record, expected) -> None:
+    """The closed loop on a kept HTTP/1.1 connection: the user's own request while it has no
+    connection (opening one, backing off), else the single loop's; what the loop hands back is
+    finished here by the client's own code."""
+    timed = user.timed
+    while True:
+        if timed.sock is None:
+            user.one()
+            continue
+        sample = timed.finish(*driver.drive(timed))
+        record(sample, sample.status is not None and expected(sample.status))
+        if sample.error is not None or user.backoff_s:
+            user.back_off(sample.error)
+
+
 def arm_user_class(
     name: str,
     new_client: Callable[[], TimedClient],
@@ -87,6 +110,8 @@ def arm_user_class(
 
     class ArmUser(BackingOff):
         wait_time = constant(0 if loop else think_time_s)
+        # The arm's single loop (``http.single_loop``), made by its first user when it applies.
+        single_loop: single_loop.SingleLoop | None = None
 
         def on_start(self) -> None:
             self.timed = new_client()
@@ -122,6 +147,11 @@ def arm_user_class(
             if not loop:
                 self.one()
                 return
+            if single_loop.applies(self.timed, interval_ns, think_time_s, lanes):
+                cls = type(self)
+                if cls.single_loop is None:
+                    cls.single_loop = single_loop.SingleLoop(pick, record, expected, self.timed.timeout_s)
+                _kept(self, cls.single_loop, record, expected)
             step = self.paced if interval_ns else self.one
             self.extra_lanes = [gevent.spawn(_loop, step) for _ in range(lanes - 1)]
             _loop(step)

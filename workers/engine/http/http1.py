@@ -129,8 +129,18 @@ class TimedClient:
         """Send one request and read the whole response. Never raises for network errors."""
         sample = Sample(url, 0)  # positional: a third cheaper than by keyword, once per request
         sample.start_ns = time.perf_counter_ns()  # after the record exists: its making is not the request's
+        return self._complete(sample, path, method, None)
+
+    def finish(self, sample: Sample, path: str, begun) -> Sample:
+        """The rest of a GET that the single loop (``single_loop``) sent on this client's kept
+        connection, as ``request`` does it from there on: ``begun`` is what the loop had read, (bytes,
+        first-byte ns), the error it met (raised here, so it is retried or recorded as ``request``
+        would), or the part of the head it could not send (bytes). Never raises for network errors."""
+        return self._complete(sample, path, "GET", begun)
+
+    def _complete(self, sample: Sample, path: str, method: str, begun) -> Sample:
         try:
-            self._exchange(sample, path, method)
+            self._exchange(sample, path, method, begun)
         except Exception as exc:  # noqa: BLE001 - every failure becomes data, never a crash
             sample.error = classify_error(exc)
             sample.error_detail = f"{type(exc).__name__}: {exc}"[:300]
@@ -149,7 +159,7 @@ class TimedClient:
             self._heads[(method, path)] = head
         return head
 
-    def _exchange(self, sample: Sample, path: str, method: str) -> None:
+    def _exchange(self, sample: Sample, path: str, method: str, begun=None) -> None:
         new_conn = self.policy.new_connection_per_request
         head = self._heads.get((method, path)) or self._head(method, path)
         reused = self.sock is not None
@@ -157,8 +167,14 @@ class TimedClient:
             sample.reopened, self._server_closed = self._server_closed, False
             self._open(sample)
         try:
-            self._send(head)
-            keep_alive = self._read_response(sample, method)
+            if begun is None:
+                self._send(head)
+                keep_alive = self._read_response(sample, method)
+            elif type(begun) is bytes:  # the single loop sent only part of the head
+                self.sock.sendall(begun)
+                keep_alive = self._read_response(sample, method)
+            else:
+                keep_alive = self._read_response(sample, method, begun)
         except (ConnectionClosed, ConnectionResetError, BrokenPipeError):
             if not reused:
                 raise
@@ -182,15 +198,21 @@ class TimedClient:
         if sent < len(head):
             self.sock.sendall(head[sent:])
 
-    def _read_response(self, sample: Sample, method: str) -> bool:
-        """Read one response; fill status, sizes and times. Returns whether to keep the connection."""
+    def _read_response(self, sample: Sample, method: str, begun: tuple | BaseException | None = None) -> bool:
+        """Read one response; fill status, sizes and times. Returns whether to keep the connection.
+        ``begun``: the single loop's start on it, (bytes read, first-byte ns), or the error it met."""
         sock = self.sock
-        if self._coop and not (self._tls and sock.pending()):
-            sock.wait_readable()  # wait before asking: no doomed call (cooperative.py)
-        buf = sock.recv(RECV_SIZE)
-        if not buf:
-            raise ConnectionClosed("connection closed before the response")
-        t_first = time.perf_counter_ns()
+        if begun is None:
+            if self._coop and not (self._tls and sock.pending()):
+                sock.wait_readable()  # wait before asking: no doomed call (cooperative.py)
+            buf = sock.recv(RECV_SIZE)
+            if not buf:
+                raise ConnectionClosed("connection closed before the response")
+            t_first = time.perf_counter_ns()
+        elif isinstance(begun, BaseException):
+            raise begun
+        else:
+            buf, t_first = begun
         end = buf.find(b"\r\n\r\n")
         if end < 0:
             buf = self._read_head(bytearray(buf))
@@ -291,6 +313,9 @@ class Head(NamedTuple):
     bad_length: bool  # a Content-Length that is not a number (an error only where the body needs it)
     # What ``_note_headers`` keeps: Location, Server, Content-Type, Content-Encoding.
     noted: tuple[str | None, str | None, str, str]
+    # The plainest answer to a GET: a final status with a body (not 1xx, 204 or 304) framed by a valid
+    # Content-Length, the connection kept. The single loop (``single_loop``) reads only these itself.
+    plain: bool
 
 
 _HEADS: dict[bytes, Head] = {}  # a head's bytes -> what it says (read only)
@@ -316,9 +341,12 @@ def read_head(raw: bytes) -> Head:
             headers.get("content-encoding", ""),
         )
         chunked = "chunked" in headers.get("transfer-encoding", "").lower()
+        plain = (
+            length is not None and not bad_length and not chunked and keep_alive and status >= 200
+        ) and status not in (204, 304)
         if len(_HEADS) >= 64:
             _HEADS.clear()
-        found = _HEADS[raw] = Head(status, keep_alive, headers, chunked, length, bad_length, noted)
+        found = _HEADS[raw] = Head(status, keep_alive, headers, chunked, length, bad_length, noted, plain)
     return found
 
 
