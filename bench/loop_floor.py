@@ -11,15 +11,16 @@ only requests sent after it count, and the CPU is this thread's over the measure
 
 ``bench/generator`` prints its requests per CPU-second beside wrk's in the same run
 (``machine.loop_floor``): how close any Python closed-loop client gets to wrk on this machine's
-kernel and Python, so a reader can tell what the engine's design costs (the greenlet per user, the
-hub's switches) from what Python costs. With ``engine_record`` the same loop does the engine's own
-per-request work on top: each answer made the engine's ``Sample`` and recorded by its
-``ArmRecorder`` (``machine.loop_floor_recorded``), so what is left between it and the engine is the
-engine's shape (a greenlet per user under Locust, the hub's round trip per wait, the client's
-layers), not its recording. It measures; it is not a client of the product. Loopback
-only: the caller gives a 127.0.0.0/8 or ::1 address, the run stops after ``warmup_s + seconds``.
-Anything that breaks the loop (no answer for 1 s, a closed connection, an answer without a
-``Content-Length`` it can read) raises ``FloorFailed`` with the reason.
+kernel and Python, so a reader can tell what the engine's design costs from what Python costs. With
+``engine_record`` the same loop does the engine's own per-request work on top: each answer's times
+rounded as the client rounds them and recorded by its ``ArmRecorder`` as the engine's single loop
+records a plain answer (``machine.loop_floor_recorded``), so what is left between it and the engine
+is the engine's shape (Locust, the hub, the loop's yields to it, picking the path), not its
+recording. Since the engine runs its closed-loop keep-alive arms on a single loop of its own
+(workers/engine/http/single_loop.py), that gap is small. It measures; it is not a client of the
+product. Loopback only: the caller gives a 127.0.0.0/8 or ::1 address, the run stops after
+``warmup_s + seconds``. Anything that breaks the loop (no answer for 1 s, a closed connection, an
+answer without a ``Content-Length`` it can read) raises ``FloorFailed`` with the reason.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ import time
 from collections.abc import Callable
 
 from workers.engine.http.http1 import read_head
-from workers.engine.http.sample import Sample
 from workers.engine.recording.recorder import ArmRecorder
 
 RECV_SIZE = 65536
@@ -87,21 +87,22 @@ def _run(poller, conns: dict[int, list], head: bytes, until: float, keep: Callab
 
 
 def engine_keep(recorder: ArmRecorder, url: str) -> Callable[[tuple], None]:
-    """``keep`` for the loop with the engine's own per-request work: the answer as the engine's
-    ``Sample`` (its times rounded as the client rounds them, its noted fields) recorded by an
-    ``ArmRecorder``, as the engine's users record theirs."""
-    record = recorder.record
+    """``keep`` for the loop with the engine's own per-request work: the answer's times rounded as
+    the client rounds them, recorded by an ``ArmRecorder`` as the engine's single loop records a
+    plain answer (``record_answer``, workers/engine/http/single_loop.py)."""
+    record_answer = recorder.record_answer
 
     def keep(answered: tuple) -> None:
-        sent, first, last, answer, length = answered
-        sample = Sample(url, sent)
-        sample.end_ns = last
-        sample.status, sample.body_bytes = answer.status, length
-        sample.location, sample.server, sample.content_type, sample.content_encoding = answer.noted
+        sent, first, last, answer, _ = answered
         start = sent - 500
-        sample.ttfb_us = max(1, (first - start) // 1000)
-        sample.ttlb_us = max(1, (last - start) // 1000)
-        record(sample, answer.status == 200)
+        record_answer(
+            url,
+            sent,
+            max(1, (first - start) // 1000),
+            max(1, (last - start) // 1000),
+            answer,
+            answer.status == 200,
+        )
 
     return keep
 
@@ -116,9 +117,9 @@ def measure(
     engine_record: bool = False,
 ) -> dict:
     """Closed loop on ``users`` connections, ``warmup_s`` then ``seconds`` measured: the requests sent
-    in the window and this thread's CPU over it, per request. ``engine_record``: each answer made the
-    engine's ``Sample`` and recorded by its ``ArmRecorder`` (``engine_keep``), which counts the window
-    as the engine does; else a tuple appended to a list."""
+    in the window and this thread's CPU over it, per request. ``engine_record``: each answer recorded
+    by an ``ArmRecorder`` as the engine records it (``engine_keep``), which counts the window as the
+    engine does; else a tuple appended to a list."""
     if not ipaddress.ip_address(host).is_loopback:
         raise ValueError(f"loopback only, not {host}")
     # The engine's own request head (workers/engine/http/http1.py), byte for byte in size.

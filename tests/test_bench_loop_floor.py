@@ -14,7 +14,7 @@ from tests.servers import LocalServer, pages_handler
 
 @pytest.mark.parametrize("engine_record", [False, True])
 def test_the_floor_loop_counts_the_answers_the_server_gave(engine_record):
-    """Appending a tuple, or making and recording the engine's Sample (its ArmRecorder counts the
+    """Appending a tuple, or recording each answer as the engine does (its ArmRecorder counts the
     window): the same count of answered requests, the warm-up's left out."""
     answered = []
 

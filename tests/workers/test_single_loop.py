@@ -119,10 +119,17 @@ def test_the_loop_makes_the_clients_samples(arm, library, tls_cert):
     finally:
         server.stop()
     assert runs[False]["loop"] is None
+    assert {s["by"] for s in runs[False]["samples"]} == {"user"}
     loop = runs[True]["loop"]
     # Everything after each user's first request went through the loop, nothing handed back.
     assert loop["handed_back"] == 0
     assert loop["requests"] == len(runs[True]["samples"]) - 2
+    assert [s["by"] for s in runs[True]["samples"]].count("loop") == loop["requests"]
+    # The recorder counted every request either way, each answer as expected.
+    for got in runs.values():
+        assert got["result"]["requests"] == len(got["samples"])
+        assert got["result"]["failures"] == 0
+        assert got["result"]["status_codes"] == {"200": len(got["samples"])}
     # The same answers read the same way: status, size and the headers a sample keeps.
     (answer,) = fields(runs[True]["samples"])
     assert fields(runs[False]["samples"]) == {answer}

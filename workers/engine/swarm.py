@@ -268,7 +268,7 @@ class Swarm:
             endpoint, policy, context, timeout_s, headers, cfg.h2_streams, recorder.quic
         )
         return arm_user_class(
-            arm.name, new_client, pick, recorder.record, expected, interval_ns, cfg.think_time_s, lanes
+            arm.name, new_client, pick, recorder, expected, interval_ns, cfg.think_time_s, lanes
         )
 
     def run_arm(

@@ -37,6 +37,7 @@ from locust import User, constant, task
 from workers.engine.http import single_loop
 from workers.engine.http.http1 import TimedClient
 from workers.engine.http.sample import CONNECTION_ERRORS, Sample
+from workers.engine.recording.recorder import ArmRecorder
 from workers.engine.unreachable import backoff_s
 
 YIELD_EVERY = 32
@@ -78,7 +79,7 @@ def _loop(step: Callable[[], None]) -> None:
         gevent.sleep(0)
 
 
-def _kept(user, driver: single_loop.SingleLoop, record, expected) -> None:
+def _kept(user, driver: single_loop.SingleLoop, record: Callable[[Sample, bool], None], expected) -> None:
     """The closed loop on a kept HTTP/1.1 connection: the user's own request while it has no
     connection (opening one, backing off), else the single loop's; what the loop hands back is
     finished here by the client's own code."""
@@ -97,16 +98,18 @@ def arm_user_class(
     name: str,
     new_client: Callable[[], TimedClient],
     pick: Callable[[], str],
-    record: Callable[[Sample, bool], None],
+    recorder: ArmRecorder,
     expected: Callable[[int], bool],
     interval_ns: int,
     think_time_s: float,
     lanes: int = 1,
 ) -> type[User]:
     """A User class whose users each own a TimedClient (``new_client()``) and send ``pick()``'s
-    path; ``interval_ns`` > 0: open loop, one request per user every ``interval_ns``; ``lanes``:
-    request loops per user (HTTP/2 streams, module docstring)."""
+    path, their requests recorded by the arm's ``recorder``; ``interval_ns`` > 0: open loop, one
+    request per user every ``interval_ns``; ``lanes``: request loops per user (HTTP/2 streams,
+    module docstring)."""
     loop = bool(interval_ns) or not think_time_s
+    record = recorder.record
 
     class ArmUser(BackingOff):
         wait_time = constant(0 if loop else think_time_s)
@@ -150,7 +153,9 @@ def arm_user_class(
             if single_loop.applies(self.timed, interval_ns, think_time_s, lanes):
                 cls = type(self)
                 if cls.single_loop is None:
-                    cls.single_loop = single_loop.SingleLoop(pick, record, expected, self.timed.timeout_s)
+                    cls.single_loop = single_loop.SingleLoop(
+                        pick, recorder.record_answer, expected, self.timed.timeout_s
+                    )
                 _kept(self, cls.single_loop, record, expected)
             step = self.paced if interval_ns else self.one
             self.extra_lanes = [gevent.spawn(_loop, step) for _ in range(lanes - 1)]

@@ -12,11 +12,12 @@ So on those arms (closed loop, no think time, HTTP/1.1 on a kept connection) a u
 connection and makes its first request itself, as before (``TimedClient.request``: connect and TLS
 handshake timed, failures backed off), then parks the connection here (``drive``). From then on this
 loop sends the user's requests and reads their answers on its own ``epoll``, one greenlet for all of
-the arm's users in the process. Per request it does the client's work and nothing more: the
-``Sample`` made, ``start_ns`` taken right before the head is written, the first and last byte timed
-on ``perf_counter_ns`` as the client times them, the head read once per distinct head
-(``http1.read_head``), the body counted by its ``Content-Length``, the sample recorded by the arm's
-recorder. The timing boundaries are the client's.
+the arm's users in the process. Per request it does the client's work and nothing more: the start
+taken right before the head is written, the first and last byte timed on ``perf_counter_ns`` and
+rounded as the client does it, the head read once per distinct head (``http1.read_head``), the body
+counted by its ``Content-Length``, the answer recorded by the arm's recorder
+(``ArmRecorder.record_answer``: what ``record`` does with such an answer's ``Sample``, without making
+one; a request handed back gets its ``Sample``). The timing boundaries are the client's.
 
 Only the plainest answer is read here: a whole head in the first read, a ``Content-Length``, a 2xx to
 5xx status other than 204 and 304, and a connection kept. Anything else (a head in pieces, chunked
@@ -49,7 +50,7 @@ from gevent import get_hub
 from gevent.hub import Waiter
 from gevent.monkey import get_original
 
-from workers.engine.http.http1 import RECV_SIZE, TimedClient, read_head
+from workers.engine.http.http1 import RECV_SIZE, Head, TimedClient, read_head
 from workers.engine.http.sample import ConnectionClosed, ProtocolError, Sample
 
 # gevent's ``patch_all`` removes ``select.epoll``; this loop needs the real one.
@@ -77,11 +78,12 @@ def applies(client: TimedClient, interval_ns: int, think_time_s: float, lanes: i
 
 class _Kept:
     """One parked connection: its client, its socket's (or TLS object's) read and write, and the
-    request in flight: the sample, its path, the first byte's time, the body bytes still to come."""
+    request in flight: its path, its start, its first byte's time and head, the body bytes still to
+    come, and the time of the last byte sent or read (for the timeout)."""
 
     __slots__ = (
         *("client", "fd", "read", "write", "tls", "waiter"),
-        *("sample", "path", "first_ns", "need", "answer", "last_ns"),
+        *("path", "start_ns", "first_ns", "need", "answer", "last_ns"),
     )
 
     def __init__(self, client: TimedClient) -> None:
@@ -92,8 +94,8 @@ class _Kept:
         self.read = conn.tls.read if conn.tls is not None else conn.raw.recv
         self.write = conn.tls.write if conn.tls is not None else conn.raw.send
         self.waiter = Waiter()
-        self.sample: Sample | None = None
         self.path = ""
+        self.start_ns = 0
         self.first_ns = 0
         self.need = 0
         self.answer = None
@@ -102,18 +104,20 @@ class _Kept:
 
 class SingleLoop:
     """The loop of one arm in one engine process (module docstring). ``pick``: the next path;
-    ``record`` and ``expected``: the arm's, as its users call them."""
+    ``record_answer``: the arm recorder's (``ArmRecorder.record_answer``: a plain answer recorded
+    without its ``Sample``); ``expected``: the arm's verdict on a status."""
 
     def __init__(
         self,
         pick: Callable[[], str],
-        record: Callable[[Sample, bool], None],
+        record_answer: Callable[[str, int, int, int, Head, bool], None],
         expected: Callable[[int], bool],
         timeout_s: float = 10.0,
     ) -> None:
         self._pick = pick
-        self._record = record
+        self._record_answer = record_answer
         self._expected = expected
+        self._ok: dict[int, bool] = {}  # status -> ``expected``'s verdict, asked once per status
         self.timeout_ns = int(timeout_s * 1e9)
         self._kept: dict[int, _Kept] = {}
         self._epoll = None
@@ -152,17 +156,17 @@ class SingleLoop:
         self._leave(kept)
         self.handed_back += 1
         self._handed = True
-        get_hub().loop.run_callback(kept.waiter.switch, (kept.sample, kept.path, begun))
+        sample = Sample(kept.path, kept.start_ns)
+        get_hub().loop.run_callback(kept.waiter.switch, (sample, kept.path, begun))
 
     def _send(self, kept: _Kept) -> None:
-        """The next request on a parked connection: its sample made, its start taken, its head written."""
+        """The next request on a parked connection: its path picked, its start taken, its head written."""
         path = self._pick()
         client = kept.client
         head = client._heads.get(("GET", path)) or client._head("GET", path)
-        sample = kept.sample = Sample(path, 0)
         kept.path = path
         kept.first_ns = 0
-        sample.start_ns = kept.last_ns = time.perf_counter_ns()
+        kept.start_ns = kept.last_ns = time.perf_counter_ns()
         try:
             sent = kept.write(head)
         except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
@@ -246,13 +250,14 @@ class SingleLoop:
                 return
 
     def _complete(self, kept: _Kept, last_ns: int) -> None:
-        sample, answer = kept.sample, kept.answer
-        sample.end_ns = last_ns
-        sample.status, sample.body_bytes = answer.status, answer.length
-        sample.location, sample.server, sample.content_type, sample.content_encoding = answer.noted
-        start = sample.start_ns - 500  # the client's rounding (``http1``)
-        sample.ttfb_us = max(1, (kept.first_ns - start) // 1000)
-        sample.ttlb_us = max(1, (last_ns - start) // 1000)
+        """A plain answer read whole: recorded (times rounded as the client rounds them, ``http1``),
+        the next request sent."""
+        answer, start_ns = kept.answer, kept.start_ns
+        ok = self._ok.get(answer.status)
+        if ok is None:
+            ok = self._ok[answer.status] = self._expected(answer.status)
+        start = start_ns - 500
+        ttfb_us, ttlb_us = max(1, (kept.first_ns - start) // 1000), max(1, (last_ns - start) // 1000)
         self.requests += 1
-        self._record(sample, self._expected(answer.status))
+        self._record_answer(kept.path, start_ns, ttfb_us, ttlb_us, answer, ok)
         self._send(kept)

@@ -178,12 +178,7 @@ class ArmRecorder:
             _count(self.connection_failures, sample.error)
         if sample.alpn is not None:  # every HTTP/2 connection of the arm, warm-up included
             self._note_h2_connection(sample)
-        start = self.window_start_ns
-        if start is None or sample.start_ns < start or self.window_end_ns is not None:
-            if start is None:
-                self.warmup_requests += 1
-            else:
-                self.unwindowed_requests += 1
+        if not self._windowed(sample.start_ns):
             return
         self.requests += 1
         self._sec_requests += 1
@@ -209,14 +204,68 @@ class ArmRecorder:
             self._note_streams(sample)
         if sample.status is None:
             return
-        self.status_codes[sample.status] += 1
-        if expected_ok:
-            self._note_content(sample)
         if sample.schedule_lag_us >= LATE_US:
             self.late_requests += 1
             self.max_schedule_lag_us = max(self.max_schedule_lag_us, sample.schedule_lag_us)
+        self._answered(
+            sample.url,
+            sample.status,
+            sample.body_bytes,
+            sample.content_type,
+            sample.content_encoding,
+            sample.ttfb_us,
+            sample.ttlb_us,
+            expected_ok,
+        )
+
+    def record_answer(
+        self, url: str, start_ns: int, ttfb_us: int, ttlb_us: int, head, expected_ok: bool
+    ) -> None:
+        """``record`` of a complete HTTP/1.1 answer on a kept connection (``http1.Head`` ``head``, its
+        body as long as its Content-Length) without its ``Sample``: what ``record`` does with such a
+        sample, which has no error, opened no connection, carries no HTTP/2 or QUIC figures and no
+        schedule. The single loop's path (``http.single_loop``), every request of ``plain``/``tls``."""
+        if not self._windowed(start_ns):
+            return
+        self.requests += 1
+        self._sec_requests += 1
+        if not expected_ok:
+            self.failures += 1
+            self._sec_failures += 1
+        _, _, content_type, content_encoding = head.noted
+        self._answered(
+            url, head.status, head.length, content_type, content_encoding, ttfb_us, ttlb_us, expected_ok
+        )
+
+    def _windowed(self, start_ns: int) -> bool:
+        """Whether a request that started at ``start_ns`` and ends now is measured; if not, counted
+        as the warm-up's or as unwindowed."""
+        start = self.window_start_ns
+        if start is None or start_ns < start or self.window_end_ns is not None:
+            if start is None:
+                self.warmup_requests += 1
+            else:
+                self.unwindowed_requests += 1
+            return False
+        return True
+
+    def _answered(
+        self,
+        url: str,
+        status: int,
+        size: int,
+        content_type: str,
+        content_encoding: str,
+        ttfb: int,
+        ttlb: int,
+        expected_ok: bool,
+    ) -> None:
+        """An answer in the window: its status, its content (an expected one's), its times."""
+        self.status_codes[status] += 1
+        if expected_ok:
+            self._note_content(url, size, content_type, content_encoding)
+        pending = self._pending
         # ``_count`` four times, written out: this is every request's path.
-        ttfb, ttlb = sample.ttfb_us, sample.ttlb_us
         counts = pending[0]
         counts[ttfb] = counts.get(ttfb, 0) + 1
         counts = pending[1]
@@ -256,23 +305,20 @@ class ArmRecorder:
         if sample.goaway is not None:
             _count(h2["goaway"], sample.goaway)
 
-    def _note_content(self, sample: Sample) -> None:
+    def _note_content(self, url: str, size: int, content_type: str, content_encoding: str) -> None:
         """Body sizes and content headers per request target, of expected answers only (an error page
         is not the page); a combination already noted costs one set lookup."""
-        key = (sample.url, sample.body_bytes, sample.content_type, sample.content_encoding)
+        key = (url, size, content_type, content_encoding)
         if key in self._seen:
             return
         if len(self._seen) < MAX_SEEN:
             self._seen.add(key)
-        sizes = self.sizes_by_url.setdefault(sample.url, set())
+        sizes = self.sizes_by_url.setdefault(url, set())
         if len(sizes) < MAX_DISTINCT_SIZES:
-            sizes.add(sample.body_bytes)
+            sizes.add(size)
         empty: dict[str, set[str]] = {"content_type": set(), "content_encoding": set()}
-        content = self.content_by_url.setdefault(sample.url, empty)
-        for key_name, value in (
-            ("content_type", sample.content_type),
-            ("content_encoding", sample.content_encoding),
-        ):
+        content = self.content_by_url.setdefault(url, empty)
+        for key_name, value in (("content_type", content_type), ("content_encoding", content_encoding)):
             if len(content[key_name]) < MAX_DISTINCT_HEADERS:
                 content[key_name].add(value)
 
