@@ -7,7 +7,8 @@ Used by ``bench/generator`` (beside the engine subprocess) and ``bench/client_pa
 with the engine's client, request by request, in a gevent-patched process: there it is given the
 unpatched ``socket`` and ``SSLContext`` classes, so it still blocks in the kernel).
 
-``BlockingH2`` is the reference for the HTTP/2 arms: the same ``jh2`` library, connection settings and
+``BlockingKept`` is the reference for the keep-alive HTTP/1.1 arms (one kept connection), ``BlockingH2``
+the one for the HTTP/2 arms: the same ``jh2`` library, connection settings and
 timing boundaries as the engine's ``H2Client`` (``workers/engine/http/http2.py``), on a blocking socket.
 """
 
@@ -67,6 +68,45 @@ def blocking_request(
     t1 = perf_ns()
     sock = context.wrap_socket(raw, server_hostname="127.0.0.1") if context else raw
     sock.sendall(head)
+    _read_answer(sock)
+    t2 = perf_ns()
+    sock.close()
+    return (t1 - t0 + 500) // 1000, (t2 - t0 + 500) // 1000
+
+
+class BlockingKept:
+    """The reference for the keep-alive HTTP/1.1 arms (``plain``, ``tls``): one kept blocking
+    connection to 127.0.0.1:port (TLS when ``context`` is given), opened on the first request, and
+    per request TTLB from before its head is written to the last body byte (by ``Content-Length``),
+    as the engine's single loop times one (``workers/engine/http/single_loop.py``)."""
+
+    def __init__(self, port: int, context, path: str, perf_ns, socket_cls: type = socket.socket) -> None:
+        self.port, self.context, self.perf_ns, self.socket_cls = port, context, perf_ns, socket_cls
+        # The engine's own head (workers/engine/http/http1.py).
+        head = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUser-Agent: tollgate/0.1\r\n"
+        self.head = (head + "Accept: */*\r\n\r\n").encode()
+        self.sock = None
+
+    def request(self) -> tuple[None, int]:
+        """One request on the kept connection: (None, TTLB µs); no connect after the first."""
+        if self.sock is None:
+            raw = self.socket_cls(socket.AF_INET, socket.SOCK_STREAM)
+            raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            raw.connect(("127.0.0.1", self.port))
+            self.sock = self.context.wrap_socket(raw, server_hostname="127.0.0.1") if self.context else raw
+        t0 = self.perf_ns()
+        self.sock.sendall(self.head)
+        _read_answer(self.sock)
+        return None, (self.perf_ns() - t0 + 500) // 1000
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+
+def _read_answer(sock) -> None:
+    """One answer read to its last byte by its ``Content-Length``."""
     buf = b""
     while b"\r\n\r\n" not in buf:
         chunk = sock.recv(65536)
@@ -81,9 +121,6 @@ def blocking_request(
         if not chunk:
             raise ConnectionError("connection closed inside the body")
         have += len(chunk)
-    t2 = perf_ns()
-    sock.close()
-    return (t1 - t0 + 500) // 1000, (t2 - t0 + 500) // 1000
 
 
 class BlockingH2:

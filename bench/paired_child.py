@@ -7,6 +7,9 @@ gets the unpatched ``socket`` class and the ``ssl`` module is left unpatched her
 ``SSLContext`` cannot make a blocking socket, and the original class recurses once patched), so the
 reference blocks in the kernel as a plain Python client does (``ssl`` is imported before patching,
 so its ``SSLSocket`` derives from the original socket class). The order within a pair alternates.
+The keep-alive HTTP/1.1 arms (``plain``, ``tls``) pair the engine's single loop, which makes those
+arms' requests in the engine, with ``bench.blocking.BlockingKept`` on its own kept connection: TTLB
+only, the reference's request made as the loop picks the next path (``kept_pairs``).
 The HTTP/2 arms (``h2_new``: a new connection per request, ``h2``: one kept connection) pair the
 engine's ``H2Client`` with ``bench.blocking.BlockingH2``, the same ``jh2`` library on a blocking
 socket; on ``h2`` only TTLB is paired (no connect after the first request). The HTTP/3 arms (``h3_new``,
@@ -17,7 +20,7 @@ Reads one JSON object on stdin (``{"arms": {"<arm>": {"url", "port", "tls"}}, "s
 ``system`` or ``bundled``), measures each arm for the seconds and at least
 ``min_pairs`` pairs, and prints one JSON object: per arm, the lists ``engine_connect_us``,
 ``engine_ttlb_us``, ``blocking_connect_us``, ``blocking_ttlb_us`` (one entry per pair after the
-warm-up pairs; no connect lists on ``h2``).
+warm-up pairs; no connect lists on the kept connections' arms).
 """
 
 import ssl  # noqa: F401 - before patching: the reference's SSLSocket on the original socket class
@@ -30,8 +33,12 @@ import json  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 
+import gevent  # noqa: E402
+from gevent.event import Event  # noqa: E402
+
 from bench.blocking import (  # noqa: E402
     BlockingH2,
+    BlockingKept,
     BundledReference,
     blocking_context,
     blocking_request,
@@ -41,6 +48,7 @@ from bench.blocking_h3 import BlockingH3  # noqa: E402
 from workers.engine.http.by_protocol import new_client  # noqa: E402
 from workers.engine.http.endpoint import ARM_POLICIES, Endpoint  # noqa: E402
 from workers.engine.http.http3.quic import make_settings  # noqa: E402
+from workers.engine.http.single_loop import SingleLoop  # noqa: E402
 from workers.engine.tls.libraries import (  # noqa: E402
     H2,
     HTTP1,
@@ -62,6 +70,13 @@ def pairs(arm: str, spec: dict, run: dict) -> dict[str, list[int]]:
     client = new_client(endpoint, policy, make_context(library, False, alpn=alpn) if spec["tls"] else None)
     reference = BundledReference(alpn) if library == "bundled" else blocking_context(alpn=alpn)
     context = reference if spec["tls"] else None
+    if not (policy.http2 or policy.new_connection_per_request):
+        return kept_pairs(
+            spec,
+            run,
+            client,
+            BlockingKept(spec["port"], context, path, time.perf_counter_ns, ORIGINAL_SOCKET),
+        )
     if policy.http2:
         h2_reference = BlockingH2(spec["port"], context, path, time.perf_counter_ns, ORIGINAL_SOCKET)
 
@@ -97,6 +112,47 @@ def pairs(arm: str, spec: dict, run: dict) -> dict[str, list[int]]:
     if policy.http2:
         h2_reference.close()
     return out
+
+
+def kept_pairs(spec: dict, run: dict, client, reference: BlockingKept) -> dict[str, list[int]]:
+    """``pairs`` for a keep-alive HTTP/1.1 arm (``plain``, ``tls``), TTLB only: the engine's requests
+    made by its single loop, as the engine makes them (``workers/engine/http/single_loop.py``), after
+    the client's first request opened the connection, as a user's does. The loop asks for each
+    request's path (``pick``) right before it sends it: the reference's request runs there, blocking
+    the process, so the two take turns, the reference first in every pair."""
+    path, least = run["path"], run["warmup_pairs"] + run["min_pairs"]
+    theirs: list[int] = []
+    mine: list[int] = []
+    enough = Event()
+    deadline = time.monotonic() + run["seconds"]
+
+    def pick() -> str:
+        theirs.append(reference.request()[1])
+        return path
+
+    def record_answer(url, start_ns, ttfb_us, ttlb_us, head, ok) -> None:
+        mine.append(ttlb_us)
+        if len(mine) >= least and time.monotonic() >= deadline:
+            enough.set()
+
+    first = client.request(spec["url"], path)
+    if first.error:
+        raise RuntimeError(f"the engine's client failed: {first.error_detail}")
+    loop = SingleLoop(pick, record_answer, lambda status: status == 200)
+    driving = gevent.spawn(loop.drive, client)
+    try:
+        while not enough.wait(0.5):
+            if driving.ready():  # the loop handed the request back: it failed or was not plain
+                raise RuntimeError(f"the single loop handed a request back: {driving.value!r}"[:300])
+    finally:
+        driving.kill()
+        client.close()
+        reference.close()
+    n = len(mine)
+    return {
+        "engine_ttlb_us": mine[run["warmup_pairs"] : n],
+        "blocking_ttlb_us": theirs[run["warmup_pairs"] : n],
+    }
 
 
 def h3_pairs(arm: str, spec: dict, run: dict, endpoint: Endpoint, policy) -> dict[str, list[int]]:

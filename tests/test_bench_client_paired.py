@@ -1,6 +1,7 @@
 """bench/client_paired runs end to end briefly: the engine's client and the blocking reference take
 turns on a throwaway nginx, on each TLS library in one run (``--tls-library both``), and the last
-line carries both medians per library, arm and phase, and bundled / system; the HTTP/2 arms (the
+line carries both medians per library, arm and phase, and bundled / system; the keep-alive arms
+(the engine's single loop against a blocking client on a kept connection), the HTTP/2 arms (the
 engine's ``H2Client`` against a blocking client on the same ``jh2`` library) and, with Caddy, the HTTP/3
 ones (``H3Client`` against ``bench/blocking_h3.py`` on the same qh3) included."""
 
@@ -61,7 +62,15 @@ def test_bench_client_paired_short_run_prints_both_clients_on_both_libraries():
         assert set(h2) == {"pairs", "ttlb_us"} and h2["pairs"] >= 20
         for who in ("engine_p50", "blocking_p50"):
             assert 0 < h2["ttlb_us"][who] < h2_new["ttlb_us"][who]
+        # HTTP/1.1 on a kept connection: the engine's single loop against a blocking kept client,
+        # TTLB only, below a new connection's (no connect, no handshake in it) for both clients.
+        for arm, new in (("plain", "plain_new"), ("tls", "tls_new")):
+            assert set(run[arm]) == {"pairs", "ttlb_us"} and run[arm]["pairs"] >= 20, arm
+            for who in ("engine_p50", "blocking_p50"):
+                assert 0 < run[arm]["ttlb_us"][who] < run[new]["ttlb_us"][who]
     phases = {
+        "plain": ("ttlb_us",),
+        "tls": ("ttlb_us",),
         "plain_new": ("connect_us", "ttlb_us"),
         "tls_new": ("connect_us", "ttlb_us"),
         "h2_new": ("connect_us", "ttlb_us"),
