@@ -26,11 +26,15 @@ class KeptRawServer(_RawServer):
     """A plain keep-alive server for what http.server cannot do, a thread per connection:
     ``split_head`` writes each answer's head in two parts 5 ms apart; ``close_after`` closes a
     connection silently (no ``Connection: close``) after that many answers; ``stall_after`` stops
-    answering on a connection after that many, holding it open."""
+    answering on a connection after that many, holding it open; ``garbled_after`` answers with a
+    status line that is not HTTP/1.x after that many."""
 
-    def __init__(self, split_head: bool = False, close_after: int = 0, stall_after: int = 0) -> None:
+    def __init__(
+        self, split_head: bool = False, close_after: int = 0, stall_after: int = 0, garbled_after: int = 0
+    ) -> None:
         super().__init__()
         self.split_head, self.close_after, self.stall_after = split_head, close_after, stall_after
+        self.garbled_after = garbled_after
         self.lock = threading.Lock()
         self.connections = 0
 
@@ -65,7 +69,10 @@ class KeptRawServer(_RawServer):
                     if self.stall_after and served >= self.stall_after:
                         self.stopping.wait()
                         return
-                    head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(BODY)}\r\n\r\n".encode()
+                    version = (
+                        "HTTX/1.1" if self.garbled_after and served >= self.garbled_after else "HTTP/1.1"
+                    )
+                    head = f"{version} 200 OK\r\nContent-Length: {len(BODY)}\r\n\r\n".encode()
                     if self.split_head:
                         conn.sendall(head[:20])
                         time.sleep(0.005)
@@ -181,6 +188,29 @@ def test_answers_the_loop_does_not_read_are_finished_by_the_client(case):
         # Nothing it could read itself: every request the loop sent went back.
         assert loop["requests"] == 0
     check_clean(got)
+
+
+def test_an_answer_that_is_not_http_fails_its_request_and_nothing_else():
+    """A garbled status line on a kept connection: that request fails as ``protocol_error``, read by
+    the client as without the loop, and every user goes on (the loop keeps serving the others)."""
+    patterns = {}
+    for single in (True, False):
+        server = KeptRawServer(garbled_after=3).start()
+        try:
+            got = run_users(server.url("/"), "plain", single, seconds=0.8)
+        finally:
+            server.stop()
+        samples = got["samples"]
+        failed = [s for s in samples if s["error"]]
+        assert {s["error"] for s in failed} == {"protocol_error"}
+        assert {s["error_detail"] for s in failed} == {"ProtocolError: bad status line 'HTTX/1.1 200 OK'"}
+        # Three answers and a failure per connection, for as long as it ran: the users went on.
+        assert len(failed) >= 4 and len(samples) - len(failed) >= 3 * len(failed) - 2 * 3
+        patterns[single] = {s["error"] for s in samples[:3]}
+        if single:
+            assert got["loop"]["handed_back"] >= len(failed) - 2
+        check_clean(got)
+    assert patterns[True] == patterns[False] == {None}
 
 
 def test_a_stalled_connection_times_out_and_the_user_goes_on():

@@ -232,7 +232,10 @@ class SingleLoop:
                     self._hand_back(kept, ConnectionClosed("connection closed before the response"))
                     return
                 end = data.find(b"\r\n\r\n")
-                answer = read_head(data[:end]) if end >= 0 else None
+                try:
+                    answer = read_head(data[:end]) if end >= 0 else None
+                except ProtocolError:  # not HTTP/1.x: the client reads it again and says so
+                    answer = None
                 if answer is None or not answer.plain:
                     self._hand_back(kept, (data, now))
                     return
