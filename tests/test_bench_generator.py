@@ -74,7 +74,7 @@ def test_bench_generator_tiny_run_prints_the_ratios_of_both_tls_libraries():
     assert all(isinstance(value, float | int) and value >= 0 for value in sleeps), sleeps
     assert report["machine"]["python_ns_per_op"] > 0
     # The single-loop Python floor on the plain URL, beside wrk and the engine in the same run.
-    # The floor twice: appending a tuple, then making and recording the engine's Sample.
+    # The floor twice: appending a tuple, then recording each answer as the engine does.
     for key, engine_record in (("loop_floor", False), ("loop_floor_recorded", True)):
         floor = report["machine"][key]
         assert floor["engine_record"] is engine_record
