@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from portal.lib.stats.capacity import GEN_LAG_MS
 from tests.conftest import run_module
 from tests.engine_config import engine_config
 from tests.servers import LocalServer, _RawServer, pages_handler
@@ -260,7 +261,9 @@ def test_the_engines_closed_loop_keep_alive_arms_run_on_it(engine, plain_server,
         )
         assert 1.1 < result["measured_s"] < 1.6
         (point,) = result["series"]
-        assert point["requests"] > 0 and point["loop_lag_ms"] < 500
+        # The tick came on time: the loop lets the hub run its timers (a capacity stage is judged
+        # generator-bound from 50 ms late; yielding by a queued callback made it about 60).
+        assert point["requests"] > 0 and point["loop_lag_ms"] < GEN_LAG_MS / 2
     assert results["tls_new"]["single_loop"] is None
     # One connection per user, plus the preflight's.
     assert plain_server.counters.snapshot()["connections"] == 2 + 1

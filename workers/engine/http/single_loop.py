@@ -183,6 +183,12 @@ class SingleLoop:
         clock = time.perf_counter_ns
         yield_ns, check_ns = int(YIELD_S * 1e9), int(CHECK_S * 1e9)
         next_yield = next_check = clock()
+        hub = get_hub()
+        # Yielding on a timer due at once makes the hub go through a whole turn of its loop (its poll,
+        # without blocking, and every timer due) before the loop resumes. ``gevent.sleep(0)`` would
+        # only queue a callback, which the hub runs in the same pass as the one that resumed the
+        # loop for up to 50 callbacks: its timers (the arm's one-second ticks) came tens of ms late.
+        turn = hub.loop.timer(0.0)
         try:
             while kept_by_fd:
                 hub_ready = False
@@ -198,13 +204,14 @@ class SingleLoop:
                     next_check = now + check_ns
                 if hub_ready or self._handed or now >= next_yield:
                     self._handed = False
-                    gevent.sleep(0)
+                    hub.wait(turn)
                     next_yield = clock() + yield_ns
         except Exception as exc:
             for kept in list(kept_by_fd.values()):  # no user waits forever on a loop that broke
                 self._hand_back(kept, exc)
             raise
         finally:
+            turn.close()
             self._greenlet = None
 
     def _time_out(self, now: int) -> None:
