@@ -36,6 +36,8 @@ PRIVATE_USERS = {
     "http/cooperative.py": "SSLContext._wrap_socket, _encode_hostname, the _socket.socket subclass, "
     "hub.loop.io / hub.wait, loop.timer's again",
     "http/http3/udp.py": "the _socket.socket UDP socket, hub.loop.io / loop.timer",
+    "http/single_loop.py": "hub.loop.timer / hub.wait (a whole turn of the hub), hub.loop.fileno "
+    "(gevent's own epoll in the loop's set), the original select.epoll",
     "matrix/variants.py": "SSLContext._msg_callback",
     "matrix/bundled.py": "the bundled matrix's cffi calls (OpenSSL._util.lib, Context._context)",
     "tls/libraries.py": "OpenSSL._util.lib and ffi (SSL_read / SSL_write), Connection._ssl, "

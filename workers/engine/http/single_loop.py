@@ -53,7 +53,10 @@ from gevent.monkey import get_original
 from workers.engine.http.http1 import RECV_SIZE, Head, TimedClient, read_head
 from workers.engine.http.sample import ConnectionClosed, ProtocolError, Sample
 
-# gevent's ``patch_all`` removes ``select.epoll``; this loop needs the real one.
+# gevent's ``patch_all`` removes ``select.epoll``; this loop needs the real one. Like cooperative.py
+# it relies on gevent's loop beyond its greenlet API (``hub.loop.fileno``: libev's own epoll descriptor;
+# ``hub.loop.timer`` and ``hub.wait``), checked on ``cooperative.PRIVATE_API_CHECKED_ON``'s versions
+# (tests/workers/test_private_api.py names this module in its recheck message).
 _epoll = get_original("select", "epoll")
 EPOLLIN = 1
 YIELD_S = 0.002  # the hub runs at least this often
