@@ -5,8 +5,11 @@ intervals, each variant's negotiated parameters verified from the probe and from
 count. The server runs in this process, which the run samples as its local process (the per-arm CPU
 machinery of ``probes.local_process``): the hybrid's CPU per handshake with its interval over rounds.
 
-Short windows (0.4 s, 3 rounds): the test checks that every figure is there, verified and ranked, not
-which way a latency goes (that needs a quiet machine: ``@pytest.mark.serial`` tests do it).
+Short windows (0.4 s, 4 rounds): the test checks that every figure is there, verified and ranked, not
+which way a latency goes (that needs a quiet machine: ``@pytest.mark.serial`` tests do it). An interval
+over rounds needs three rounds with an answer in both arms' windows; the fourth round is there for a
+loaded machine (the suite runs in parallel), where the server in this process can stall past a 0.4 s
+window: that round then has no median, the others still give the interval.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ def test_one_bundled_matrix_run_ranks_the_hybrid_and_the_certificate_types_under
             arrival_rate=40,
             warmup_s=0.1,
             duration_s=0.4,
-            rounds=3,
+            rounds=4,
             tls_library="bundled",
             # No protocol dimension: the bundled library negotiates TLS 1.3 here (checked per variant);
             # the TLS 1.2 variants' refusals are tests/workers/test_bundled_variants.py's.
@@ -75,9 +78,11 @@ def test_one_bundled_matrix_run_ranks_the_hybrid_and_the_certificate_types_under
     # Ranked, with measured savings and intervals: the group and certificate pairs under TLS 1.3.
     items = report["advice"]
     assert [i["saving_us"] for i in items] == sorted((i["saving_us"] for i in items), reverse=True)
-    assert all(i["ci95"] is not None and i["ci_method"] == "rounds" for i in items), items
+    assert all(i["ci95"] is not None and i["ci_method"] == "rounds" for i in items), [
+        (i["title"], i["ci_method"], {a: _round_requests(report, a) for a in i["arms"]}) for i in items
+    ]
     # The hybrid is priced, not advised against, against both classical groups: per new connection in
-    # time (with its CI over the 3 rounds), in server CPU (the sampled process, with its CI) and in
+    # time (with its CI over the rounds), in server CPU (the sampled process, with its CI) and in
     # bytes each side sent.
     hybrids = [i["hybrid"] for i in _all_pairs(report) if i.get("hybrid")]
     assert {h["versus"] for h in hybrids} >= {"x25519", "secp256r1"}
@@ -109,6 +114,11 @@ def test_one_bundled_matrix_run_ranks_the_hybrid_and_the_certificate_types_under
     page = client.get(f"/runs/{run.code}/").content.decode()
     assert "What the post-quantum hybrid costs" in page and 'id="hybrid-form"' in page
     assert 'data-group="X25519MLKEM768"' in page and "handshake bytes: client" in page
+
+
+def _round_requests(report: dict, arm: str) -> list[tuple[int, int, int | None]]:
+    """(round, requests, TTLB p50 µs) of each of the arm's rounds: why an interval is missing."""
+    return [(r["round"], r["requests"], r["ttlb_p50_us"]) for r in report["arms"][arm]["rounds"]]
 
 
 def _all_pairs(report: dict) -> list[dict]:

@@ -221,14 +221,16 @@ def test_a_stalled_connection_times_out_and_the_user_goes_on():
     for single in (True, False):
         server = KeptRawServer(stall_after=3).start()
         try:
-            got = run_users(server.url("/"), "plain", single, users=1, seconds=1.5, timeout_s=0.4)
+            got = run_users(server.url("/"), "plain", single, users=1, seconds=2.5, timeout_s=0.4)
         finally:
             server.stop()
         samples = got["samples"]
         timeouts = [s for s in samples if s["error"]]
         assert {(s["error"], s["error_detail"]) for s in timeouts} == {("timeout", "TimeoutError: timed out")}
-        # The wait is the client's timeout (0.4 s), checked by the loop every 0.1 s.
-        assert all(400_000 <= (s["end_ns"] - s["start_ns"]) // 1000 < 800_000 for s in timeouts)
+        # The wait is the client's timeout (0.4 s), checked by the loop every 0.1 s: never shorter; not
+        # much longer (a loaded machine, the suite running in parallel, delays the check a little).
+        waits_us = [(s["end_ns"] - s["start_ns"]) // 1000 for s in timeouts]
+        assert all(400_000 <= wait < 1_000_000 for wait in waits_us), (single, waits_us)
         patterns[single] = [s["error"] for s in samples][:8]
         assert server.connections >= 2
         check_clean(got)
