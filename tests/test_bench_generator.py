@@ -14,9 +14,11 @@ from tests.conftest import bench_report, bench_run
 
 def test_bench_generator_tiny_run_prints_the_ratios_of_both_tls_libraries():
     from bench.nginx import find_binary
+    from portal.lib.demo.caddy import find_binary as find_caddy
 
-    if not (find_binary() and shutil.which("wrk") and shutil.which("openssl") and shutil.which("h2load")):
-        pytest.skip("needs nginx, wrk, openssl and h2load")
+    tools = ("wrk", "openssl", "h2load")
+    if not (find_binary() and find_caddy() and all(shutil.which(tool) for tool in tools)):
+        pytest.skip("needs nginx, caddy, wrk, openssl and h2load")
     # The TLS arms and the overhead part run twice (once per library): about 10 s more than one library.
     args = ("--duration", "1", "--warmup", "0.2", "--users", "2", "--tls-library", "both")
     report = bench_report("generator", *args, timeout=180)
@@ -82,6 +84,20 @@ def test_bench_generator_tiny_run_prints_the_ratios_of_both_tls_libraries():
         assert floor["vs_wrk"] == round(floor["per_cpu_s"] / report["wrk"]["plain"]["per_cpu_s"], 3)
         plain_per_cpu_s = report["engine"]["plain"]["per_cpu_s"]
         assert floor["engine_vs_floor"] == round(plain_per_cpu_s / floor["per_cpu_s"], 3)
+    # HTTP/3 in the same run, on Caddy: the engine's requests and new connections per CPU-second beside
+    # its own HTTP/2 there (no reference tool speaks HTTP/3 here), each ratio judged against the target.
+    h3 = report["h3"]
+    assert h3["reference"] is None and h3["server"] == "caddy"
+    for arm in ("h2", "h3", "h2_new", "h3_new"):
+        assert h3[arm]["requests"] > 0 and h3[arm]["failures"] == 0 and h3[arm]["per_cpu_s"] > 0, arm
+    assert report["h3_vs_h2"] == h3["h3_vs_h2"] == round(h3["h3"]["per_cpu_s"] / h3["h2"]["per_cpu_s"], 3)
+    assert report["h3_new_vs_h2_new"] == round(h3["h3_new"]["per_cpu_s"] / h3["h2_new"]["per_cpu_s"], 3)
+    # A new connection per request on the _new arms; the kept ones were opened in the warm-up.
+    for arm in ("h2_new", "h3_new"):
+        assert h3[arm]["connections_opened"] >= h3[arm]["requests"], arm
+    assert h3["h2"]["connections_opened"] == h3["h3"]["connections_opened"] == 0
+    assert targets["h3"] == 0.5
+    assert met["h3"] == (report["h3_vs_h2"] >= 0.5) and met["h3_new"] == (report["h3_new_vs_h2_new"] >= 0.5)
     ratios = report["library_ratios"]
     system, bundled = (by_library[name]["engine"]["tls_new"]["per_cpu_s"] for name in ("system", "bundled"))
     assert ratios["tls_new_per_cpu_s"] == round(bundled / system, 3)
@@ -183,3 +199,4 @@ def test_bench_generator_only_h3_prints_http3_beside_http2_and_says_there_is_no_
         assert run[arm]["connections_per_cpu_s"] > 0 and run[arm]["connections_opened"] > 0
     assert run["h3_vs_h2"] == round(run["h3"]["per_cpu_s"] / run["h2"]["per_cpu_s"], 3)
     assert report["h3_new_vs_h2_new_median"] == run["h3_new_vs_h2_new"] > 0
+    assert report["target"] == 0.5 and "(target 0.5: " in proc.stdout
