@@ -79,7 +79,7 @@ def _loop(step: Callable[[], None]) -> None:
         gevent.sleep(0)
 
 
-def _kept(user, driver: single_loop.SingleLoop, record: Callable[[Sample, bool], None], expected) -> None:
+def _kept(user, driver: single_loop.SingleLoop) -> None:
     """The closed loop on a kept HTTP/1.1 connection: the user's own request while it has no
     connection (opening one, backing off), else the single loop's; what the loop hands back is
     finished here by the client's own code."""
@@ -88,10 +88,7 @@ def _kept(user, driver: single_loop.SingleLoop, record: Callable[[Sample, bool],
         if timed.sock is None:
             user.one()
             continue
-        sample = timed.finish(*driver.drive(timed))
-        record(sample, sample.status is not None and expected(sample.status))
-        if sample.error is not None or user.backoff_s:
-            user.back_off(sample.error)
+        user.settle(timed.finish(*driver.drive(timed)))
 
 
 def arm_user_class(
@@ -125,12 +122,15 @@ def arm_user_class(
             gevent.killall(getattr(self, "extra_lanes", []))
             self.timed.close()
 
-        def one(self) -> None:
-            path = pick()
-            sample = self.timed.request(path, path)
+        def settle(self, sample: Sample) -> None:
+            """A request done: recorded (its status judged), then backed off after a failure."""
             record(sample, sample.status is not None and expected(sample.status))
             if sample.error is not None or self.backoff_s:
                 self.back_off(sample.error)
+
+        def one(self) -> None:
+            path = pick()
+            self.settle(self.timed.request(path, path))
 
         def paced(self) -> None:
             path = pick()
@@ -141,9 +141,7 @@ def arm_user_class(
                 gevent.sleep(wait_ns / 1e9)
             sample = self.timed.request(path, path)
             _charge_lateness(sample, intended)
-            record(sample, sample.status is not None and expected(sample.status))
-            if sample.error is not None or self.backoff_s:
-                self.back_off(sample.error)
+            self.settle(sample)
 
         @task
         def requests(self) -> None:
@@ -156,7 +154,7 @@ def arm_user_class(
                     cls.single_loop = single_loop.SingleLoop(
                         pick, recorder.record_answer, expected, self.timed.timeout_s
                     )
-                _kept(self, cls.single_loop, record, expected)
+                _kept(self, cls.single_loop)
             step = self.paced if interval_ns else self.one
             self.extra_lanes = [gevent.spawn(_loop, step) for _ in range(lanes - 1)]
             _loop(step)

@@ -148,6 +148,11 @@ class TimedClient:
         sample.end_ns = time.perf_counter_ns()
         return sample
 
+    def head_for(self, path: str, method: str = "GET") -> bytes:
+        """The request head for ``method path`` on this client's endpoint and policy, as it is written
+        (the single loop writes it for a parked connection, ``http.single_loop``)."""
+        return self._heads.get((method, path)) or self._head(method, path)
+
     def _head(self, method: str, path: str) -> bytes:
         """The request head, built once per (method, path): the same bytes every time."""
         close_header = "Connection: close\r\n" if self.policy.new_connection_per_request else ""

@@ -165,8 +165,7 @@ class SingleLoop:
     def _send(self, kept: _Kept) -> None:
         """The next request on a parked connection: its path picked, its start taken, its head written."""
         path = self._pick()
-        client = kept.client
-        head = client._heads.get(("GET", path)) or client._head("GET", path)
+        head = kept.client.head_for(path)
         kept.path = path
         kept.first_ns = 0
         kept.start_ns = kept.last_ns = time.perf_counter_ns()
