@@ -106,13 +106,17 @@ class BlockingKept:
 
 
 def _read_answer(sock) -> None:
-    """One answer read to its last byte by its ``Content-Length``."""
+    """One answer read to its last byte by its ``Content-Length``; anything but a 200 is an error (the
+    pairs are of the same page's answers: an error page is other work)."""
     buf = b""
     while b"\r\n\r\n" not in buf:
         chunk = sock.recv(65536)
         if not chunk:
             raise ConnectionError("connection closed before the response head")
         buf += chunk
+    if buf[8:13] != b" 200 ":
+        status_line = buf.partition(b"\r\n")[0][:80]
+        raise ConnectionError(f"answered {status_line!r}, not 200")
     end = buf.index(b"\r\n\r\n") + 4
     length = int(_LENGTH.search(buf[:end]).group(1))
     have = len(buf) - end

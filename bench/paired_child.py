@@ -99,8 +99,8 @@ def pairs(arm: str, spec: dict, run: dict) -> dict[str, list[int]]:
         else:
             sample = client.request(spec["url"], path)
             theirs = blocking()
-        if sample.error:
-            raise RuntimeError(f"{arm}: the engine's client failed: {sample.error_detail}")
+        if sample.error or sample.status != 200:
+            raise RuntimeError(f"{arm}: the engine's client failed: {sample.error_detail or sample.status}")
         n += 1
         if n > warmup_pairs:
             mine = {"connect_us": sample.connect_us, "ttlb_us": sample.ttlb_us}
@@ -123,6 +123,7 @@ def kept_pairs(spec: dict, run: dict, client, reference: BlockingKept) -> dict[s
     path, least = run["path"], run["warmup_pairs"] + run["min_pairs"]
     theirs: list[int] = []
     mine: list[int] = []
+    statuses: list[int] = []  # the engine's answers other than 200
     enough = Event()
     deadline = time.monotonic() + run["seconds"]
 
@@ -131,13 +132,17 @@ def kept_pairs(spec: dict, run: dict, client, reference: BlockingKept) -> dict[s
         return path
 
     def record_answer(url, start_ns, ttfb_us, ttlb_us, head, ok) -> None:
+        if not ok:  # another answer than the reference's 200 is other work: no pair
+            statuses.append(head.status)
+            enough.set()
+            return
         mine.append(ttlb_us)
         if len(mine) >= least and time.monotonic() >= deadline:
             enough.set()
 
     first = client.request(spec["url"], path)
-    if first.error:
-        raise RuntimeError(f"the engine's client failed: {first.error_detail}")
+    if first.error or first.status != 200:
+        raise RuntimeError(f"the engine's client failed: {first.error_detail or first.status}")
     loop = SingleLoop(pick, record_answer, lambda status: status == 200)
     driving = gevent.spawn(loop.drive, client)
     try:
@@ -148,6 +153,8 @@ def kept_pairs(spec: dict, run: dict, client, reference: BlockingKept) -> dict[s
         driving.kill()
         client.close()
         reference.close()
+    if statuses:
+        raise RuntimeError(f"the engine's single loop was answered {statuses[0]}, not 200")
     n = len(mine)
     return {
         "engine_ttlb_us": mine[run["warmup_pairs"] : n],
@@ -173,8 +180,9 @@ def h3_pairs(arm: str, spec: dict, run: dict, endpoint: Endpoint, policy) -> dic
             else:
                 sample = client.request(spec["url"], path)
                 theirs = reference.request(path, new=new)[2]
-            if sample.error:
-                raise RuntimeError(f"{arm}: the engine's client failed: {sample.error_detail}")
+            if sample.error or sample.status != 200:
+                said = sample.error_detail or sample.status
+                raise RuntimeError(f"{arm}: the engine's client failed: {said}")
             n += 1
             if n > run["warmup_pairs"]:
                 out["engine_ttlb_us"].append(sample.ttlb_us)

@@ -7,6 +7,8 @@ ones (``H3Client`` against ``bench/blocking_h3.py`` on the same qh3) included.""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from bench import bound
@@ -94,3 +96,31 @@ def test_bench_client_paired_short_run_prints_both_clients_on_both_libraries():
     system, bundled = report["by_library"]["system"], report["by_library"]["bundled"]
     ratio = bundled["tls_new"]["ttlb_us"]["engine_p50"] / system["tls_new"]["ttlb_us"]["engine_p50"]
     assert report["library_ratios"]["tls_new_ttlb_us_engine_p50"] == round(ratio, 3)
+
+
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc", None),
+        (
+            b"HTTP/1.1 404 Not Found\r\nContent-Length: 3\r\n\r\nabc",
+            "'HTTP/1.1 404 Not Found', not 200",
+        ),
+        (b"HTTP/1.1 503 Busy\r\nContent-Length: 0\r\n\r\n", "'HTTP/1.1 503 Busy', not 200"),
+    ],
+)
+def test_the_blocking_reference_pairs_only_answers_of_200(answer, said):
+    """The reference reads an answer to its last byte, and refuses one that is not the page's 200:
+    an error page is other work than the engine's answer it is paired with."""
+    import socket
+
+    from bench.blocking import _read_answer
+
+    mine, theirs = socket.socketpair()
+    with mine, theirs:
+        theirs.sendall(answer)
+        if said is None:
+            _read_answer(mine)
+        else:
+            with pytest.raises(ConnectionError, match=re.escape(f"answered b{said}")):
+                _read_answer(mine)
