@@ -114,7 +114,7 @@ def _read_answer(sock) -> None:
         if not chunk:
             raise ConnectionError("connection closed before the response head")
         buf += chunk
-    if buf[8:13] != b" 200 ":
+    if not buf.startswith(b"HTTP/1.") or buf[9:12] != b"200":
         status_line = buf.partition(b"\r\n")[0][:80]
         raise ConnectionError(f"answered {status_line!r}, not 200")
     end = buf.index(b"\r\n\r\n") + 4
@@ -200,6 +200,10 @@ class BlockingH2:
                 kind = type(event)
                 if kind is jh2.events.DataReceived:
                     conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+                elif kind is jh2.events.ResponseReceived and event.stream_id == stream_id:
+                    # The pairs are of the page's answers: another is other work (:status comes first).
+                    if tuple(event.headers[0]) != (b":status", b"200"):
+                        raise ConnectionError(f"answered {event.headers[0]!r}, not 200")
                 elif kind is jh2.events.StreamEnded and event.stream_id == stream_id:
                     ended = True
                 elif kind in (jh2.events.StreamReset, jh2.events.ConnectionTerminated):

@@ -175,14 +175,16 @@ def h3_pairs(arm: str, spec: dict, run: dict, endpoint: Endpoint, policy) -> dic
     try:
         while time.monotonic() < deadline or n < least:
             if n % 2:
-                theirs = reference.request(path, new=new)[2]
+                status, _, theirs = reference.request(path, new=new)
                 sample = client.request(spec["url"], path)
             else:
                 sample = client.request(spec["url"], path)
-                theirs = reference.request(path, new=new)[2]
+                status, _, theirs = reference.request(path, new=new)
             if sample.error or sample.status != 200:
                 said = sample.error_detail or sample.status
                 raise RuntimeError(f"{arm}: the engine's client failed: {said}")
+            if status != 200:
+                raise RuntimeError(f"{arm}: the blocking reference was answered {status}, not 200")
             n += 1
             if n > run["warmup_pairs"]:
                 out["engine_ttlb_us"].append(sample.ttlb_us)

@@ -65,11 +65,15 @@ def test_bench_client_paired_short_run_prints_both_clients_on_both_libraries():
         for who in ("engine_p50", "blocking_p50"):
             assert 0 < h2["ttlb_us"][who] < h2_new["ttlb_us"][who]
         # HTTP/1.1 on a kept connection: the engine's single loop against a blocking kept client,
-        # TTLB only, below a new connection's (no connect, no handshake in it) for both clients.
-        for arm, new in (("plain", "plain_new"), ("tls", "tls_new")):
+        # TTLB only. No handshake in it: far below a new TLS connection's, for both clients. A new
+        # plain connection on loopback costs little more than a kept request: on a fast guest the
+        # medians were 63–70 µs kept against 71–73 µs new (connect included), and a short run's
+        # medians cross either way, so only a bound holds for plain.
+        for arm in ("plain", "tls"):
             assert set(run[arm]) == {"pairs", "ttlb_us"} and run[arm]["pairs"] >= 20, arm
-            for who in ("engine_p50", "blocking_p50"):
-                assert 0 < run[arm]["ttlb_us"][who] < run[new]["ttlb_us"][who]
+        for who in ("engine_p50", "blocking_p50"):
+            assert 0 < run["tls"]["ttlb_us"][who] < run["tls_new"]["ttlb_us"][who] / 2
+            assert 0 < run["plain"]["ttlb_us"][who] < 2 * run["plain_new"]["ttlb_us"][who]
     phases = {
         "plain": ("ttlb_us",),
         "tls": ("ttlb_us",),
@@ -117,6 +121,7 @@ def test_the_blocking_reference_pairs_only_answers_of_200(answer, said):
     from bench.blocking import _read_answer
 
     mine, theirs = socket.socketpair()
+    mine.settimeout(2)  # a reader that wants more than the answer fails, never hangs
     with mine, theirs:
         theirs.sendall(answer)
         if said is None:

@@ -92,10 +92,9 @@ def test_bench_generator_tiny_run_prints_the_ratios_of_both_tls_libraries():
         assert h3[arm]["requests"] > 0 and h3[arm]["failures"] == 0 and h3[arm]["per_cpu_s"] > 0, arm
     assert report["h3_vs_h2"] == h3["h3_vs_h2"] == round(h3["h3"]["per_cpu_s"] / h3["h2"]["per_cpu_s"], 3)
     assert report["h3_new_vs_h2_new"] == round(h3["h3_new"]["per_cpu_s"] / h3["h2_new"]["per_cpu_s"], 3)
-    # A new connection per request on the _new arms; the kept ones were opened in the warm-up.
+    # A new connection per request on the _new arms.
     for arm in ("h2_new", "h3_new"):
         assert h3[arm]["connections_opened"] >= h3[arm]["requests"], arm
-    assert h3["h2"]["connections_opened"] == h3["h3"]["connections_opened"] == 0
     assert targets["h3"] == 0.5
     assert met["h3"] == (report["h3_vs_h2"] >= 0.5) and met["h3_new"] == (report["h3_new_vs_h2_new"] >= 0.5)
     ratios = report["library_ratios"]

@@ -322,8 +322,9 @@ def test_with_a_server_cpu_column_a_question_may_take_two_lines_its_figures_neve
     page, live_server, django_user_model, servers, hybrid_server
 ):
     """The widest answer table: the hybrid's rows and a server-CPU column (the server runs in this
-    process, sampled as the run's local process). At 1,280 px the longest questions take two lines;
-    every figure stays on one line and the table fits its box, no sideways scrolling."""
+    process, sampled as the run's local process). At 1,280 px the longest questions may take two
+    lines (no row more than about two); every figure stays on one line and the table fits its box,
+    no sideways scrolling."""
     user = login(page, live_server, django_user_model)
     plain, _ = servers
     arms = {"plain_new": plain.url(), "tls_new": hybrid_server.url("/1k")}
