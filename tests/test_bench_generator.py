@@ -199,3 +199,8 @@ def test_bench_generator_only_h3_prints_http3_beside_http2_and_says_there_is_no_
     assert run["h3_vs_h2"] == round(run["h3"]["per_cpu_s"] / run["h2"]["per_cpu_s"], 3)
     assert report["h3_new_vs_h2_new_median"] == run["h3_new_vs_h2_new"] > 0
     assert report["target"] == 0.5 and "(target 0.5: " in proc.stdout
+    # Each median judged against it, as the output says.
+    assert report["met"] == {
+        "h3": report["h3_vs_h2_median"] >= 0.5,
+        "h3_new": report["h3_new_vs_h2_new_median"] >= 0.5,
+    }

@@ -166,7 +166,7 @@ class TimedClient:
 
     def _exchange(self, sample: Sample, path: str, method: str, begun=None) -> None:
         new_conn = self.policy.new_connection_per_request
-        head = self._heads.get((method, path)) or self._head(method, path)
+        head = self.head_for(path, method)
         reused = self.sock is not None
         if not reused:
             sample.reopened, self._server_closed = self._server_closed, False
